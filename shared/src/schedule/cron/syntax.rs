@@ -1,0 +1,359 @@
+//! The crontab grammar RES accepts, checked field by field so an error names the field and
+//! the item that is wrong. Croner accepts more (`L`, `W`, `#`, `+`, `?`, a year field) and
+//! reports errors without saying which field failed; this layer narrows the language to
+//! standard crontab and turns names into numbers so croner's parser only sees plain fields.
+
+use std::fmt;
+
+/// One of the six cron fields, in the order they appear in a 6-field expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FieldKind {
+    Second,
+    Minute,
+    Hour,
+    DayOfMonth,
+    Month,
+    DayOfWeek,
+}
+
+impl FieldKind {
+    /// All fields in 6-field order.
+    pub(crate) const ALL: [FieldKind; 6] = [
+        FieldKind::Second,
+        FieldKind::Minute,
+        FieldKind::Hour,
+        FieldKind::DayOfMonth,
+        FieldKind::Month,
+        FieldKind::DayOfWeek,
+    ];
+
+    /// Smallest value the field accepts.
+    pub(crate) fn min(self) -> u16 {
+        match self {
+            FieldKind::DayOfMonth | FieldKind::Month => 1,
+            _ => 0,
+        }
+    }
+
+    /// Largest value the field accepts (7 is Sunday again in day-of-week).
+    pub(crate) fn max(self) -> u16 {
+        match self {
+            FieldKind::Second | FieldKind::Minute => 59,
+            FieldKind::Hour => 23,
+            FieldKind::DayOfMonth => 31,
+            FieldKind::Month => 12,
+            FieldKind::DayOfWeek => 7,
+        }
+    }
+
+    /// The widest step that still selects more than the first value of the field.
+    fn max_step(self) -> u16 {
+        match self {
+            // 0-7 names Sunday twice, so the span of distinct days is 0-6.
+            FieldKind::DayOfWeek => 6,
+            _ => self.max() - self.min(),
+        }
+    }
+
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            FieldKind::Month => &[
+                "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+            ],
+            FieldKind::DayOfWeek => &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
+            _ => &[],
+        }
+    }
+}
+
+impl fmt::Display for FieldKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FieldKind::Second => "second",
+            FieldKind::Minute => "minute",
+            FieldKind::Hour => "hour",
+            FieldKind::DayOfMonth => "day-of-month",
+            FieldKind::Month => "month",
+            FieldKind::DayOfWeek => "day-of-week",
+        })
+    }
+}
+
+/// An expression split into its six fields, each normalised to digits, `*`, `,`, `-` and `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NormalizedFields {
+    /// Fields in 6-field order; a 5-field expression gets `0` seconds.
+    pub(crate) fields: [String; 6],
+}
+
+/// Splits and checks an expression; the error text is the reason, without the expression.
+pub(crate) fn normalize(expression: &str) -> Result<NormalizedFields, String> {
+    let trimmed = expression.trim();
+    if trimmed.is_empty() {
+        return Err("the expression is empty".to_owned());
+    }
+    let expanded = if trimmed.starts_with('@') {
+        expand_macro(trimmed)?
+    } else {
+        trimmed
+    };
+    let parts: Vec<&str> = expanded.split_whitespace().collect();
+    let six: [&str; 6] = match parts.as_slice() {
+        [m, h, dom, mon, dow] => ["0", m, h, dom, mon, dow],
+        [s, m, h, dom, mon, dow] => [s, m, h, dom, mon, dow],
+        other => {
+            return Err(format!(
+                "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a \
+                 leading seconds field, found {}",
+                other.len()
+            ));
+        }
+    };
+    let mut fields: [String; 6] = Default::default();
+    for ((slot, kind), text) in fields.iter_mut().zip(FieldKind::ALL).zip(six) {
+        *slot = normalize_field(kind, text)?;
+    }
+    Ok(NormalizedFields { fields })
+}
+
+fn expand_macro(text: &str) -> Result<&'static str, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "@yearly" | "@annually" => Ok("0 0 1 1 *"),
+        "@monthly" => Ok("0 0 1 * *"),
+        "@weekly" => Ok("0 0 * * 0"),
+        "@daily" | "@midnight" => Ok("0 0 * * *"),
+        "@hourly" => Ok("0 * * * *"),
+        _ => Err(format!(
+            "unknown macro '{text}' (use @hourly, @daily, @weekly, @monthly or @yearly)"
+        )),
+    }
+}
+
+fn normalize_field(kind: FieldKind, text: &str) -> Result<String, String> {
+    let mut items = Vec::new();
+    for item in text.split(',') {
+        if item.is_empty() {
+            return Err(format!("{kind} '{text}' has an empty list item"));
+        }
+        items.push(normalize_item(kind, item)?);
+    }
+    Ok(items.join(","))
+}
+
+fn normalize_item(kind: FieldKind, item: &str) -> Result<String, String> {
+    let (base, step) = match item.split_once('/') {
+        Some((base, step)) => (base, Some(parse_step(kind, item, step)?)),
+        None => (item, None),
+    };
+    let base = if base == "*" {
+        "*".to_owned()
+    } else if let Some((start, end)) = base.split_once('-') {
+        let start = parse_value(kind, item, start, false)?;
+        let end = parse_value(kind, item, end, true)?;
+        if start > end {
+            return Err(format!(
+                "{kind} range '{item}' runs backwards (start {start} is after end {end})"
+            ));
+        }
+        format!("{start}-{end}")
+    } else {
+        let value = parse_value(kind, item, base, false)?;
+        if step.is_some() {
+            let (min, max) = (kind.min(), kind.max());
+            return Err(format!(
+                "{kind} '{item}': a step needs '*' or a range before it (write '{value}-{max}/…' \
+                 or '*/…'; {min} is the first {kind})"
+            ));
+        }
+        value.to_string()
+    };
+    Ok(match step {
+        Some(step) => format!("{base}/{step}"),
+        None => base,
+    })
+}
+
+fn parse_step(kind: FieldKind, item: &str, step: &str) -> Result<u16, String> {
+    let value: u16 = parse_number(step)
+        .ok_or_else(|| format!("{kind} '{item}': step '{step}' is not a number"))?;
+    if value == 0 {
+        return Err(format!("{kind} step must be >= 1"));
+    }
+    let max_step = kind.max_step();
+    if value > max_step {
+        return Err(format!(
+            "{kind} step {value} is larger than {max_step}, the widest step a {kind} field can \
+             take ('*/{value}' would select only the first {kind}, not every {value})"
+        ));
+    }
+    Ok(value)
+}
+
+/// Parses a number or a name; `range_end` lets `SUN` close a range as 7 (`FRI-SUN`).
+fn parse_value(kind: FieldKind, item: &str, text: &str, range_end: bool) -> Result<u16, String> {
+    if text.is_empty() {
+        return Err(format!("{kind} '{item}' is missing a value"));
+    }
+    if let Some(value) = parse_number(text) {
+        let (min, max) = (kind.min(), kind.max());
+        if value < min || value > max {
+            return Err(format!("{kind} {value} is out of range {min}-{max}"));
+        }
+        return Ok(value);
+    }
+    if let Some(index) = kind
+        .names()
+        .iter()
+        .position(|name| name.eq_ignore_ascii_case(text))
+    {
+        // Positions are small (< 12), so the cast cannot truncate.
+        let index = index as u16;
+        return Ok(match kind {
+            FieldKind::Month => index + 1,
+            FieldKind::DayOfWeek if range_end && index == 0 => 7,
+            _ => index,
+        });
+    }
+    Err(describe_bad_value(kind, item, text))
+}
+
+fn describe_bad_value(kind: FieldKind, item: &str, text: &str) -> String {
+    const EXTENSIONS: [char; 5] = ['L', 'W', '#', '?', '+'];
+    if let Some(ch) = text
+        .chars()
+        .find(|c| EXTENSIONS.contains(&c.to_ascii_uppercase()))
+    {
+        return format!(
+            "{kind} '{item}': '{ch}' is not supported (RES schedules use standard crontab \
+             syntax: numbers, names, '*', ',', '-' and '/')"
+        );
+    }
+    if text.chars().all(|c| c.is_ascii_alphabetic()) {
+        return match kind {
+            FieldKind::Month => format!("{kind} '{item}': '{text}' is not a month name (JAN-DEC)"),
+            FieldKind::DayOfWeek => {
+                format!("{kind} '{item}': '{text}' is not a weekday name (SUN-SAT)")
+            }
+            _ => format!("{kind} '{item}': names are only allowed in month and day-of-week"),
+        };
+    }
+    format!("{kind} '{item}': '{text}' is not a number")
+}
+
+fn parse_number(text: &str) -> Option<u16> {
+    // `u16::from_str` accepts a leading '+', which is not cron syntax.
+    if text.is_empty() || text.len() > 4 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(expression: &str) -> String {
+        match normalize(expression) {
+            Ok(fields) => panic!("'{expression}' was accepted as {fields:?}"),
+            Err(reason) => reason,
+        }
+    }
+
+    fn fields(expression: &str) -> [String; 6] {
+        match normalize(expression) {
+            Ok(normalized) => normalized.fields,
+            Err(reason) => panic!("'{expression}' was rejected: {reason}"),
+        }
+    }
+
+    #[test]
+    fn five_fields_get_zero_seconds() {
+        assert_eq!(fields("*/30 * * * *"), ["0", "*/30", "*", "*", "*", "*"]);
+    }
+
+    #[test]
+    fn six_fields_keep_their_seconds() {
+        assert_eq!(fields("15 0 9 * * *")[0], "15");
+    }
+
+    #[test]
+    fn names_become_numbers_in_their_own_fields() {
+        let f = fields("0 9 * jan-Mar,DEC MON-FRI,sun");
+        assert_eq!(f[4], "1-3,12");
+        assert_eq!(f[5], "1-5,0");
+    }
+
+    #[test]
+    fn sunday_closes_a_range_as_seven() {
+        assert_eq!(fields("0 9 * * FRI-SUN")[5], "5-7");
+        assert_eq!(fields("0 9 * * SUN-TUE")[5], "0-2");
+    }
+
+    #[test]
+    fn macros_expand() {
+        assert_eq!(fields("@hourly"), fields("0 * * * *"));
+        assert_eq!(fields("@DAILY"), fields("0 0 * * *"));
+        assert_eq!(fields("@weekly"), fields("0 0 * * 0"));
+        assert_eq!(fields("@monthly"), fields("0 0 1 * *"));
+        assert_eq!(fields("@yearly"), fields("0 0 1 1 *"));
+        assert_eq!(fields("@annually"), fields("@yearly"));
+        assert!(reason("@reboot").contains("unknown macro '@reboot'"));
+    }
+
+    #[test]
+    fn step_zero_names_the_field() {
+        assert_eq!(reason("*/0 * * * *"), "minute step must be >= 1");
+        assert_eq!(reason("0 */0 * * *"), "hour step must be >= 1");
+    }
+
+    #[test]
+    fn oversized_steps_are_explained() {
+        assert!(reason("*/90 * * * *").starts_with("minute step 90 is larger than 59"));
+        assert!(reason("0 0 * * */7").starts_with("day-of-week step 7 is larger than 6"));
+    }
+
+    #[test]
+    fn out_of_range_values_name_field_and_bounds() {
+        assert_eq!(reason("60 * * * *"), "minute 60 is out of range 0-59");
+        assert_eq!(reason("0 25 * * *"), "hour 25 is out of range 0-23");
+        assert_eq!(reason("0 0 0 * *"), "day-of-month 0 is out of range 1-31");
+        assert_eq!(reason("0 0 * 13 *"), "month 13 is out of range 1-12");
+        assert_eq!(reason("0 0 * * 8"), "day-of-week 8 is out of range 0-7");
+        assert_eq!(reason("60 0 0 * * *"), "second 60 is out of range 0-59");
+    }
+
+    #[test]
+    fn structural_errors_are_specific() {
+        assert!(reason("* * * *").contains("found 4"));
+        assert!(reason("* * * * * * *").contains("found 7"));
+        assert_eq!(reason(""), "the expression is empty");
+        assert_eq!(reason("   "), "the expression is empty");
+        assert!(reason("10-5 * * * *").contains("runs backwards"));
+        assert!(reason("1,,2 * * * *").contains("empty list item"));
+        assert!(reason("1- * * * *").contains("missing a value"));
+        assert!(reason("5/15 * * * *").contains("a step needs '*' or a range"));
+        assert!(reason("*/x * * * *").contains("step 'x' is not a number"));
+        assert!(reason("+5 * * * *").contains("not supported"));
+        assert!(reason("abc * * * *").contains("names are only allowed"));
+        assert!(reason("0 MON * * *").contains("names are only allowed"));
+        assert!(reason("0 0 * FOO *").contains("not a month name"));
+        assert!(reason("0 0 * * FUN").contains("not a weekday name"));
+    }
+
+    #[test]
+    fn croner_extensions_are_rejected_by_name() {
+        for expression in [
+            "0 0 L * *",
+            "0 0 15W * *",
+            "0 0 * * 5#2",
+            "0 0 ? * *",
+            "0 0 1 * +1",
+        ] {
+            assert!(
+                reason(expression).contains("is not supported"),
+                "{expression}: {}",
+                reason(expression)
+            );
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! The runner's own next-run answer when the cloud function cannot be reached.
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use super::error::ScheduleError;
+use super::next_run::{FAILED_RUN_RETRY, NextRun, Schedule};
+use super::window::OperationWindow;
+use super::zone::Zone;
+
+/// A rule whose schedule cannot be computed is retried this long after `now`.
+pub const UNSCHEDULABLE_RETRY: TimeDelta = TimeDelta::minutes(30);
+
+/// The runner's local answer, which never fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FallbackNextRun {
+    /// The computed (or fixed-delay) next run.
+    pub next_run: NextRun,
+    /// What is wrong with the rule's schedule, when it could not be used; for the log.
+    pub problem: Option<String>,
+}
+
+/// The next run as the runner computes it offline: identical to the cloud function's
+/// answer whenever the rule's schedule is valid; `now + 5 min` after a failed run; and
+/// `now + 30 min` when the cron expression is missing or the schedule cannot be used.
+pub fn fallback_next_run(
+    cron: Option<&str>,
+    window: Option<OperationWindow>,
+    tz: Option<&str>,
+    now: DateTime<Utc>,
+    last_run_failed: bool,
+) -> FallbackNextRun {
+    let schedule = match cron {
+        Some(cron) => schedule(cron, window, tz).map_err(|error| error.to_string()),
+        None => Err("the rule has no cron expression".to_owned()),
+    };
+    let computed = schedule.and_then(|schedule| {
+        schedule
+            .next_run(now, last_run_failed)
+            .map_err(|error| error.to_string())
+    });
+    match computed {
+        Ok(next_run) => FallbackNextRun {
+            next_run,
+            problem: None,
+        },
+        Err(problem) => {
+            let delay = if last_run_failed {
+                FAILED_RUN_RETRY
+            } else {
+                UNSCHEDULABLE_RETRY
+            };
+            FallbackNextRun {
+                next_run: NextRun {
+                    next_run_time: now.checked_add_signed(delay).unwrap_or(now),
+                    degenerate: false,
+                },
+                problem: Some(problem),
+            }
+        }
+    }
+}
+
+fn schedule(
+    cron: &str,
+    window: Option<OperationWindow>,
+    tz: Option<&str>,
+) -> Result<Schedule, ScheduleError> {
+    Schedule::new(cron.parse()?, window, Zone::parse_or_default(tz)?)
+}

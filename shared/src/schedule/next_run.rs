@@ -1,0 +1,202 @@
+//! A rule's schedule and the answer to "when does it run next?".
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::cron::CronSchedule;
+use super::error::ScheduleError;
+use super::window::{OperationWindow, WindowPosition};
+use super::zone::Zone;
+
+/// After a failed run the rule is retried this long after the failure.
+pub const FAILED_RUN_RETRY: TimeDelta = TimeDelta::minutes(5);
+
+/// Cron occurrences outside the window that may be skipped before giving up. Each hop
+/// jumps to the next window opening, and a satisfiable rule lands inside within three.
+const MAX_WINDOW_HOPS: usize = 32;
+
+/// A rule's complete schedule: when its cron fires, the window it must fire in, and the
+/// zone both are read in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    cron: CronSchedule,
+    window: Option<OperationWindow>,
+    zone: Zone,
+    degenerate: bool,
+}
+
+/// When a rule runs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextRun {
+    /// The instant to run at.
+    pub next_run_time: DateTime<Utc>,
+    /// No cron occurrence ever falls inside the window: the time is the window's next
+    /// opening, and callers should warn that the rule is misconfigured.
+    pub degenerate: bool,
+}
+
+/// How long a job that started at some instant may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// The rule has no operation window.
+    Unbounded,
+    /// The end of the window occurrence the job started in.
+    At(DateTime<Utc>),
+    /// The job started outside the window; the next occurrence opens at `next_start`.
+    OutsideWindow {
+        /// The start of the next window occurrence.
+        next_start: DateTime<Utc>,
+    },
+}
+
+impl Schedule {
+    /// Combines the parts; without a window, an expression that never matches is an error.
+    pub fn new(
+        cron: CronSchedule,
+        window: Option<OperationWindow>,
+        zone: Zone,
+    ) -> Result<Schedule, ScheduleError> {
+        let degenerate = match &window {
+            None if !cron.can_ever_match() => {
+                return Err(ScheduleError::NeverMatches {
+                    expression: cron.expression().to_owned(),
+                });
+            }
+            None => false,
+            Some(window) => {
+                let sets = cron.sets();
+                !cron.can_ever_match()
+                    || !window
+                        .day_ranges()
+                        .iter()
+                        .any(|(from, to)| sets.any_time_in(*from, *to))
+            }
+        };
+        Ok(Schedule {
+            cron,
+            window,
+            zone,
+            degenerate,
+        })
+    }
+
+    /// Parses the texts a rule is stored as; `tz` defaults to Asia/Riyadh.
+    pub fn parse(
+        cron: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+        tz: Option<&str>,
+    ) -> Result<Schedule, ScheduleError> {
+        let cron = CronSchedule::parse(cron)?;
+        let window = OperationWindow::parse(from, to)?;
+        let zone = Zone::parse_or_default(tz)?;
+        Schedule::new(cron, window, zone)
+    }
+
+    /// The cron expression.
+    pub fn cron(&self) -> &CronSchedule {
+        &self.cron
+    }
+
+    /// The operation window, if the rule is restricted to one.
+    pub fn window(&self) -> Option<&OperationWindow> {
+        self.window.as_ref()
+    }
+
+    /// The zone the cron expression and window are read in.
+    pub fn zone(&self) -> Zone {
+        self.zone
+    }
+
+    /// Whether no cron occurrence can ever fall inside the window (judged on the wall
+    /// clock: a DST shift that happens to carry a run into the window does not count).
+    pub fn is_degenerate(&self) -> bool {
+        self.degenerate
+    }
+
+    /// The next run after `now`: `now + 5 min` after a failed run; otherwise the first
+    /// cron occurrence strictly after `now` inside a window occurrence, or, for a
+    /// degenerate rule, the next window opening.
+    pub fn next_run(
+        &self,
+        now: DateTime<Utc>,
+        last_run_failed: bool,
+    ) -> Result<NextRun, ScheduleError> {
+        let degenerate = self.degenerate;
+        let answer = |next_run_time| NextRun {
+            next_run_time,
+            degenerate,
+        };
+        let out_of_range = || ScheduleError::OutOfRange {
+            expression: self.cron.expression().to_owned(),
+            after: now.to_rfc3339(),
+        };
+        if last_run_failed {
+            return now
+                .checked_add_signed(FAILED_RUN_RETRY)
+                .map(answer)
+                .ok_or_else(out_of_range);
+        }
+        let Some(window) = &self.window else {
+            return self
+                .cron
+                .next_after(now, self.zone)
+                .map(answer)
+                .ok_or_else(out_of_range);
+        };
+        if degenerate {
+            return window
+                .next_start_after(now, self.zone)
+                .map(answer)
+                .ok_or_else(out_of_range);
+        }
+        let mut after = now;
+        for _ in 0..MAX_WINDOW_HOPS {
+            let candidate = self
+                .cron
+                .next_after(after, self.zone)
+                .ok_or_else(out_of_range)?;
+            match window
+                .locate(candidate, self.zone)
+                .ok_or_else(out_of_range)?
+            {
+                WindowPosition::Inside { .. } => return Ok(answer(candidate)),
+                // Everything between the candidate and the next opening is outside the
+                // window, so resume just before the opening (which may itself fire).
+                WindowPosition::Outside { next_start } => {
+                    after = next_start
+                        .checked_sub_signed(TimeDelta::seconds(1))
+                        .ok_or_else(out_of_range)?;
+                }
+            }
+        }
+        Err(out_of_range())
+    }
+
+    /// How long a job started at `started_at` may run: to the end of the window
+    /// occurrence it started in.
+    pub fn deadline(&self, started_at: DateTime<Utc>) -> Deadline {
+        let Some(window) = &self.window else {
+            return Deadline::Unbounded;
+        };
+        match window.locate(started_at, self.zone) {
+            Some(WindowPosition::Inside { end }) => Deadline::At(end),
+            Some(WindowPosition::Outside { next_start }) => Deadline::OutsideWindow { next_start },
+            None => Deadline::Unbounded,
+        }
+    }
+
+    /// Whether `t` lies inside the operation window (always, without one).
+    pub fn in_window(&self, t: DateTime<Utc>) -> bool {
+        window_admits(self.window.as_ref(), self.zone, t)
+    }
+}
+
+/// Whether `t` lies inside an occurrence of `window` (always, without one).
+pub(crate) fn window_admits(
+    window: Option<&OperationWindow>,
+    zone: Zone,
+    t: DateTime<Utc>,
+) -> bool {
+    window.is_none_or(|w| matches!(w.locate(t, zone), Some(WindowPosition::Inside { .. })))
+}

@@ -1,0 +1,631 @@
+//! The schedule contract, rule by rule, with the rows from the original system's docs.
+
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use res_shared::schedule::{
+    Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Schedule, ScheduleError, Zone,
+    fallback_next_run,
+};
+
+/// A wall-clock time in a zone, as the instant it first names.
+fn at(tz: &str, wall: &str) -> DateTime<Utc> {
+    let zone: Tz = tz.parse().expect("test zone");
+    let naive = NaiveDateTime::parse_from_str(wall, "%Y-%m-%d %H:%M:%S")
+        .or_else(|_| NaiveDateTime::parse_from_str(wall, "%Y-%m-%d %H:%M"))
+        .expect("test wall-clock time");
+    zone.from_local_datetime(&naive)
+        .earliest()
+        .expect("the test time exists")
+        .with_timezone(&Utc)
+}
+
+fn riyadh(wall: &str) -> DateTime<Utc> {
+    at("Asia/Riyadh", wall)
+}
+
+fn utc(text: &str) -> DateTime<Utc> {
+    text.parse().expect("test instant")
+}
+
+fn schedule(cron: &str, window: Option<(&str, &str)>, tz: Option<&str>) -> Schedule {
+    Schedule::parse(cron, window.map(|w| w.0), window.map(|w| w.1), tz).expect("valid schedule")
+}
+
+fn next(cron: &str, window: Option<(&str, &str)>, now: DateTime<Utc>) -> DateTime<Utc> {
+    next_in(cron, window, None, now)
+}
+
+fn next_in(
+    cron: &str,
+    window: Option<(&str, &str)>,
+    tz: Option<&str>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let answer = schedule(cron, window, tz)
+        .next_run(now, false)
+        .expect("a next run");
+    assert!(!answer.degenerate, "{cron} {window:?} is not degenerate");
+    answer.next_run_time
+}
+
+const DAY: Option<(&str, &str)> = Some(("08:00", "18:00"));
+const NIGHT: Option<(&str, &str)> = Some(("22:00", "06:00"));
+
+// The table from the original system's documentation (Asia/Riyadh).
+
+#[test]
+fn row_normal_half_hour_inside_the_window() {
+    let now = riyadh("2026-03-02 14:00");
+    assert_eq!(next("*/30 * * * *", DAY, now), riyadh("2026-03-02 14:30"));
+}
+
+#[test]
+fn row_end_of_window_moves_to_next_morning() {
+    let now = riyadh("2026-03-02 17:45");
+    assert_eq!(next("*/30 * * * *", DAY, now), riyadh("2026-03-03 08:00"));
+}
+
+#[test]
+fn row_overnight_window_runs_at_midnight() {
+    let now = riyadh("2026-03-02 23:00");
+    assert_eq!(next("0 * * * *", NIGHT, now), riyadh("2026-03-03 00:00"));
+}
+
+#[test]
+fn row_outside_window_waits_for_the_morning() {
+    let now = riyadh("2026-03-02 20:00");
+    assert_eq!(next("*/15 * * * *", DAY, now), riyadh("2026-03-03 08:00"));
+}
+
+#[test]
+fn row_daily_rule_runs_once_a_day_not_at_window_start() {
+    let now = riyadh("2026-03-02 10:00");
+    assert_eq!(next("0 9 * * *", DAY, now), riyadh("2026-03-03 09:00"));
+}
+
+#[test]
+fn row_failed_run_retries_after_five_minutes() {
+    let now = riyadh("2026-03-02 14:32");
+    let answer = schedule("*/30 * * * *", DAY, None)
+        .next_run(now, true)
+        .expect("a next run");
+    assert_eq!(answer.next_run_time, riyadh("2026-03-02 14:37"));
+}
+
+// Rule 2: exactly five minutes, to the second.
+
+#[test]
+fn failed_run_keeps_the_seconds() {
+    let now = riyadh("2026-03-02 14:32:10");
+    let answer = schedule("*/30 * * * *", DAY, None)
+        .next_run(now, true)
+        .expect("a next run");
+    assert_eq!(answer.next_run_time, riyadh("2026-03-02 14:37:10"));
+}
+
+#[test]
+fn failed_run_ignores_the_window() {
+    let now = riyadh("2026-03-02 17:58");
+    let answer = schedule("*/30 * * * *", DAY, None)
+        .next_run(now, true)
+        .expect("a next run");
+    assert_eq!(answer.next_run_time, riyadh("2026-03-02 18:03"));
+}
+
+// Rule 3: strictly after now; window start inclusive, end exclusive.
+
+#[test]
+fn an_occurrence_at_now_is_not_the_next_one() {
+    let now = riyadh("2026-03-02 14:30");
+    assert_eq!(next("*/30 * * * *", DAY, now), riyadh("2026-03-02 15:00"));
+    let just_before = riyadh("2026-03-02 14:29:59");
+    assert_eq!(
+        next("*/30 * * * *", DAY, just_before),
+        riyadh("2026-03-02 14:30")
+    );
+}
+
+#[test]
+fn sub_second_now_still_moves_strictly_forward() {
+    let now = riyadh("2026-03-02 14:30") + chrono::TimeDelta::milliseconds(250);
+    assert_eq!(next("*/30 * * * *", DAY, now), riyadh("2026-03-02 15:00"));
+}
+
+#[test]
+fn window_start_is_inclusive() {
+    let now = riyadh("2026-03-02 07:00");
+    assert_eq!(next("*/30 * * * *", DAY, now), riyadh("2026-03-02 08:00"));
+}
+
+#[test]
+fn window_end_is_exclusive() {
+    let now = riyadh("2026-03-02 17:30");
+    assert_eq!(next("0 * * * *", DAY, now), riyadh("2026-03-03 08:00"));
+}
+
+#[test]
+fn overnight_window_skips_the_day() {
+    let now = riyadh("2026-03-02 05:45");
+    assert_eq!(next("*/30 * * * *", NIGHT, now), riyadh("2026-03-02 22:00"));
+    let late = riyadh("2026-03-02 22:10");
+    assert_eq!(
+        next("*/30 * * * *", NIGHT, late),
+        riyadh("2026-03-02 22:30")
+    );
+}
+
+#[test]
+fn equal_bounds_or_no_window_mean_no_restriction() {
+    let now = riyadh("2026-03-02 20:00");
+    assert_eq!(next("0 21 * * *", None, now), riyadh("2026-03-02 21:00"));
+    let open = Some(("08:00", "08:00"));
+    assert_eq!(next("0 21 * * *", open, now), riyadh("2026-03-02 21:00"));
+}
+
+#[test]
+fn windows_with_seconds() {
+    let window = Some(("08:00:30", "08:01:30"));
+    let now = riyadh("2026-03-02 07:00");
+    assert_eq!(next("* * * * *", window, now), riyadh("2026-03-02 08:01"));
+}
+
+// Rule 1: cron syntax.
+
+#[test]
+fn weekdays_one_to_five_are_monday_to_friday() {
+    // 2026-03-06 is a Friday.
+    let now = riyadh("2026-03-06 10:00");
+    assert_eq!(next("0 9 * * 1-5", DAY, now), riyadh("2026-03-09 09:00"));
+    assert_eq!(
+        next("0 9 * * MON-FRI", DAY, now),
+        riyadh("2026-03-09 09:00")
+    );
+}
+
+#[test]
+fn zero_and_seven_are_sunday() {
+    let now = riyadh("2026-03-02 10:00");
+    assert_eq!(next("0 9 * * 0", DAY, now), riyadh("2026-03-08 09:00"));
+    assert_eq!(next("0 9 * * 7", DAY, now), riyadh("2026-03-08 09:00"));
+    assert_eq!(next("0 9 * * SUN", DAY, now), riyadh("2026-03-08 09:00"));
+}
+
+#[test]
+fn day_of_month_and_weekday_are_ored_when_both_restricted() {
+    // The 15th or any Friday: Friday 2026-03-06 comes first.
+    let now = riyadh("2026-03-02 10:00");
+    assert_eq!(next("0 9 15 * FRI", DAY, now), riyadh("2026-03-06 09:00"));
+    // Only day-of-month restricted: the 15th.
+    assert_eq!(next("0 9 15 * *", DAY, now), riyadh("2026-03-15 09:00"));
+}
+
+#[test]
+fn month_names_lists_ranges_and_steps() {
+    let now = riyadh("2026-03-02 10:00");
+    assert_eq!(
+        next("0 9 1 JUN,SEP *", DAY, now),
+        riyadh("2026-06-01 09:00")
+    );
+    assert_eq!(
+        next("10-40/15 9 * * *", DAY, now),
+        riyadh("2026-03-03 09:10")
+    );
+}
+
+#[test]
+fn six_fields_have_leading_seconds() {
+    let now = riyadh("2026-03-02 14:00");
+    assert_eq!(
+        next("*/20 * * * * *", DAY, now),
+        riyadh("2026-03-02 14:00:20")
+    );
+    assert_eq!(
+        next("30 15 14 * * *", DAY, now),
+        riyadh("2026-03-02 14:15:30")
+    );
+}
+
+#[test]
+fn macros() {
+    let now = riyadh("2026-03-02 14:10");
+    assert_eq!(next("@hourly", None, now), riyadh("2026-03-02 15:00"));
+    assert_eq!(next("@daily", None, now), riyadh("2026-03-03 00:00"));
+    assert_eq!(next("@weekly", None, now), riyadh("2026-03-08 00:00"));
+    assert_eq!(next("@monthly", None, now), riyadh("2026-04-01 00:00"));
+    assert_eq!(next("@yearly", None, now), riyadh("2027-01-01 00:00"));
+}
+
+#[test]
+fn leap_day_rules_wait_for_leap_years() {
+    let now = riyadh("2026-03-02 10:00");
+    assert_eq!(next("0 9 29 2 *", DAY, now), riyadh("2028-02-29 09:00"));
+}
+
+// Rule 4: degenerate rules.
+
+#[test]
+fn a_cron_that_never_fires_inside_the_window_is_degenerate() {
+    let rule = schedule("0 7 * * *", DAY, None);
+    assert!(rule.is_degenerate());
+    let answer = rule
+        .next_run(riyadh("2026-03-02 10:00"), false)
+        .expect("a next run");
+    assert!(answer.degenerate);
+    assert_eq!(answer.next_run_time, riyadh("2026-03-03 08:00"));
+    let early = rule
+        .next_run(riyadh("2026-03-02 06:00"), false)
+        .expect("a next run");
+    assert_eq!(early.next_run_time, riyadh("2026-03-02 08:00"));
+}
+
+#[test]
+fn the_window_end_itself_is_degenerate() {
+    let rule = schedule("0 18 * * *", DAY, None);
+    assert!(rule.is_degenerate());
+}
+
+#[test]
+fn an_impossible_date_with_a_window_is_degenerate() {
+    let rule = schedule("0 0 30 2 *", DAY, None);
+    let answer = rule
+        .next_run(riyadh("2026-03-02 08:00"), false)
+        .expect("a next run");
+    assert!(answer.degenerate);
+    assert_eq!(answer.next_run_time, riyadh("2026-03-03 08:00"));
+}
+
+#[test]
+fn overnight_degenerate_rule_opens_tonight() {
+    let rule = schedule("0 12 * * *", NIGHT, None);
+    let answer = rule
+        .next_run(riyadh("2026-03-02 23:00"), false)
+        .expect("a next run");
+    assert!(answer.degenerate);
+    assert_eq!(answer.next_run_time, riyadh("2026-03-03 22:00"));
+}
+
+#[test]
+fn an_impossible_date_without_a_window_is_an_error() {
+    let error = Schedule::parse("0 0 30 2 *", None, None, None).expect_err("never matches");
+    assert!(matches!(error, ScheduleError::NeverMatches { .. }));
+    assert!(
+        error
+            .to_string()
+            .starts_with("cron '0 0 30 2 *' never matches")
+    );
+}
+
+#[test]
+fn failed_runs_still_report_a_degenerate_rule() {
+    let answer = schedule("0 7 * * *", DAY, None)
+        .next_run(riyadh("2026-03-02 10:00"), true)
+        .expect("a next run");
+    assert!(answer.degenerate);
+    assert_eq!(answer.next_run_time, riyadh("2026-03-02 10:05"));
+}
+
+// Rule 5: the runner's fallback path.
+
+#[test]
+fn fallback_without_a_cron_waits_thirty_minutes() {
+    let now = utc("2026-03-02T11:00:00Z");
+    let answer = fallback_next_run(None, None, None, now, false);
+    assert_eq!(answer.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
+    assert_eq!(
+        answer.problem.as_deref(),
+        Some("the rule has no cron expression")
+    );
+}
+
+#[test]
+fn fallback_with_an_invalid_cron_waits_thirty_minutes_and_says_why() {
+    let now = utc("2026-03-02T11:00:00Z");
+    let answer = fallback_next_run(Some("*/0 * * * *"), None, None, now, false);
+    assert_eq!(answer.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
+    assert_eq!(
+        answer.problem.as_deref(),
+        Some("invalid cron '*/0 * * * *': minute step must be >= 1")
+    );
+    let bad_zone = fallback_next_run(Some("0 * * * *"), None, Some("Mars/Base"), now, false);
+    assert_eq!(bad_zone.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
+}
+
+#[test]
+fn fallback_after_a_failure_still_retries_in_five_minutes() {
+    let now = utc("2026-03-02T11:00:00Z");
+    let broken = fallback_next_run(Some("nonsense"), None, None, now, true);
+    assert_eq!(broken.next_run.next_run_time, utc("2026-03-02T11:05:00Z"));
+    let valid = fallback_next_run(Some("*/30 * * * *"), None, None, now, true);
+    assert_eq!(valid.next_run.next_run_time, utc("2026-03-02T11:05:00Z"));
+    assert_eq!(valid.problem, None);
+}
+
+#[test]
+fn fallback_with_a_valid_schedule_equals_the_schedule() {
+    let window = OperationWindow::parse(Some("08:00"), Some("18:00")).expect("valid window");
+    for now in [
+        "2026-03-02T11:00:00Z",
+        "2026-03-02T14:50:00Z",
+        "2026-03-02T20:00:00Z",
+    ] {
+        let now = utc(now);
+        let local = fallback_next_run(Some("*/30 * * * *"), window, None, now, false);
+        let cloud = schedule("*/30 * * * *", DAY, None)
+            .next_run(now, false)
+            .expect("a next run");
+        assert_eq!(local.next_run, cloud);
+        assert_eq!(local.problem, None);
+    }
+}
+
+// Rule 6: deadlines.
+
+#[test]
+fn deadline_is_the_end_of_the_window_that_day() {
+    let rule = schedule("*/30 * * * *", DAY, None);
+    assert_eq!(
+        rule.deadline(riyadh("2026-03-02 10:00")),
+        Deadline::At(riyadh("2026-03-02 18:00"))
+    );
+}
+
+#[test]
+fn overnight_deadline_is_the_next_morning_after_the_evening_start() {
+    let rule = schedule("0 * * * *", NIGHT, None);
+    assert_eq!(
+        rule.deadline(riyadh("2026-03-02 23:00")),
+        Deadline::At(riyadh("2026-03-03 06:00"))
+    );
+    assert_eq!(
+        rule.deadline(riyadh("2026-03-03 01:00")),
+        Deadline::At(riyadh("2026-03-03 06:00"))
+    );
+}
+
+#[test]
+fn no_window_means_no_deadline() {
+    let rule = schedule("0 * * * *", None, None);
+    assert_eq!(
+        rule.deadline(riyadh("2026-03-02 23:00")),
+        Deadline::Unbounded
+    );
+}
+
+#[test]
+fn a_start_outside_the_window_reports_the_next_opening() {
+    let rule = schedule("0 * * * *", DAY, None);
+    assert_eq!(
+        rule.deadline(riyadh("2026-03-02 19:00")),
+        Deadline::OutsideWindow {
+            next_start: riyadh("2026-03-03 08:00")
+        }
+    );
+}
+
+// Rule 7: DST, in zones that have it.
+
+const BERLIN: Option<&str> = Some("Europe/Berlin");
+
+#[test]
+fn fixed_time_in_a_spring_gap_runs_right_after_it() {
+    // Berlin skips 02:00-03:00 on 2026-03-29.
+    let now = at("Europe/Berlin", "2026-03-29 00:00");
+    let next = next_in("30 2 * * *", None, BERLIN, now);
+    assert_eq!(next, utc("2026-03-29T01:00:00Z"));
+    assert_eq!(next, at("Europe/Berlin", "2026-03-29 03:00"));
+}
+
+#[test]
+fn interval_crons_skip_the_spring_gap() {
+    let now = at("Europe/Berlin", "2026-03-29 01:45");
+    assert_eq!(
+        next_in("*/30 * * * *", None, BERLIN, now),
+        at("Europe/Berlin", "2026-03-29 03:00")
+    );
+    let two_values = next_in("0,30 2 * * *", None, BERLIN, now);
+    assert_eq!(two_values, at("Europe/Berlin", "2026-03-30 02:00"));
+}
+
+#[test]
+fn fixed_time_runs_once_in_a_fall_back_overlap() {
+    // Berlin repeats 02:00-03:00 on 2026-10-25 (first pass CEST, second CET).
+    let first_pass = utc("2026-10-25T00:30:00Z");
+    let now = at("Europe/Berlin", "2026-10-25 00:00");
+    assert_eq!(next_in("30 2 * * *", None, BERLIN, now), first_pass);
+    let after_first = utc("2026-10-25T00:31:00Z");
+    assert_eq!(
+        next_in("30 2 * * *", None, BERLIN, after_first),
+        at("Europe/Berlin", "2026-10-26 02:30")
+    );
+}
+
+#[test]
+fn interval_crons_run_in_both_passes_of_an_overlap() {
+    let now = utc("2026-10-25T00:45:00Z"); // 02:45 CEST, first pass
+    let second_pass_start = utc("2026-10-25T01:00:00Z"); // 02:00 CET
+    assert_eq!(
+        next_in("*/30 * * * *", None, BERLIN, now),
+        second_pass_start
+    );
+    let in_second_pass = utc("2026-10-25T01:10:00Z"); // 02:10 CET
+    assert_eq!(
+        next_in("*/30 * * * *", None, BERLIN, in_second_pass),
+        utc("2026-10-25T01:30:00Z")
+    );
+}
+
+#[test]
+fn a_window_start_in_the_gap_moves_to_the_end_of_the_gap() {
+    let window = Some(("02:30", "04:00"));
+    let now = at("Europe/Berlin", "2026-03-29 01:00");
+    assert_eq!(
+        next_in("*/30 * * * *", window, BERLIN, now),
+        at("Europe/Berlin", "2026-03-29 03:00")
+    );
+}
+
+#[test]
+fn an_ambiguous_window_boundary_takes_the_first_instant() {
+    let window = Some(("02:30", "04:00"));
+    let now = utc("2026-10-25T00:10:00Z"); // 02:10 CEST
+    assert_eq!(
+        next_in("*/30 * * * *", window, BERLIN, now),
+        utc("2026-10-25T00:30:00Z")
+    );
+    // Ending at the ambiguous 02:30 closes the window at its first pass.
+    let closing = Some(("01:00", "02:30"));
+    let late = utc("2026-10-25T00:20:00Z"); // 02:20 CEST
+    assert_eq!(
+        next_in("*/15 * * * *", closing, BERLIN, late),
+        at("Europe/Berlin", "2026-10-26 01:00")
+    );
+}
+
+#[test]
+fn overnight_deadline_across_a_fall_back_is_real_elapsed_time() {
+    // New York falls back at 02:00 EDT on 2026-11-01.
+    let rule = schedule("0 * * * *", NIGHT, Some("America/New_York"));
+    assert_eq!(
+        rule.deadline(at("America/New_York", "2026-10-31 23:00")),
+        Deadline::At(utc("2026-11-01T11:00:00Z"))
+    );
+}
+
+// Rule 8: readiness.
+
+fn ready_state() -> RuleState {
+    RuleState {
+        is_active: true,
+        is_archived: false,
+        is_force_stopped: false,
+        is_currently_running: false,
+        branch_is_active: true,
+        rule_status: RuleStatus::Active,
+        next_run_time: Some(riyadh("2026-03-02 14:00")),
+        window: OperationWindow::parse(Some("08:00"), Some("18:00")).expect("valid window"),
+        zone: Zone::DEFAULT,
+    }
+}
+
+#[test]
+fn a_due_rule_inside_its_window_is_ready() {
+    let state = ready_state();
+    let now = riyadh("2026-03-02 14:00");
+    assert!(state.is_ready(now));
+    assert!(state.blockers(now).is_empty());
+    let never_scheduled = RuleState {
+        next_run_time: None,
+        ..ready_state()
+    };
+    assert!(never_scheduled.is_ready(now));
+}
+
+#[test]
+fn every_blocker_is_reported() {
+    let state = RuleState {
+        is_active: false,
+        is_archived: true,
+        is_force_stopped: true,
+        is_currently_running: true,
+        branch_is_active: false,
+        rule_status: RuleStatus::Draft,
+        next_run_time: Some(riyadh("2026-03-02 21:00")),
+        ..ready_state()
+    };
+    let now = riyadh("2026-03-02 20:00");
+    assert!(!state.is_ready(now));
+    assert_eq!(
+        state.blockers(now),
+        vec![
+            Blocker::Inactive,
+            Blocker::Archived,
+            Blocker::ForceStopped,
+            Blocker::AlreadyRunning,
+            Blocker::BranchInactive,
+            Blocker::RuleNotActive {
+                status: RuleStatus::Draft
+            },
+            Blocker::NotDue {
+                next_run_time: riyadh("2026-03-02 21:00")
+            },
+            Blocker::OutsideWindow {
+                next_start: Some(riyadh("2026-03-03 08:00"))
+            },
+        ]
+    );
+}
+
+#[test]
+fn each_flag_alone_blocks() {
+    let now = riyadh("2026-03-02 14:00");
+    let variants = [
+        RuleState {
+            is_active: false,
+            ..ready_state()
+        },
+        RuleState {
+            is_archived: true,
+            ..ready_state()
+        },
+        RuleState {
+            is_force_stopped: true,
+            ..ready_state()
+        },
+        RuleState {
+            is_currently_running: true,
+            ..ready_state()
+        },
+        RuleState {
+            branch_is_active: false,
+            ..ready_state()
+        },
+        RuleState {
+            rule_status: RuleStatus::Inactive,
+            ..ready_state()
+        },
+        RuleState {
+            next_run_time: Some(riyadh("2026-03-02 14:00:01")),
+            ..ready_state()
+        },
+    ];
+    for state in variants {
+        assert!(!state.is_ready(now), "{state:?}");
+        assert_eq!(state.blockers(now).len(), 1, "{state:?}");
+    }
+    let outside = riyadh("2026-03-02 18:00");
+    assert!(!ready_state().is_ready(outside));
+}
+
+#[test]
+fn due_exactly_now_is_ready() {
+    let state = ready_state();
+    assert!(state.is_ready(riyadh("2026-03-02 14:00")));
+    assert!(!state.is_ready(riyadh("2026-03-02 13:59:59")));
+}
+
+// Errors name the field.
+
+#[test]
+fn errors_name_what_was_wrong() {
+    let error = |cron: &str, from: Option<&str>, to: Option<&str>, tz: Option<&str>| {
+        Schedule::parse(cron, from, to, tz)
+            .expect_err("invalid input")
+            .to_string()
+    };
+    assert_eq!(
+        error("*/0 * * * *", None, None, None),
+        "invalid cron '*/0 * * * *': minute step must be >= 1"
+    );
+    assert_eq!(
+        error("0 * * * *", Some("25:00"), Some("18:00"), None),
+        "invalid from '25:00': hour must be 00-23 (24:00 is allowed as the end of the day)"
+    );
+    assert_eq!(
+        error("0 * * * *", Some("08:00"), Some("8pm"), None),
+        "invalid to '8pm': expected HH:MM or HH:MM:SS"
+    );
+    assert_eq!(
+        error("0 * * * *", None, None, Some("Asia/Riyad")),
+        "unknown time zone 'Asia/Riyad' (expected an IANA name such as Asia/Riyadh)"
+    );
+}
