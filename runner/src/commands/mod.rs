@@ -1,0 +1,3 @@
+//! The runner's subcommands, one module each.
+
+pub mod next_run;

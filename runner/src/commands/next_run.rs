@@ -1,0 +1,263 @@
+//! `res-runner next-run`: the schedule rules by hand, for site technicians and scripts.
+
+use std::io::{self, BufRead, BufWriter, Write};
+use std::process::ExitCode;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::Args;
+use res_shared::schedule::{NextRun, Schedule};
+use serde::Deserialize;
+use serde_json::json;
+
+/// Bad input exits with this code, as clap's own usage errors do.
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// Arguments of `res-runner next-run`.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  res-runner next-run --cron '*/30 * * * *' --from 08:00 --to 18:00 --now 2026-03-02T11:00:00Z
+  res-runner next-run --cron '0 9 * * MON-FRI' --tz Europe/Berlin --json
+  echo '{\"cron\": \"0 * * * *\", \"now\": \"2026-03-02T20:00:00Z\"}' | res-runner next-run --batch")]
+pub struct NextRunArgs {
+    /// Cron expression: 5 fields, 6 with leading seconds, or @hourly/@daily/@weekly/@monthly/@yearly.
+    #[arg(long, required_unless_present = "batch")]
+    cron: Option<String>,
+    /// Operation window start, local wall-clock HH:MM[:SS] (give --to too).
+    #[arg(long)]
+    from: Option<String>,
+    /// Operation window end (exclusive), local HH:MM[:SS]; before --from means overnight.
+    #[arg(long)]
+    to: Option<String>,
+    /// IANA time zone the cron expression and window are read in [default: Asia/Riyadh].
+    #[arg(long)]
+    tz: Option<String>,
+    /// Compute from this instant, RFC 3339 such as 2026-03-02T11:00:00Z [default: now].
+    #[arg(long)]
+    now: Option<String>,
+    /// The last run failed: the next run is five minutes after --now.
+    #[arg(long)]
+    failed: bool,
+    /// Print {"next_run_time": ..., "degenerate": ...} instead of the bare time.
+    #[arg(long)]
+    json: bool,
+    /// Read one JSON object per line on stdin (keys cron, now, and optionally from, to, tz,
+    /// failed) and write one JSON answer per line, in order.
+    #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json"])]
+    batch: bool,
+}
+
+/// One question: the rule's schedule texts and the instant to answer from.
+struct Query<'a> {
+    cron: &'a str,
+    from: Option<&'a str>,
+    to: Option<&'a str>,
+    tz: Option<&'a str>,
+    now: DateTime<Utc>,
+    failed: bool,
+}
+
+/// One `--batch` input line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchLine {
+    cron: String,
+    now: String,
+    from: Option<String>,
+    to: Option<String>,
+    tz: Option<String>,
+    failed: Option<bool>,
+}
+
+/// Runs the subcommand and returns the process exit code.
+pub fn run(args: NextRunArgs) -> ExitCode {
+    if args.batch {
+        let stdin = io::stdin().lock();
+        let stdout = io::stdout().lock();
+        return match run_batch(stdin, stdout) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    match run_single(&args) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn run_single(args: &NextRunArgs) -> Result<String, String> {
+    let now = match &args.now {
+        Some(text) => parse_now(text)?,
+        None => Utc::now(),
+    };
+    let query = Query {
+        // clap insists on --cron unless --batch is given.
+        cron: args.cron.as_deref().unwrap_or_default(),
+        from: args.from.as_deref(),
+        to: args.to.as_deref(),
+        tz: args.tz.as_deref(),
+        now,
+        failed: args.failed,
+    };
+    let (schedule, next) = answer(&query)?;
+    if args.json {
+        return serde_json::to_string(&next).map_err(|error| error.to_string());
+    }
+    if let Some(window) = schedule.window().filter(|_| next.degenerate) {
+        eprintln!(
+            "warning: no occurrence of '{}' ever falls inside {window} ({}); \
+             the next run is the window's next opening",
+            schedule.cron(),
+            schedule.zone(),
+        );
+    }
+    Ok(format_instant(next.next_run_time))
+}
+
+/// Answers each input line with one output line; a bad line never stops the batch.
+fn run_batch(input: impl BufRead, output: impl Write) -> io::Result<()> {
+    let mut output = BufWriter::new(output);
+    for line in input.split(b'\n') {
+        let line = line?;
+        let reply = match answer_line(&line) {
+            Ok(next) => serde_json::to_string(&next),
+            Err(message) => serde_json::to_string(&json!({ "error": message })),
+        }?;
+        writeln!(output, "{reply}")?;
+    }
+    output.flush()
+}
+
+fn answer_line(line: &[u8]) -> Result<NextRun, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "the line is not UTF-8".to_owned())?;
+    let text = text.strip_suffix('\r').unwrap_or(text);
+    if text.trim().is_empty() {
+        return Err("the line is empty (expected a JSON object)".to_owned());
+    }
+    let fields: BatchLine = serde_json::from_str(text).map_err(describe_json_error)?;
+    let (_, next) = answer(&Query {
+        cron: &fields.cron,
+        from: fields.from.as_deref(),
+        to: fields.to.as_deref(),
+        tz: fields.tz.as_deref(),
+        now: parse_now(&fields.now)?,
+        failed: fields.failed.unwrap_or(false),
+    })?;
+    Ok(next)
+}
+
+fn answer(query: &Query<'_>) -> Result<(Schedule, NextRun), String> {
+    let schedule = Schedule::parse(query.cron, query.from, query.to, query.tz)
+        .map_err(|error| error.to_string())?;
+    let next = schedule
+        .next_run(query.now, query.failed)
+        .map_err(|error| error.to_string())?;
+    Ok((schedule, next))
+}
+
+fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(text.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|error| {
+            format!(
+                "invalid now '{text}': expected RFC 3339 such as 2026-03-02T11:00:00Z ({error})"
+            )
+        })
+}
+
+/// RFC 3339 in UTC with a `Z`, with fractional seconds only when there are any.
+fn format_instant(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+}
+
+/// serde_json's message without its "at line 1 column N" suffix: each input is one line.
+fn describe_json_error(error: serde_json::Error) -> String {
+    let message = error.to_string();
+    let message = match message.rsplit_once(" at line ") {
+        Some((head, _)) => head.to_owned(),
+        None => message,
+    };
+    if error.column() > 0 {
+        format!("invalid JSON: {message} (column {})", error.column())
+    } else {
+        format!("invalid JSON: {message}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(input: &str) -> Vec<serde_json::Value> {
+        let mut output = Vec::new();
+        run_batch(input.as_bytes(), &mut output).expect("in-memory I/O");
+        String::from_utf8(output)
+            .expect("UTF-8 output")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each output line is JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn batch_answers_every_line_in_order() {
+        let replies = batch(concat!(
+            r#"{"cron": "*/30 * * * *", "from": "08:00", "to": "18:00", "now": "2026-03-02T11:00:00Z"}"#,
+            "\n",
+            r#"{"cron": "*/0 * * * *", "now": "2026-03-02T11:00:00Z"}"#,
+            "\n",
+            r#"{"cron": "0 7 * * *", "from": "08:00", "to": "18:00", "now": "2026-03-02T07:00:00Z"}"#,
+            "\n",
+        ));
+        assert_eq!(
+            replies,
+            vec![
+                json!({"next_run_time": "2026-03-02T11:30:00Z", "degenerate": false}),
+                json!({"error": "invalid cron '*/0 * * * *': minute step must be >= 1"}),
+                json!({"next_run_time": "2026-03-03T05:00:00Z", "degenerate": true}),
+            ]
+        );
+    }
+
+    #[test]
+    fn batch_reports_malformed_lines_and_carries_on() {
+        let replies = batch(concat!(
+            "not json\n",
+            "\n",
+            r#"{"cron": "0 * * * *"}"#,
+            "\n",
+            r#"{"cron": "0 * * * *", "now": "yesterday"}"#,
+            "\n",
+            r#"{"cron": "0 * * * *", "now": "2026-03-02T11:00:00Z", "form": "08:00"}"#,
+            "\n",
+            r#"{"cron": "0 * * * *", "now": "2026-03-02T11:00:00Z", "failed": true}"#,
+        ));
+        let errors: Vec<&str> = replies
+            .iter()
+            .filter_map(|reply| reply.get("error").and_then(|e| e.as_str()))
+            .collect();
+        assert_eq!(errors.len(), 5, "{replies:?}");
+        assert!(errors[0].starts_with("invalid JSON: "), "{}", errors[0]);
+        assert!(errors[1].contains("the line is empty"));
+        assert!(errors[2].contains("missing field `now`"));
+        assert!(errors[3].starts_with("invalid now 'yesterday'"));
+        assert!(errors[4].contains("unknown field `form`"));
+        assert_eq!(
+            replies[5],
+            json!({"next_run_time": "2026-03-02T11:05:00Z", "degenerate": false})
+        );
+    }
+
+    #[test]
+    fn instants_print_in_utc_with_z() {
+        let t = parse_now("2026-03-02T14:00:00+03:00").expect("valid");
+        assert_eq!(format_instant(t), "2026-03-02T11:00:00Z");
+    }
+}

@@ -1,0 +1,226 @@
+//! `res-runner next-run` as a technician runs it: a real child process, its output and
+//! its exit code.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn runner(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_res-runner"))
+        .args(args)
+        .output()
+        .expect("res-runner starts")
+}
+
+fn runner_with_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_res-runner"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("res-runner starts");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input.as_bytes())
+        .expect("stdin accepts the batch");
+    child.wait_with_output().expect("res-runner finishes")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 stdout")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("UTF-8 stderr")
+}
+
+#[test]
+fn prints_the_next_run_in_utc() {
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "*/30 * * * *",
+        "--from",
+        "08:00",
+        "--to",
+        "18:00",
+        "--now",
+        "2026-03-02T11:00:00Z",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "2026-03-02T11:30:00Z\n");
+}
+
+#[test]
+fn json_output_carries_the_degenerate_flag() {
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "*/30 * * * *",
+        "--now",
+        "2026-03-02T11:00:00Z",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        stdout(&output),
+        "{\"next_run_time\":\"2026-03-02T11:30:00Z\",\"degenerate\":false}\n"
+    );
+}
+
+#[test]
+fn a_degenerate_rule_prints_the_window_opening_and_warns() {
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "0 7 * * *",
+        "--from",
+        "08:00",
+        "--to",
+        "18:00",
+        "--now",
+        "2026-03-02T11:00:00Z",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(stdout(&output), "2026-03-03T05:00:00Z\n");
+    assert!(
+        stderr(&output).contains("no occurrence of '0 7 * * *' ever falls inside 08:00–18:00"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn failed_runs_retry_in_five_minutes() {
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "*/30 * * * *",
+        "--now",
+        "2026-03-02T11:32:10Z",
+        "--failed",
+    ]);
+    assert_eq!(stdout(&output), "2026-03-02T11:37:10Z\n");
+}
+
+#[test]
+fn time_zone_and_offsets_are_honoured() {
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "0 9 * * MON-FRI",
+        "--tz",
+        "Europe/Berlin",
+        "--now",
+        "2026-03-02T10:00:00+01:00",
+    ]);
+    assert_eq!(stdout(&output), "2026-03-03T08:00:00Z\n");
+}
+
+#[test]
+fn now_defaults_to_the_current_time() {
+    let before = chrono::Utc::now();
+    let output = runner(&["next-run", "--cron", "* * * * *"]);
+    assert_eq!(output.status.code(), Some(0));
+    let next: chrono::DateTime<chrono::Utc> = stdout(&output).trim().parse().expect("RFC 3339");
+    assert!(next > before);
+    assert!(next <= before + chrono::TimeDelta::seconds(61));
+}
+
+#[test]
+fn bad_input_exits_two_and_names_the_problem() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--cron", "*/0 * * * *"],
+            "invalid cron '*/0 * * * *': minute step must be >= 1",
+        ),
+        (
+            &["--cron", "0 25 * * *"],
+            "invalid cron '0 25 * * *': hour 25 is out of range 0-23",
+        ),
+        (
+            &["--cron", "0 * * * *", "--tz", "Asia/Riyad"],
+            "unknown time zone 'Asia/Riyad'",
+        ),
+        (
+            &["--cron", "0 * * * *", "--from", "25:00", "--to", "18:00"],
+            "invalid from '25:00': hour must be 00-23",
+        ),
+        (
+            &["--cron", "0 * * * *", "--from", "08:00"],
+            "operation window needs both from and to",
+        ),
+        (
+            &["--cron", "0 * * * *", "--now", "tomorrow"],
+            "invalid now 'tomorrow'",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = runner(&[&["next-run"], args].concat());
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(stdout(&output).is_empty(), "{args:?}");
+        assert!(
+            stderr(&output).contains(message),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn impossible_expression_without_a_window_is_an_error() {
+    let output = runner(&["next-run", "--cron", "0 0 30 2 *"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("never matches"));
+}
+
+#[test]
+fn missing_cron_is_a_usage_error() {
+    let output = runner(&["next-run"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--cron"));
+}
+
+#[test]
+fn batch_answers_line_by_line_and_survives_bad_lines() {
+    let input = concat!(
+        r#"{"cron": "*/30 * * * *", "from": "08:00", "to": "18:00", "now": "2026-03-02T11:00:00Z"}"#,
+        "\n",
+        r#"{"cron": "0 * * * *", "from": "22:00", "to": "06:00", "now": "2026-03-02T20:00:00Z"}"#,
+        "\n",
+        "garbage\n",
+        r#"{"cron": "*/15 * * * *", "from": "08:00", "to": "18:00", "tz": "Nowhere/City", "now": "2026-03-02T17:00:00Z"}"#,
+        "\n",
+        r#"{"cron": "*/30 * * * *", "from": "08:00", "to": "18:00", "now": "2026-03-02T11:32:00Z", "failed": true}"#,
+        "\n",
+    );
+    let output = runner_with_stdin(&["next-run", "--batch"], input);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["next_run_time"], "2026-03-02T11:30:00Z");
+    assert_eq!(lines[1]["next_run_time"], "2026-03-02T21:00:00Z");
+    assert!(
+        lines[2]["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("invalid JSON"))
+    );
+    assert!(
+        lines[3]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown time zone 'Nowhere/City'"))
+    );
+    assert_eq!(lines[4]["next_run_time"], "2026-03-02T11:37:00Z");
+    assert_eq!(lines[4]["degenerate"], false);
+}
+
+#[test]
+fn batch_refuses_single_query_flags() {
+    let output = runner(&["next-run", "--batch", "--cron", "0 * * * *"]);
+    assert_eq!(output.status.code(), Some(2));
+}
