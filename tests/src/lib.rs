@@ -1,0 +1,6 @@
+//! Test harness shared by the crates' integration tests: a throwaway PostgreSQL server
+//! started on demand, with one fresh database per test.
+//!
+//! End-to-end tests that drive several processes live in this crate's `tests/` folder.
+
+pub mod postgres;
