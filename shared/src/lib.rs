@@ -13,3 +13,4 @@
 //! ```
 
 pub mod schedule;
+pub mod wire;

@@ -176,19 +176,30 @@ impl Schedule {
     /// How long a job started at `started_at` may run: to the end of the window
     /// occurrence it started in.
     pub fn deadline(&self, started_at: DateTime<Utc>) -> Deadline {
-        let Some(window) = &self.window else {
-            return Deadline::Unbounded;
-        };
-        match window.locate(started_at, self.zone) {
-            Some(WindowPosition::Inside { end }) => Deadline::At(end),
-            Some(WindowPosition::Outside { next_start }) => Deadline::OutsideWindow { next_start },
-            None => Deadline::Unbounded,
-        }
+        window_deadline(self.window.as_ref(), self.zone, started_at)
     }
 
     /// Whether `t` lies inside the operation window (always, without one).
     pub fn in_window(&self, t: DateTime<Utc>) -> bool {
         window_admits(self.window.as_ref(), self.zone, t)
+    }
+}
+
+/// How long a job started at `started_at` may run under `window`: to the end of the
+/// occurrence it started in (the cron expression plays no part, so this works even when
+/// a rule's expression is unusable).
+pub fn window_deadline(
+    window: Option<&OperationWindow>,
+    zone: Zone,
+    started_at: DateTime<Utc>,
+) -> Deadline {
+    let Some(window) = window else {
+        return Deadline::Unbounded;
+    };
+    match window.locate(started_at, zone) {
+        Some(WindowPosition::Inside { end }) => Deadline::At(end),
+        Some(WindowPosition::Outside { next_start }) => Deadline::OutsideWindow { next_start },
+        None => Deadline::Unbounded,
     }
 }
 

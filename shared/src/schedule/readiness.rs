@@ -9,6 +9,7 @@ use super::zone::Zone;
 
 /// A rule definition's lifecycle status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RuleStatus {
     /// The rule may run.
@@ -17,6 +18,24 @@ pub enum RuleStatus {
     Inactive,
     /// The rule is still being written.
     Draft,
+}
+
+impl RuleStatus {
+    /// The name stored in `rules.status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleStatus::Active => "active",
+            RuleStatus::Inactive => "inactive",
+            RuleStatus::Draft => "draft",
+        }
+    }
+
+    /// Parses a stored status name.
+    pub fn parse(name: &str) -> Option<RuleStatus> {
+        [RuleStatus::Active, RuleStatus::Inactive, RuleStatus::Draft]
+            .into_iter()
+            .find(|status| status.as_str() == name)
+    }
 }
 
 /// What readiness looks at: one branch rule as the execution plan holds it.
@@ -44,6 +63,7 @@ pub struct RuleState {
 
 /// One reason a rule is not ready, as an operator would want to read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Blocker {
     /// `is_active` is false.

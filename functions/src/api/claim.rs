@@ -1,0 +1,341 @@
+//! `branch_rules_claim`: atomically take a due rule for one run.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use res_shared::schedule::{Blocker, Deadline, RuleState, window_deadline};
+use res_shared::wire::{
+    ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail,
+    ExecutionStatus, MAX_LEASE_SECONDS,
+};
+use serde_json::{Map, Value};
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::require_text;
+use crate::auth::Caller;
+use crate::db;
+use crate::db::executions::{ExecutionRow, NewExecution};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// What a claim attempt decides, before any write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// A live execution whose lease ran out: declare it crashed (whatever else happens).
+    pub crash: Option<Uuid>,
+    /// The answer to the caller.
+    pub outcome: Outcome,
+}
+
+/// The answer to a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Another execution holds a live lease.
+    Running {
+        /// That execution.
+        execution_id: Uuid,
+    },
+    /// The rule is not ready; every reason.
+    NotReady(Vec<Blocker>),
+    /// Take it.
+    Claim {
+        /// Attempt number.
+        attempt: i32,
+        /// The crashed attempt this retries.
+        retry_of: Option<Uuid>,
+    },
+}
+
+/// Decides a claim from the rule's readiness (without its running flag, which `latest`
+/// decides) and its most recent execution, at database time `now`.
+pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc>) -> Decision {
+    let status = latest.and_then(|e| ExecutionStatus::parse(&e.status));
+    let (crash, crashed) = match (latest, status) {
+        (Some(e), Some(s)) if s.is_live() && e.lease_expires_at > now => {
+            return Decision {
+                crash: None,
+                outcome: Outcome::Running { execution_id: e.id },
+            };
+        }
+        (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e)),
+        (Some(e), Some(ExecutionStatus::Crashed)) => (None, Some(e)),
+        _ => (None, None),
+    };
+    let blockers = rule.blockers(now);
+    let outcome = if blockers.is_empty() {
+        Outcome::Claim {
+            attempt: crashed.map_or(1, |e| e.attempt.saturating_add(1)),
+            retry_of: crashed.map(|e| e.id),
+        }
+    } else {
+        Outcome::NotReady(blockers)
+    };
+    Decision { crash, outcome }
+}
+
+/// Claim a due branch rule: creates a `scheduled` execution and hands it over.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/branch_rules_claim",
+    request_body = ClaimRequest,
+    responses(
+        (status = 200, description = "Claimed: the execution is yours", body = ClaimResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such branch rule in your scope", body = ErrorBody),
+        (status = 409, description = "Running elsewhere, or not ready", body = ClaimRefusal),
+        (status = 422, description = "lease_seconds out of range or empty runner_id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub async fn claim(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<ClaimRequest>,
+) -> Result<Json<ClaimResponse>, ApiError> {
+    require_text("runner_id", &request.runner_id, 200)?;
+    let lease_seconds = request.lease_seconds.unwrap_or(DEFAULT_LEASE_SECONDS);
+    if !(1..=MAX_LEASE_SECONDS).contains(&lease_seconds) {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("lease_seconds must be between 1 and {MAX_LEASE_SECONDS}, got {lease_seconds}"),
+        ));
+    }
+    let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %request.runner_id);
+    claim_rule(&state, &caller, &request, lease_seconds as i32)
+        .instrument(span)
+        .await
+}
+
+async fn claim_rule(
+    state: &AppState,
+    caller: &Caller,
+    request: &ClaimRequest,
+    lease_seconds: i32,
+) -> Result<Json<ClaimResponse>, ApiError> {
+    let not_found =
+        || ApiError::NotFound(format!("branch rule {} not found", request.branch_rule_id));
+    let mut tx = state.pool.begin().await?;
+    let rule = db::branch_rules::lock(&mut tx, request.branch_rule_id)
+        .await?
+        .filter(|rule| caller.sees_branch(rule.branch_id))
+        .ok_or_else(not_found)?;
+    let now = rule.db_now;
+    let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
+    let decision = decide(&rule.state(false), latest.as_ref(), now);
+    if let Some(crashed) = decision.crash {
+        db::executions::mark_crashed(&mut *tx, crashed).await?;
+        tracing::warn!(execution_id = %crashed, "lease expired without a report: crashed");
+    }
+    let (attempt, retry_of) = match decision.outcome {
+        Outcome::Claim { attempt, retry_of } => (attempt, retry_of),
+        Outcome::Running { execution_id } => {
+            tx.commit().await?;
+            return Err(refusal(
+                "running",
+                format!("execution {execution_id} holds a live lease on this rule"),
+                Vec::new(),
+            ));
+        }
+        Outcome::NotReady(blockers) => {
+            tx.commit().await?;
+            return Err(refusal(
+                "not_ready",
+                "the rule is not ready to run".to_owned(),
+                blockers,
+            ));
+        }
+    };
+    let claim_token = Uuid::new_v4().simple().to_string();
+    let inserted = db::executions::insert(
+        &mut tx,
+        &NewExecution {
+            branch_rule_id: rule.id,
+            runner_id: &request.runner_id,
+            attempt,
+            retry_of,
+            claim_token: &claim_token,
+            lease_seconds,
+        },
+    )
+    .await;
+    let (execution_id, lease_expires_at) = match inserted {
+        Ok(row) => row,
+        // The partial unique index is the last line of defence against a second live run.
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            return Err(refusal(
+                "running",
+                "another execution holds this rule".into(),
+                Vec::new(),
+            ));
+        }
+        Err(other) => return Err(other.into()),
+    };
+    db::branch_rules::mark_running(&mut tx, rule.id).await?;
+    tx.commit().await?;
+    let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), now) {
+        Deadline::At(end) => Some(end),
+        Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
+    };
+    tracing::info!(%execution_id, attempt, ?retry_of, "claimed");
+    Ok(Json(ClaimResponse {
+        claimed: true,
+        execution_id,
+        claim_token,
+        lease_expires_at,
+        deadline,
+        attempt,
+        retry_of,
+    }))
+}
+
+fn refusal(reason: &'static str, message: String, blockers: Vec<Blocker>) -> ApiError {
+    let body = ClaimRefusal {
+        claimed: false,
+        reason: reason.to_owned(),
+        blockers,
+        error: ErrorDetail {
+            code: reason.to_owned(),
+            message: message.clone(),
+        },
+    };
+    let mut extra = match serde_json::to_value(body) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    extra.remove("error");
+    ApiError::Conflict {
+        code: reason,
+        message,
+        extra,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+    use res_shared::schedule::{RuleStatus, Zone};
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-03-02T11:00:00Z".parse().expect("instant")
+    }
+
+    fn ready() -> RuleState {
+        RuleState {
+            is_active: true,
+            is_archived: false,
+            is_force_stopped: false,
+            is_currently_running: false,
+            branch_is_active: true,
+            rule_status: RuleStatus::Active,
+            next_run_time: Some(now() - TimeDelta::minutes(1)),
+            window: None,
+            zone: Zone::DEFAULT,
+        }
+    }
+
+    fn execution(status: &str, lease_from_now: i64, attempt: i32) -> ExecutionRow {
+        ExecutionRow {
+            id: Uuid::new_v4(),
+            branch_rule_id: Uuid::new_v4(),
+            status: status.to_owned(),
+            attempt,
+            claim_token: "t".to_owned(),
+            lease_expires_at: now() + TimeDelta::seconds(lease_from_now),
+            report: None,
+        }
+    }
+
+    #[test]
+    fn a_ready_rule_without_history_is_claimed_as_attempt_one() {
+        let decision = decide(&ready(), None, now());
+        assert_eq!(decision.crash, None);
+        assert_eq!(
+            decision.outcome,
+            Outcome::Claim {
+                attempt: 1,
+                retry_of: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_live_lease_means_running() {
+        let live = execution("running", 30, 1);
+        let decision = decide(&ready(), Some(&live), now());
+        assert_eq!(
+            decision.outcome,
+            Outcome::Running {
+                execution_id: live.id
+            }
+        );
+        assert_eq!(decision.crash, None);
+    }
+
+    #[test]
+    fn an_expired_lease_is_crashed_and_retried() {
+        let dead = execution("scheduled", 0, 2);
+        let decision = decide(&ready(), Some(&dead), now());
+        assert_eq!(decision.crash, Some(dead.id));
+        assert_eq!(
+            decision.outcome,
+            Outcome::Claim {
+                attempt: 3,
+                retry_of: Some(dead.id)
+            }
+        );
+    }
+
+    #[test]
+    fn a_previously_crashed_attempt_is_retried() {
+        let crashed = execution("crashed", -100, 1);
+        let decision = decide(&ready(), Some(&crashed), now());
+        assert_eq!(decision.crash, None);
+        assert_eq!(
+            decision.outcome,
+            Outcome::Claim {
+                attempt: 2,
+                retry_of: Some(crashed.id)
+            }
+        );
+    }
+
+    #[test]
+    fn a_finished_attempt_starts_afresh() {
+        let done = execution("completed", -100, 4);
+        let decision = decide(&ready(), Some(&done), now());
+        assert_eq!(
+            decision.outcome,
+            Outcome::Claim {
+                attempt: 1,
+                retry_of: None
+            }
+        );
+    }
+
+    #[test]
+    fn not_ready_lists_blockers_but_still_crashes_the_dead_lease() {
+        let dead = execution("running", -1, 1);
+        let state = RuleState {
+            is_force_stopped: true,
+            next_run_time: Some(now() + TimeDelta::minutes(5)),
+            ..ready()
+        };
+        let decision = decide(&state, Some(&dead), now());
+        assert_eq!(decision.crash, Some(dead.id));
+        assert_eq!(
+            decision.outcome,
+            Outcome::NotReady(vec![
+                Blocker::ForceStopped,
+                Blocker::NotDue {
+                    next_run_time: now() + TimeDelta::minutes(5)
+                }
+            ])
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! `executions_heartbeat`: keep a claim alive, and learn whether to stop.
+
+use axum::Json;
+use axum::extract::State;
+use res_shared::wire::{ErrorBody, ExecutionStatus, HeartbeatRequest, HeartbeatResponse};
+
+use crate::auth::Caller;
+use crate::db;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// Extend the lease of a live execution; the first beat moves it to `running`.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/executions_heartbeat",
+    request_body = HeartbeatRequest,
+    responses(
+        (status = 200, description = "Lease extended", body = HeartbeatResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such execution in your scope", body = ErrorBody),
+        (status = 409, description = "lease_lost: the claim token no longer owns the execution; stop", body = ErrorBody),
+        (status = 422, description = "status other than running", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<HeartbeatRequest>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    if request
+        .status
+        .is_some_and(|s| s != ExecutionStatus::Running)
+    {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            "status: a heartbeat can only report 'running'; finish a run with branch_rules_set_NextRunTime",
+        ));
+    }
+    let id = request.execution_id;
+    let beat = db::executions::heartbeat(
+        &state.pool,
+        id,
+        &request.claim_token,
+        caller.scope().as_params(),
+    )
+    .await?;
+    if let Some((lease_expires_at, cancel_requested)) = beat {
+        return Ok(Json(HeartbeatResponse {
+            lease_expires_at,
+            cancel_requested,
+        }));
+    }
+    // The beat did not land: say why, without revealing executions outside the scope.
+    let miss = db::executions::heartbeat_miss(&state.pool, id)
+        .await?
+        .filter(|miss| caller.sees_branch(miss.branch_id))
+        .ok_or_else(|| ApiError::NotFound(format!("execution {id} not found")))?;
+    let message = if miss.claim_token != request.claim_token {
+        format!("the claim token does not own execution {id}; stop working on it")
+    } else if !ExecutionStatus::parse(&miss.status).is_some_and(ExecutionStatus::is_live) {
+        format!(
+            "execution {id} is already {}; stop working on it",
+            miss.status
+        )
+    } else if miss.expired {
+        db::executions::mark_crashed(&state.pool, id).await?;
+        tracing::warn!(execution_id = %id, "heartbeat after the lease expired: crashed");
+        format!(
+            "the lease of execution {id} expired at {}; it is now crashed and may be retried elsewhere",
+            miss.lease_expires_at.to_rfc3339()
+        )
+    } else {
+        format!("execution {id} changed while the heartbeat was recorded; retry")
+    };
+    Err(ApiError::conflict("lease_lost", message))
+}

@@ -1,0 +1,249 @@
+//! `branch_rules_set_NextRunTime`: finish a run and schedule the next, in one transaction.
+
+use axum::Json;
+use axum::extract::State;
+use res_shared::schedule::fallback_next_run;
+use res_shared::wire::{
+    ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
+};
+use tracing::Instrument;
+
+use crate::auth::{Caller, Role};
+use crate::db;
+use crate::db::executions::{ExecutionRow, Finish};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// How a report meets its execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    /// The execution is live and the token owns it: finish it.
+    Finish,
+    /// The same execution was reported before: answer as then, change nothing.
+    Replay(Box<SetNextRunTimeResponse>),
+    /// The token does not own the execution any more.
+    Stale(String),
+}
+
+/// Judges a report carrying `claim_token` against the execution it names.
+pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
+    let id = execution.id;
+    if execution.claim_token != claim_token {
+        return Judgement::Stale(format!("the claim token does not own execution {id}"));
+    }
+    if ExecutionStatus::parse(&execution.status).is_some_and(ExecutionStatus::is_live) {
+        return Judgement::Finish;
+    }
+    match execution
+        .report
+        .as_ref()
+        .and_then(|r| serde_json::from_value::<SetNextRunTimeResponse>(r.clone()).ok())
+    {
+        Some(answer) => Judgement::Replay(Box::new(answer)),
+        None => Judgement::Stale(format!(
+            "execution {id} is already {} and was not finished by a report",
+            execution.status
+        )),
+    }
+}
+
+/// Finish an execution (or, with a service token, just the rule) and set the next run.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/branch_rules_set_NextRunTime",
+    request_body = SetNextRunTimeRequest,
+    responses(
+        (status = 200, description = "Recorded (or the same report again: the same answer)", body = SetNextRunTimeResponse),
+        (status = 400, description = "Malformed body; claim_token missing with execution_id", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 404, description = "No such branch rule or execution in your scope", body = ErrorBody),
+        (status = 409, description = "lease_lost: the claim token no longer owns the execution", body = ErrorBody),
+        (status = 422, description = "A runner token without execution_id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub async fn set_next_run_time(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<SetNextRunTimeRequest>,
+) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
+    check_shape(&caller, &request)?;
+    let span = tracing::info_span!(
+        "set_next_run_time",
+        branch_rule_id = %request.branch_rule_id,
+        execution_id = ?request.execution_id
+    );
+    record(&state, &caller, &request).instrument(span).await
+}
+
+fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), ApiError> {
+    match (request.execution_id, &request.claim_token) {
+        (Some(_), None) => Err(ApiError::bad_request(
+            "invalid_field",
+            "invalid request body: missing field `claim_token` (required with execution_id)",
+        )),
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "invalid_field",
+            "invalid request body: missing field `execution_id` (required with claim_token)",
+        )),
+        (None, None) if caller.role == Role::Runner => Err(ApiError::unprocessable(
+            "execution_required",
+            "runner tokens must report their execution: give execution_id and claim_token \
+             (the form without them is for service tokens)",
+        )),
+        (None, None) if request.status.is_some() || request.result.is_some() => {
+            Err(ApiError::unprocessable(
+                "execution_required",
+                "status and result describe an execution: give execution_id and claim_token",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn record(
+    state: &AppState,
+    caller: &Caller,
+    request: &SetNextRunTimeRequest,
+) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
+    let rule_id = request.branch_rule_id;
+    let mut tx = state.pool.begin().await?;
+    let rule = db::branch_rules::lock(&mut tx, rule_id)
+        .await?
+        .filter(|rule| caller.sees_branch(rule.branch_id))
+        .ok_or_else(|| ApiError::NotFound(format!("branch rule {rule_id} not found")))?;
+    let execution = match (request.execution_id, request.claim_token.as_deref()) {
+        (Some(id), Some(token)) => {
+            let execution = db::executions::lock(&mut tx, id)
+                .await?
+                .filter(|e| e.branch_rule_id == rule.id)
+                .ok_or_else(|| {
+                    ApiError::NotFound(format!(
+                        "execution {id} not found for branch rule {rule_id}"
+                    ))
+                })?;
+            match judge(&execution, token) {
+                Judgement::Finish => Some(execution),
+                Judgement::Replay(answer) => return Ok(Json(*answer)),
+                Judgement::Stale(message) => return Err(ApiError::conflict("lease_lost", message)),
+            }
+        }
+        _ => None,
+    };
+
+    let failed = request.is_last_run_failed;
+    let next = fallback_next_run(
+        rule.cron_expression.as_deref(),
+        rule.window(),
+        Some(&rule.timezone),
+        rule.db_now,
+        failed,
+    );
+    let warnings: Vec<String> = next.problem.into_iter().collect();
+    for warning in &warnings {
+        tracing::warn!(%warning, "scheduled with the fixed fallback delay");
+    }
+    let next_run_time = next.next_run.next_run_time;
+    let (last_run_time, run_count) =
+        db::branch_rules::record_run(&mut tx, rule.id, failed, next_run_time).await?;
+    let answer = SetNextRunTimeResponse {
+        branch_rule_id: rule.id,
+        next_run_time,
+        last_run_time,
+        is_currently_running: false,
+        run_count,
+        degenerate: next.next_run.degenerate,
+        warnings,
+    };
+    if let Some(execution) = &execution {
+        let status = request.status.unwrap_or(if failed {
+            FinishStatus::Failed
+        } else {
+            FinishStatus::Completed
+        });
+        let report = serde_json::to_value(&answer).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        db::executions::finish(
+            &mut tx,
+            execution.id,
+            &Finish {
+                status: ExecutionStatus::from(status).as_str(),
+                result: request.result.as_ref(),
+                error: request.error.as_deref(),
+                metrics: request.metrics.as_ref(),
+                report: &report,
+            },
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, "rescheduled");
+    Ok(Json(answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn execution(status: &str, report: Option<serde_json::Value>) -> ExecutionRow {
+        ExecutionRow {
+            id: Uuid::new_v4(),
+            branch_rule_id: Uuid::new_v4(),
+            status: status.to_owned(),
+            attempt: 1,
+            claim_token: "mine".to_owned(),
+            lease_expires_at: Utc::now(),
+            report,
+        }
+    }
+
+    #[test]
+    fn a_live_execution_with_its_token_is_finished() {
+        assert_eq!(
+            judge(&execution("running", None), "mine"),
+            Judgement::Finish
+        );
+        assert_eq!(
+            judge(&execution("scheduled", None), "mine"),
+            Judgement::Finish
+        );
+    }
+
+    #[test]
+    fn another_token_is_stale() {
+        assert!(matches!(
+            judge(&execution("running", None), "theirs"),
+            Judgement::Stale(_)
+        ));
+    }
+
+    #[test]
+    fn a_reported_execution_replays_its_answer() {
+        let answer = SetNextRunTimeResponse {
+            branch_rule_id: Uuid::new_v4(),
+            next_run_time: Utc::now(),
+            last_run_time: Utc::now(),
+            is_currently_running: false,
+            run_count: 3,
+            degenerate: false,
+            warnings: vec![],
+        };
+        let stored = serde_json::to_value(&answer).expect("serialisable");
+        assert_eq!(
+            judge(&execution("completed", Some(stored)), "mine"),
+            Judgement::Replay(Box::new(answer))
+        );
+    }
+
+    #[test]
+    fn a_crashed_execution_is_stale_even_with_its_token() {
+        assert!(matches!(
+            judge(&execution("crashed", None), "mine"),
+            Judgement::Stale(_)
+        ));
+    }
+}

@@ -1,0 +1,127 @@
+//! `get-execution-plan-v2`: the workflows a runner may execute, in full or as a delta.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use axum::Json;
+use axum::extract::State;
+use res_shared::wire::{ErrorBody, PlanRequest, PlanResponse};
+use uuid::Uuid;
+
+use super::cursor::{CHANGE_RETENTION_HOURS, PlanCursor, PlanKind, plan_kind, scope_key};
+use super::require_text;
+use crate::auth::Caller;
+use crate::db;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// How often (seconds) one process prunes old change records.
+const PRUNE_INTERVAL_SECONDS: i64 = 600;
+
+/// Serve the caller's execution plan.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/get-execution-plan-v2",
+    request_body = PlanRequest,
+    responses(
+        (status = 200, description = "The plan: a full snapshot, or the changes since `since`", body = PlanResponse),
+        (status = 400, description = "Malformed body or cursor", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 422, description = "Empty runner_id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "plan"
+)]
+pub async fn get_execution_plan(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiJson(request): ApiJson<PlanRequest>,
+) -> Result<Json<PlanResponse>, ApiError> {
+    require_text("runner_id", &request.runner_id, 200)?;
+    let since = request
+        .since
+        .as_deref()
+        .map(PlanCursor::decode)
+        .transpose()
+        .map_err(|message| ApiError::bad_request("invalid_cursor", message))?;
+    let scope = caller.scope();
+    let scope_fingerprint = scope_key(scope);
+
+    let mut tx = state.pool.begin().await?;
+    let (snapshot, now) = db::plan::begin_snapshot(&mut tx).await?;
+    // None: a full plan (no usable cursor, or shared definitions changed since it).
+    let delta = match plan_kind(since, &scope_fingerprint, now) {
+        PlanKind::Full => None,
+        PlanKind::Delta(cursor) => {
+            let changes = db::plan::changes_since(&mut tx, &cursor.snapshot, scope).await?;
+            if changes.global {
+                None
+            } else {
+                let mut rules = changes.branch_rules;
+                rules.extend(db::plan::leases_expired_since(&mut tx, cursor.at, scope).await?);
+                Some((rules, changes.branches))
+            }
+        }
+    };
+    let (workflows, removed) = match &delta {
+        None => (db::plan::all_workflows(&mut tx, scope).await?, Vec::new()),
+        Some((rules, branches)) if rules.is_empty() && branches.is_empty() => {
+            (Vec::new(), Vec::new())
+        }
+        Some((rules, branches)) => {
+            let rule_ids: Vec<Uuid> = rules.iter().copied().collect();
+            let branch_ids: Vec<Uuid> = branches.iter().copied().collect();
+            let workflows =
+                db::plan::changed_workflows(&mut tx, scope, &rule_ids, &branch_ids).await?;
+            let present: BTreeSet<Uuid> = workflows.iter().map(|w| w.id).collect();
+            let removed = rules.difference(&present).copied().collect();
+            (workflows, removed)
+        }
+    };
+    let lookups = db::plan::lookups(&mut tx, &workflows).await?;
+    tx.commit().await?;
+    prune_now_and_then(&state, now.timestamp());
+
+    tracing::info!(
+        runner_id = %request.runner_id,
+        full = delta.is_none(),
+        workflows = workflows.len(),
+        removed = removed.len(),
+        "served execution plan"
+    );
+    Ok(Json(PlanResponse {
+        generated_at: now,
+        cursor: PlanCursor::new(snapshot, now, scope_fingerprint).encode(),
+        full: delta.is_none(),
+        workflows,
+        removed,
+        branches: lookups.branches,
+        rules: lookups.rules,
+        brands: lookups.brands,
+        brand_rules: lookups.brand_rules,
+        action_details: lookups.action_details,
+        action_templates: lookups.action_templates,
+    }))
+}
+
+/// Deletes expired change records in the background, at most every ten minutes per
+/// process, so the plan path itself never waits for it.
+fn prune_now_and_then(state: &AppState, now: i64) {
+    static LAST_PRUNE: AtomicI64 = AtomicI64::new(0);
+    let last = LAST_PRUNE.load(Ordering::Relaxed);
+    if now - last < PRUNE_INTERVAL_SECONDS
+        || LAST_PRUNE
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let pool = state.pool.clone();
+    tokio::spawn(async move {
+        match db::plan::prune_changes(&pool, CHANGE_RETENTION_HOURS).await {
+            Ok(deleted) => tracing::debug!(deleted, "pruned plan change records"),
+            Err(error) => tracing::warn!(%error, "could not prune plan change records"),
+        }
+    });
+}

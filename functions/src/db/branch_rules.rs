@@ -1,0 +1,129 @@
+//! SQL for `branch_rules`, read with the settings that decide its schedule.
+
+use chrono::{DateTime, NaiveTime, Utc};
+use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
+use uuid::Uuid;
+
+use super::Tx;
+
+/// A branch rule locked for a state change, with its effective schedule settings and
+/// the database time of the transaction.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LockedRule {
+    /// Branch rule id.
+    pub id: Uuid,
+    /// Its branch.
+    pub branch_id: Uuid,
+    /// Enabled.
+    pub is_active: bool,
+    /// Archived.
+    pub is_archived: bool,
+    /// Force-stopped.
+    pub is_force_stopped: bool,
+    /// Due time.
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// Window start.
+    pub operation_time_from: Option<NaiveTime>,
+    /// Window end.
+    pub operation_time_to: Option<NaiveTime>,
+    /// The branch is active.
+    pub branch_is_active: bool,
+    /// The rule's status.
+    pub rule_status: String,
+    /// Brand rule's expression, else the rule's.
+    pub cron_expression: Option<String>,
+    /// Branch's zone, else the brand's.
+    pub timezone: String,
+    /// `now()` of this transaction: every decision uses database time.
+    pub db_now: DateTime<Utc>,
+}
+
+impl LockedRule {
+    /// The operation window, if both ends are set and differ.
+    pub fn window(&self) -> Option<OperationWindow> {
+        match (self.operation_time_from, self.operation_time_to) {
+            (Some(from), Some(to)) => OperationWindow::new(from, to),
+            _ => None,
+        }
+    }
+
+    /// The zone, falling back to Asia/Riyadh when the stored name is unknown.
+    pub fn zone(&self) -> Zone {
+        Zone::parse(&self.timezone).unwrap_or_else(|error| {
+            tracing::warn!(branch_rule_id = %self.id, %error, "using Asia/Riyadh instead");
+            Zone::DEFAULT
+        })
+    }
+
+    /// The readiness inputs, taking "currently running" from the caller (who knows
+    /// whether a live lease exists).
+    pub fn state(&self, currently_running: bool) -> RuleState {
+        RuleState {
+            is_active: self.is_active,
+            is_archived: self.is_archived,
+            is_force_stopped: self.is_force_stopped,
+            is_currently_running: currently_running,
+            branch_is_active: self.branch_is_active,
+            rule_status: RuleStatus::parse(&self.rule_status).unwrap_or(RuleStatus::Inactive),
+            next_run_time: self.next_run_time,
+            window: self.window(),
+            zone: self.zone(),
+        }
+    }
+}
+
+/// Locks a branch rule row (serialising claims and reports on it) and reads its settings.
+pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
+                br.next_run_time, br.operation_time_from, br.operation_time_to, \
+                b.is_active AS branch_is_active, r.status AS rule_status, \
+                COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
+                COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now \
+         FROM branch_rules br \
+         JOIN branches b ON b.id = br.branch_id \
+         JOIN brands bd ON bd.id = b.brand_id \
+         JOIN rules r ON r.id = br.rule_id \
+         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
+         WHERE br.id = $1 \
+         FOR UPDATE OF br",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await
+}
+
+/// Marks the rule as running (a claim succeeded).
+pub async fn mark_running(tx: &mut Tx, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE branch_rules SET is_currently_running = true WHERE id = $1")
+        .bind(id)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
+/// Records a finished run and the next run time; returns `(last_run_time, run_count)`.
+pub async fn record_run(
+    tx: &mut Tx,
+    id: Uuid,
+    failed: bool,
+    next_run_time: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, i64), sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE branch_rules SET is_currently_running = false, last_run_time = now(), \
+                run_count = run_count + 1, \
+                failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
+                is_last_run_failed = $2, next_run_time = $3 \
+         WHERE id = $1 \
+         RETURNING last_run_time, run_count",
+    )
+    .bind(id)
+    .bind(failed)
+    .bind(next_run_time)
+    .fetch_one(&mut **tx)
+    .await
+    .and_then(|(last, count): (Option<DateTime<Utc>>, i64)| {
+        last.map(|last| (last, count))
+            .ok_or_else(|| sqlx::Error::Protocol("last_run_time was not set".into()))
+    })
+}

@@ -1,0 +1,219 @@
+//! SQL for `executions`: one row per attempt, changed only by the holder of its claim
+//! token, except that anyone may declare an expired lease `crashed`.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::Tx;
+
+/// An execution as the claim and finish logic needs it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ExecutionRow {
+    /// Id.
+    pub id: Uuid,
+    /// Its branch rule.
+    pub branch_rule_id: Uuid,
+    /// Stored status name.
+    pub status: String,
+    /// 1 for a fresh run.
+    pub attempt: i32,
+    /// Ownership proof.
+    pub claim_token: String,
+    /// Lease end.
+    pub lease_expires_at: DateTime<Utc>,
+    /// The answer given to its finishing report, if it was finished by one.
+    pub report: Option<Value>,
+}
+
+/// The live (`scheduled`/`running`) execution of a rule, locked.
+pub async fn live_for_rule(
+    tx: &mut Tx,
+    branch_rule_id: Uuid,
+) -> Result<Option<ExecutionRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
+         FROM executions WHERE branch_rule_id = $1 AND status IN ('scheduled', 'running') \
+         FOR UPDATE",
+    )
+    .bind(branch_rule_id)
+    .fetch_optional(&mut **tx)
+    .await
+}
+
+/// The most recent execution of a rule.
+pub async fn latest_for_rule(
+    tx: &mut Tx,
+    branch_rule_id: Uuid,
+) -> Result<Option<ExecutionRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
+         FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1",
+    )
+    .bind(branch_rule_id)
+    .fetch_optional(&mut **tx)
+    .await
+}
+
+/// An execution by id, locked.
+pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
+         FROM executions WHERE id = $1 FOR UPDATE",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await
+}
+
+/// Declares a live execution whose lease has expired `crashed`.
+pub async fn mark_crashed(
+    executor: impl sqlx::PgExecutor<'_>,
+    id: Uuid,
+) -> Result<bool, sqlx::Error> {
+    let result = sqlx::query(
+        "UPDATE executions SET status = 'crashed', finished_at = now(), \
+                error = COALESCE(error, 'lease expired at ' || lease_expires_at || ' without a report') \
+         WHERE id = $1 AND status IN ('scheduled', 'running') AND lease_expires_at <= now()",
+    )
+    .bind(id)
+    .execute(executor)
+    .await?;
+    Ok(result.rows_affected() == 1)
+}
+
+/// A new scheduled execution handed to `runner_id`.
+pub struct NewExecution<'a> {
+    /// The rule.
+    pub branch_rule_id: Uuid,
+    /// The claimant.
+    pub runner_id: &'a str,
+    /// Attempt number.
+    pub attempt: i32,
+    /// The crashed attempt this retries.
+    pub retry_of: Option<Uuid>,
+    /// Ownership proof.
+    pub claim_token: &'a str,
+    /// Lease length.
+    pub lease_seconds: i32,
+}
+
+/// Inserts a scheduled execution; returns its id and lease end. A second live execution
+/// for the same rule violates `executions_one_live_per_rule`.
+pub async fn insert(
+    tx: &mut Tx,
+    new: &NewExecution<'_>,
+) -> Result<(Uuid, DateTime<Utc>), sqlx::Error> {
+    sqlx::query_as(
+        "INSERT INTO executions (branch_rule_id, runner_id, status, attempt, retry_of, \
+                                 claim_token, lease_seconds, lease_expires_at) \
+         VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, now() + make_interval(secs => $6)) \
+         RETURNING id, lease_expires_at",
+    )
+    .bind(new.branch_rule_id)
+    .bind(new.runner_id)
+    .bind(new.attempt)
+    .bind(new.retry_of)
+    .bind(new.claim_token)
+    .bind(new.lease_seconds)
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
+/// beat); returns the new lease end and whether a stop was requested.
+pub async fn heartbeat(
+    pool: &PgPool,
+    id: Uuid,
+    claim_token: &str,
+    (all, branches): (bool, Vec<Uuid>),
+) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE executions e \
+         SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
+             status = 'running', started_at = COALESCE(e.started_at, now()) \
+         FROM branch_rules br \
+         WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
+           AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
+           AND ($3 OR br.branch_id = ANY($4)) \
+         RETURNING e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped)",
+    )
+    .bind(id)
+    .bind(claim_token)
+    .bind(all)
+    .bind(branches)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Why a heartbeat did not land: the execution, its branch, and whether its lease ran out.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HeartbeatMiss {
+    /// Status name.
+    pub status: String,
+    /// The owning token.
+    pub claim_token: String,
+    /// Lease end.
+    pub lease_expires_at: DateTime<Utc>,
+    /// The lease has run out.
+    pub expired: bool,
+    /// The rule's branch, for scoping.
+    pub branch_id: Uuid,
+}
+
+/// Reads what a failed heartbeat needs to explain itself.
+pub async fn heartbeat_miss(pool: &PgPool, id: Uuid) -> Result<Option<HeartbeatMiss>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT e.status, e.claim_token, e.lease_expires_at, e.lease_expires_at <= now() AS expired, \
+                br.branch_id \
+         FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// What a finishing report writes.
+pub struct Finish<'a> {
+    /// Final status name.
+    pub status: &'a str,
+    /// Execution report.
+    pub result: Option<&'a Value>,
+    /// Failure message.
+    pub error: Option<&'a str>,
+    /// Run metrics.
+    pub metrics: Option<&'a Value>,
+    /// The answer, replayed if the report repeats.
+    pub report: &'a Value,
+}
+
+/// Finishes an execution in one write.
+pub async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE executions SET status = $2, finished_at = now(), \
+                started_at = COALESCE(started_at, now()), result = $3, error = $4, \
+                metrics = $5, report = $6 \
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(finish.status)
+    .bind(finish.result)
+    .bind(finish.error)
+    .bind(finish.metrics)
+    .bind(finish.report)
+    .execute(&mut **tx)
+    .await
+    .map(drop)
+}
+
+/// The execution's branch rule and branch, and its token, for violation records.
+pub async fn owner(tx: &mut Tx, id: Uuid) -> Result<Option<(Uuid, Uuid, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT e.branch_rule_id, br.branch_id, e.claim_token \
+         FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",
+    )
+    .bind(id)
+    .fetch_optional(&mut **tx)
+    .await
+}

@@ -1,0 +1,54 @@
+//! All SQL lives in this module, one file per table group; the integration tests run every
+//! query against a real PostgreSQL.
+
+pub mod api_keys;
+pub mod branch_rules;
+pub mod executions;
+pub mod plan;
+pub mod violations;
+
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
+
+/// The schema migrations in `migrations/`, embedded in the binaries.
+pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+
+/// A transaction on the RES database.
+pub type Tx = Transaction<'static, Postgres>;
+
+/// A pool that connects on first use, so a cold function starts even while the database
+/// is briefly unreachable; requests then get 503 instead of the process dying.
+pub fn lazy_pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_lazy_with(options)
+}
+
+/// Applies pending migrations.
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Migrations embedded in this build that the database has not applied.
+pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> {
+    let table_exists: bool =
+        sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
+            .fetch_one(pool)
+            .await?;
+    let applied: Vec<i64> = if table_exists {
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success")
+            .fetch_all(pool)
+            .await?
+    } else {
+        Vec::new()
+    };
+    Ok(MIGRATOR
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect())
+}

@@ -1,0 +1,125 @@
+//! The functions' one error type, mapped to HTTP once.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use res_shared::wire::{ErrorBody, ErrorDetail};
+use serde_json::{Map, Value};
+
+/// Everything a function can answer besides success.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400: the body is not valid JSON or a field is missing or mistyped.
+    #[error("{message}")]
+    BadRequest {
+        /// Stable code.
+        code: &'static str,
+        /// Names the field.
+        message: String,
+    },
+    /// 401: no bearer token, or not a live one.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 404: no such thing in the caller's scope.
+    #[error("{0}")]
+    NotFound(String),
+    /// 405: a function called with another method than POST.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// 409: the request conflicts with the current state; `extra` adds top-level fields.
+    #[error("{message}")]
+    Conflict {
+        /// Stable code such as `running` or `lease_lost`.
+        code: &'static str,
+        /// What conflicted.
+        message: String,
+        /// Extra top-level fields of the body (e.g. `claimed: false`).
+        extra: Map<String, Value>,
+    },
+    /// 413: the body is over 1 MiB.
+    #[error("request body is larger than {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// 422: valid JSON whose values are unacceptable.
+    #[error("{message}")]
+    Unprocessable {
+        /// Stable code.
+        code: &'static str,
+        /// What is unacceptable, naming the field.
+        message: String,
+    },
+    /// 500/503: the database failed; details go to the log, not the caller.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+impl ApiError {
+    /// A 400 naming the field.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A 422 naming the field.
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::Unprocessable {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A 409 without extra fields.
+    pub fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::Conflict {
+            code,
+            message: message.into(),
+            extra: Map::new(),
+        }
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            ApiError::Database(sqlx::Error::PoolTimedOut) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
+            }
+            ApiError::Database(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        let message = match &self {
+            ApiError::Database(error) => {
+                tracing::error!(%error, "database error");
+                "the database could not answer; see the function's log".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let detail = ErrorDetail {
+            code: code.to_owned(),
+            message,
+        };
+        let ApiError::Conflict { extra, .. } = self else {
+            return (status, Json(ErrorBody { error: detail })).into_response();
+        };
+        let mut body = extra;
+        body.insert(
+            "error".to_owned(),
+            serde_json::to_value(detail).unwrap_or(Value::Null),
+        );
+        (status, Json(Value::Object(body))).into_response()
+    }
+}

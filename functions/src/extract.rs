@@ -1,0 +1,68 @@
+//! JSON bodies with errors that name the field, a 1 MiB cap, and no content-type fuss
+//! (people `curl -d` these functions).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::CONTENT_LENGTH;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// The largest request body a function reads.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// A JSON request body.
+#[derive(Debug, Clone)]
+pub struct ApiJson<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
+        let too_large = ApiError::PayloadTooLarge {
+            limit: MAX_BODY_BYTES,
+        };
+        let declared = request
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|length| length > MAX_BODY_BYTES) {
+            return Err(too_large);
+        }
+        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+            .await
+            .map_err(|_| too_large)?;
+        parse_body(&bytes).map(ApiJson)
+    }
+}
+
+/// Parses a body, naming the offending field in the error.
+pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request(
+            "invalid_json",
+            "the request body is empty; expected a JSON object",
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        let code = if inner.is_data() {
+            "invalid_field"
+        } else {
+            "invalid_json"
+        };
+        let message = if path == "." || !inner.is_data() {
+            format!("invalid request body: {inner}")
+        } else {
+            format!("invalid request body: {path}: {inner}")
+        };
+        ApiError::bad_request(code, message)
+    })?;
+    deserializer.end().map_err(|error| {
+        ApiError::bad_request("invalid_json", format!("invalid request body: {error}"))
+    })?;
+    Ok(value)
+}

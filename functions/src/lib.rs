@@ -1,0 +1,20 @@
+//! RES cloud functions: small HTTP functions over PostgreSQL that serve each site's runner
+//! its execution plan, let it claim a due rule, keep the claim alive, record violations and
+//! schedule the rule's next run. The same axum router runs as local routes
+//! (`res-functions serve`) and, one function per binary, on AWS Lambda.
+
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod router;
+pub mod serve;
+pub mod state;
+pub mod telemetry;
+
+pub use error::ApiError;
+pub use router::{Function, router};
+pub use state::AppState;

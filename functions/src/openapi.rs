@@ -1,0 +1,41 @@
+//! The OpenAPI document, generated from the handlers and wire types.
+
+use axum::Json;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+/// The functions' OpenAPI description.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "RES functions",
+        description = "Execution plans, claims, heartbeats, violations and next run times for RES site runners. Every function takes POST with a JSON body and `Authorization: Bearer <token>`."
+    ),
+    paths(
+        crate::api::plan::get_execution_plan,
+        crate::api::claim::claim,
+        crate::api::heartbeat::heartbeat,
+        crate::api::violations::create_violation,
+        crate::api::next_run::set_next_run_time,
+        crate::api::health::health,
+    ),
+    modifiers(&BearerToken)
+)]
+pub struct ApiDoc;
+
+struct BearerToken;
+
+impl Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+/// `GET /functions/v1/openapi.json`.
+pub async fn document() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,88 @@
+//! The HTTP surface: one route per function under `/functions/v1/`, plus health and the
+//! OpenAPI document. Local serving and every Lambda binary use this same router.
+
+use axum::Router;
+use axum::http::{Method, Uri};
+use axum::routing::{get, post};
+use tower_http::compression::CompressionLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::api;
+use crate::error::ApiError;
+use crate::openapi;
+use crate::state::AppState;
+
+/// The public functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Function {
+    /// `get-execution-plan-v2`.
+    ExecutionPlan,
+    /// `branch_rules_claim`.
+    Claim,
+    /// `executions_heartbeat`.
+    Heartbeat,
+    /// `violations_create`.
+    CreateViolation,
+    /// `branch_rules_set_NextRunTime`.
+    SetNextRunTime,
+}
+
+impl Function {
+    /// Every function.
+    pub const ALL: [Function; 5] = [
+        Function::ExecutionPlan,
+        Function::Claim,
+        Function::Heartbeat,
+        Function::CreateViolation,
+        Function::SetNextRunTime,
+    ];
+
+    /// The function's name, as in its path.
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::ExecutionPlan => "get-execution-plan-v2",
+            Function::Claim => "branch_rules_claim",
+            Function::Heartbeat => "executions_heartbeat",
+            Function::CreateViolation => "violations_create",
+            Function::SetNextRunTime => "branch_rules_set_NextRunTime",
+        }
+    }
+
+    /// The route, `/functions/v1/<name>`.
+    pub fn path(self) -> String {
+        format!("/functions/v1/{}", self.name())
+    }
+}
+
+/// The router serving `functions` (health and the OpenAPI document are always served).
+pub fn router(state: AppState, functions: &[Function]) -> Router {
+    let mut router = Router::new()
+        .route("/functions/v1/health", get(api::health::health))
+        .route("/functions/v1/openapi.json", get(openapi::document));
+    for function in functions {
+        let handler = match function {
+            Function::ExecutionPlan => post(api::plan::get_execution_plan),
+            Function::Claim => post(api::claim::claim),
+            Function::Heartbeat => post(api::heartbeat::heartbeat),
+            Function::CreateViolation => post(api::violations::create_violation),
+            Function::SetNextRunTime => post(api::next_run::set_next_run_time),
+        };
+        router = router.route(&function.path(), handler.fallback(method_not_allowed));
+    }
+    router
+        .fallback(not_found)
+        .with_state(state)
+        .layer(CompressionLayer::new())
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::NotFound(format!("no function at {method} {}", uri.path()))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!(
+        "{} takes POST with a JSON body, not {method}",
+        uri.path()
+    ))
+}

@@ -1,0 +1,105 @@
+//! Running the router: as local HTTP routes, or on AWS Lambda when the Lambda runtime
+//! API is present (`lambda_http::run` panics anywhere else).
+
+use std::process::ExitCode;
+
+use axum::Router;
+use clap::Parser;
+use tokio::net::TcpListener;
+
+use crate::config::{DatabaseArgs, ServeArgs};
+use crate::router::{Function, router};
+use crate::state::AppState;
+use crate::telemetry;
+
+/// Whether this process runs inside AWS Lambda.
+pub fn in_lambda() -> bool {
+    std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some_and(|v| !v.is_empty())
+}
+
+/// Serves `router` on `bind` until Ctrl-C or SIGTERM.
+pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
+    tracing::info!("listening on http://{}", listener.local_addr()?);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    Ok(())
+}
+
+/// Serves `router` through the Lambda runtime API.
+pub async fn serve_lambda(router: Router) -> anyhow::Result<()> {
+    lambda_http::run(router)
+        .await
+        .map_err(|e| anyhow::anyhow!("lambda runtime: {e}"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down");
+}
+
+/// Command line of a single-function binary.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "One RES function: on AWS Lambda when AWS_LAMBDA_RUNTIME_API is set, else as a local route"
+)]
+struct FunctionArgs {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+/// `main` of a single-function binary.
+pub fn function_main(function: Function) -> ExitCode {
+    let args = FunctionArgs::parse();
+    // Lambda's log pipeline handles JSON best.
+    let format = if in_lambda() {
+        telemetry::LogFormat::Json
+    } else {
+        args.serve.log_format
+    };
+    telemetry::init(format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
+        let app = router(AppState { pool }, &[function]);
+        if in_lambda() {
+            serve_lambda(app).await
+        } else {
+            serve_local(app, args.serve.bind).await
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Logging: human-readable text by default, JSON lines for log shippers (and Lambda).
+
+use clap::ValueEnum;
+use tracing_subscriber::EnvFilter;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the global subscriber; `RUST_LOG` overrides the default `info` level.
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

@@ -1,0 +1,246 @@
+//! A running functions service on a fresh database, real HTTP clients, and seed data.
+
+#![allow(dead_code)] // Each test binary uses a different part of the support module.
+
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveTime, Utc};
+use res_functions::auth::{Role, generate_token, hash_token};
+use res_functions::{AppState, Function, db, router};
+use res_tests::postgres::{TestDatabase, server};
+use serde_json::Value;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use tokio::net::TcpListener;
+use uuid::Uuid;
+
+/// The functions served on a random local port, over a migrated database of their own.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    /// Direct access to the database, for setup and for checking what changed.
+    pub pool: PgPool,
+    /// An HTTP client.
+    pub client: reqwest::Client,
+    /// A service token.
+    pub service: String,
+    /// The database (dropped with the app).
+    pub database: TestDatabase,
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// Body as JSON (`Null` if it was not JSON).
+    pub body: Value,
+    /// Response headers.
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl TestApp {
+    /// A migrated database and a server for it.
+    pub async fn start() -> TestApp {
+        let database = server().create_database().await;
+        let pool = PgPoolOptions::new()
+            .max_connections(20)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(&database.url)
+            .await
+            .expect("connect to the test database");
+        db::migrate(&pool).await.expect("migrations apply");
+        let app = router(AppState { pool: pool.clone() }, &Function::ALL);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+        let base = format!("http://{}", listener.local_addr().expect("local address"));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let service = generate_token();
+        db::api_keys::insert(
+            &pool,
+            "test service",
+            &hash_token(&service),
+            Role::Service,
+            &[],
+        )
+        .await
+        .expect("service key");
+        TestApp {
+            base,
+            pool,
+            client: reqwest::Client::new(),
+            service,
+            database,
+        }
+    }
+
+    /// A runner token scoped to `branches`.
+    pub async fn runner_token(&self, branches: &[Uuid]) -> String {
+        let token = generate_token();
+        db::api_keys::insert(
+            &self.pool,
+            "test runner",
+            &hash_token(&token),
+            Role::Runner,
+            branches,
+        )
+        .await
+        .expect("runner key");
+        token
+    }
+
+    /// `POST /functions/v1/<function>` with a JSON body.
+    pub async fn call(&self, function: &str, token: &str, body: Value) -> Reply {
+        let request = self
+            .client
+            .post(format!("{}/functions/v1/{function}", self.base))
+            .bearer_auth(token)
+            .json(&body);
+        reply(request).await
+    }
+
+    /// `POST` of raw bytes, for malformed input.
+    pub async fn call_raw(&self, function: &str, token: Option<&str>, body: Vec<u8>) -> Reply {
+        let mut request = self
+            .client
+            .post(format!("{}/functions/v1/{function}", self.base))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        reply(request).await
+    }
+
+    /// The database's clock.
+    pub async fn db_now(&self) -> DateTime<Utc> {
+        sqlx::query_scalar("SELECT now()")
+            .fetch_one(&self.pool)
+            .await
+            .expect("now()")
+    }
+}
+
+async fn reply(request: reqwest::RequestBuilder) -> Reply {
+    let response = request.send().await.expect("the server answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("a body");
+    Reply {
+        status,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        headers,
+    }
+}
+
+/// Seed data: brands, branches, rules and branch rules, with sensible defaults.
+pub struct Seed<'a> {
+    pool: &'a PgPool,
+}
+
+/// A branch rule to create.
+pub struct RuleSpec<'a> {
+    /// The rule's cron expression.
+    pub cron: Option<&'a str>,
+    /// Operation window, `HH:MM`.
+    pub window: Option<(&'a str, &'a str)>,
+    /// Due time; `None` = never scheduled (due).
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// Rule status.
+    pub status: &'a str,
+}
+
+impl Default for RuleSpec<'_> {
+    fn default() -> Self {
+        RuleSpec {
+            cron: Some("*/30 * * * *"),
+            window: None,
+            next_run_time: None,
+            status: "active",
+        }
+    }
+}
+
+impl<'a> Seed<'a> {
+    /// Seeds into `pool`.
+    pub fn new(pool: &'a PgPool) -> Seed<'a> {
+        Seed { pool }
+    }
+
+    /// A brand in `timezone`.
+    pub async fn brand(&self, timezone: &str) -> Uuid {
+        sqlx::query_scalar("INSERT INTO brands (name, timezone) VALUES ('Brand', $1) RETURNING id")
+            .bind(timezone)
+            .fetch_one(self.pool)
+            .await
+            .expect("brand")
+    }
+
+    /// A branch of `brand`, optionally overriding its zone.
+    pub async fn branch(&self, brand: Uuid, timezone: Option<&str>) -> Uuid {
+        sqlx::query_scalar(
+            "INSERT INTO branches (brand_id, name, timezone) VALUES ($1, 'Branch', $2) RETURNING id",
+        )
+        .bind(brand)
+        .bind(timezone)
+        .fetch_one(self.pool)
+        .await
+        .expect("branch")
+    }
+
+    /// A rule, its workflow config, and a branch rule for `branch`.
+    pub async fn branch_rule(&self, branch: Uuid, spec: RuleSpec<'_>) -> Uuid {
+        let rule: Uuid = sqlx::query_scalar(
+            "INSERT INTO rules (name, status, cron_expression) VALUES ('Queue', $1, $2) RETURNING id",
+        )
+        .bind(spec.status)
+        .bind(spec.cron)
+        .fetch_one(self.pool)
+        .await
+        .expect("rule");
+        sqlx::query(
+            "INSERT INTO action_template_connections (rule_id, workflow_config) \
+             VALUES ($1, '{\"start_node\": \"detect\"}')",
+        )
+        .bind(rule)
+        .execute(self.pool)
+        .await
+        .expect("connection");
+        let time = |t: &str| NaiveTime::parse_from_str(t, "%H:%M").expect("HH:MM");
+        sqlx::query_scalar(
+            "INSERT INTO branch_rules (branch_id, rule_id, next_run_time, operation_time_from, \
+                                       operation_time_to) \
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(branch)
+        .bind(rule)
+        .bind(spec.next_run_time)
+        .bind(spec.window.map(|w| time(w.0)))
+        .bind(spec.window.map(|w| time(w.1)))
+        .fetch_one(self.pool)
+        .await
+        .expect("branch rule")
+    }
+
+    /// A detection template and an action detail for `branch_rule`.
+    pub async fn action_detail(&self, branch_rule: Uuid) -> (Uuid, Uuid) {
+        let template: Uuid = sqlx::query_scalar(
+            "INSERT INTO action_templates (name, kind, config) \
+             VALUES ('Queue detector', 'detection', '{\"executor\": \"command\"}') RETURNING id",
+        )
+        .fetch_one(self.pool)
+        .await
+        .expect("template");
+        let detail: Uuid = sqlx::query_scalar(
+            "INSERT INTO action_details (branch_rule_id, action_template_id, config) \
+             VALUES ($1, $2, '{\"camera_ids\": [\"cam-1\"]}') RETURNING id",
+        )
+        .bind(branch_rule)
+        .bind(template)
+        .fetch_one(self.pool)
+        .await
+        .expect("action detail");
+        (template, detail)
+    }
+}

@@ -1,0 +1,62 @@
+//! `branch_rules_claim`: take a due rule for one run.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::error::ErrorDetail;
+use crate::schedule::Blocker;
+
+/// Lease length when the request names none.
+pub const DEFAULT_LEASE_SECONDS: u32 = 60;
+/// The longest lease a claim may ask for.
+pub const MAX_LEASE_SECONDS: u32 = 600;
+
+/// `branch_rules_claim` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The branch rule to run.
+    pub branch_rule_id: Uuid,
+    /// Who is claiming (recorded on the execution).
+    pub runner_id: String,
+    /// Seconds the claim lasts without a heartbeat: 1-600, default 60.
+    #[serde(default)]
+    pub lease_seconds: Option<u32>,
+}
+
+/// `branch_rules_claim` success: the execution is handed over to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClaimResponse {
+    /// Always true here.
+    pub claimed: bool,
+    /// The new execution (status `scheduled`).
+    pub execution_id: Uuid,
+    /// Proof of ownership for every later call about this execution.
+    pub claim_token: String,
+    /// When the claim lapses without a heartbeat (database time).
+    pub lease_expires_at: DateTime<Utc>,
+    /// When the run must stop: the end of the current operation window; null without one.
+    pub deadline: Option<DateTime<Utc>>,
+    /// 1 for a fresh run; one more than the crashed attempt this run retries.
+    pub attempt: i32,
+    /// The crashed attempt this run retries, if any.
+    pub retry_of: Option<Uuid>,
+}
+
+/// `branch_rules_claim` refusal (HTTP 409).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClaimRefusal {
+    /// Always false here.
+    pub claimed: bool,
+    /// `running` (another live execution holds the rule) or `not_ready`.
+    pub reason: String,
+    /// Every readiness check that failed, for `not_ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blockers: Vec<Blocker>,
+    /// The same refusal in the common error shape.
+    pub error: ErrorDetail,
+}

@@ -1,0 +1,119 @@
+//! Execution statuses and the heartbeat that keeps a claim alive.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Where an attempt to run a branch rule stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionStatus {
+    /// Claimed, not yet started (no heartbeat yet).
+    Scheduled,
+    /// Heartbeating.
+    Running,
+    /// Finished normally (including "consolidation said no").
+    Completed,
+    /// The workflow failed.
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+    /// Ran past its deadline.
+    Timeout,
+    /// The operation window closed during the run; partial results kept.
+    OperationWindowExceeded,
+    /// The lease expired without a report: the runner died or lost its connection.
+    Crashed,
+}
+
+impl ExecutionStatus {
+    /// The name stored in the database and sent on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionStatus::Scheduled => "scheduled",
+            ExecutionStatus::Running => "running",
+            ExecutionStatus::Completed => "completed",
+            ExecutionStatus::Failed => "failed",
+            ExecutionStatus::Cancelled => "cancelled",
+            ExecutionStatus::Timeout => "timeout",
+            ExecutionStatus::OperationWindowExceeded => "operation_window_exceeded",
+            ExecutionStatus::Crashed => "crashed",
+        }
+    }
+
+    /// Parses a stored status name.
+    pub fn parse(name: &str) -> Option<ExecutionStatus> {
+        [
+            ExecutionStatus::Scheduled,
+            ExecutionStatus::Running,
+            ExecutionStatus::Completed,
+            ExecutionStatus::Failed,
+            ExecutionStatus::Cancelled,
+            ExecutionStatus::Timeout,
+            ExecutionStatus::OperationWindowExceeded,
+            ExecutionStatus::Crashed,
+        ]
+        .into_iter()
+        .find(|status| status.as_str() == name)
+    }
+
+    /// Whether the attempt still holds its rule (`scheduled` or `running`).
+    pub fn is_live(self) -> bool {
+        matches!(self, ExecutionStatus::Scheduled | ExecutionStatus::Running)
+    }
+}
+
+/// The statuses a runner may finish an execution with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum FinishStatus {
+    /// Finished normally.
+    Completed,
+    /// The workflow failed.
+    Failed,
+    /// Stopped on request.
+    Cancelled,
+    /// Ran past its deadline.
+    Timeout,
+    /// The operation window closed during the run.
+    OperationWindowExceeded,
+}
+
+impl From<FinishStatus> for ExecutionStatus {
+    fn from(status: FinishStatus) -> ExecutionStatus {
+        match status {
+            FinishStatus::Completed => ExecutionStatus::Completed,
+            FinishStatus::Failed => ExecutionStatus::Failed,
+            FinishStatus::Cancelled => ExecutionStatus::Cancelled,
+            FinishStatus::Timeout => ExecutionStatus::Timeout,
+            FinishStatus::OperationWindowExceeded => ExecutionStatus::OperationWindowExceeded,
+        }
+    }
+}
+
+/// `executions_heartbeat` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatRequest {
+    /// The execution the claim created.
+    pub execution_id: Uuid,
+    /// The token the claim returned.
+    pub claim_token: String,
+    /// Optional; only `running` is accepted (the first heartbeat starts the run anyway).
+    #[serde(default)]
+    pub status: Option<ExecutionStatus>,
+}
+
+/// `executions_heartbeat` response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HeartbeatResponse {
+    /// The new lease end (database time).
+    pub lease_expires_at: DateTime<Utc>,
+    /// An operator asked the run to stop (or force-stopped the rule): stop and report
+    /// `cancelled`.
+    pub cancel_requested: bool,
+}

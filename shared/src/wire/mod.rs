@@ -1,0 +1,24 @@
+//! The JSON bodies of the cloud functions, shared by the functions (which serve them) and
+//! the runner (which calls them), so both sides always agree on field names and types.
+//!
+//! Requests reject unknown fields, so a misspelt field is an error that names it instead
+//! of a silently ignored value.
+
+mod claim;
+mod error;
+mod execution;
+mod next_run;
+mod plan;
+mod violation;
+
+pub use claim::{
+    ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
+};
+pub use error::{ErrorBody, ErrorDetail};
+pub use execution::{ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse};
+pub use next_run::{SetNextRunTimeRequest, SetNextRunTimeResponse};
+pub use plan::{
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanRequest, PlanResponse, Rule,
+    Workflow,
+};
+pub use violation::{ViolationRequest, ViolationResponse};

@@ -1,0 +1,61 @@
+//! `branch_rules_set_NextRunTime`: finish a run and schedule the next.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::execution::FinishStatus;
+
+/// `branch_rules_set_NextRunTime` request. A runner reports its execution with the claim
+/// token; the legacy form (only `branch_rule_id` and `is_last_run_failed`) is for service
+/// tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SetNextRunTimeRequest {
+    /// The branch rule that ran.
+    pub branch_rule_id: Uuid,
+    /// The run failed: retry in five minutes.
+    pub is_last_run_failed: bool,
+    /// The execution being finished.
+    #[serde(default)]
+    pub execution_id: Option<Uuid>,
+    /// Its claim token.
+    #[serde(default)]
+    pub claim_token: Option<String>,
+    /// Final status; defaults to `failed` or `completed` from `is_last_run_failed`.
+    #[serde(default)]
+    pub status: Option<FinishStatus>,
+    /// The execution report (node results, aggregated details).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub result: Option<serde_json::Value>,
+    /// What went wrong, for failed runs.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// System metrics of the run (memory, CPU, durations).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metrics: Option<serde_json::Value>,
+}
+
+/// `branch_rules_set_NextRunTime` response: the rule's state after the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SetNextRunTimeResponse {
+    /// The branch rule.
+    pub branch_rule_id: Uuid,
+    /// When it runs next.
+    pub next_run_time: DateTime<Utc>,
+    /// When this report was recorded (database time).
+    pub last_run_time: DateTime<Utc>,
+    /// Always false after a report.
+    pub is_currently_running: bool,
+    /// Runs recorded so far.
+    pub run_count: i64,
+    /// The schedule never fires inside its window; the next run is the window opening.
+    pub degenerate: bool,
+    /// Problems that did not stop the report, e.g. an invalid stored cron expression.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,185 @@
+//! `get-execution-plan-v2`: the rules a runner may execute, in full or as a delta.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::schedule::RuleStatus;
+
+/// `get-execution-plan-v2` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    /// Who is asking.
+    pub runner_id: String,
+    /// The `cursor` of the previous answer: only changes since then are returned.
+    #[serde(default)]
+    pub since: Option<String>,
+}
+
+/// `get-execution-plan-v2` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PlanResponse {
+    /// Database time of this answer.
+    pub generated_at: DateTime<Utc>,
+    /// Pass as `since` next time.
+    pub cursor: String,
+    /// True: a complete snapshot that replaces the caller's plan. False: a delta.
+    pub full: bool,
+    /// Branch rules (all of them when `full`, else the changed ones).
+    pub workflows: Vec<Workflow>,
+    /// Branch rules deleted or moved out of the caller's scope since the cursor.
+    pub removed: Vec<Uuid>,
+    /// Branches of the returned workflows.
+    pub branches: BTreeMap<Uuid, Branch>,
+    /// Rules of the returned workflows.
+    pub rules: BTreeMap<Uuid, Rule>,
+    /// Brands of the returned branches.
+    pub brands: BTreeMap<Uuid, Brand>,
+    /// Brand rules of the returned workflows.
+    pub brand_rules: BTreeMap<Uuid, BrandRule>,
+    /// Action details of the returned workflows.
+    pub action_details: BTreeMap<Uuid, ActionDetail>,
+    /// Templates the returned action details use.
+    pub action_templates: BTreeMap<Uuid, ActionTemplate>,
+}
+
+/// One branch rule as the runner needs it, with its effective schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Workflow {
+    /// The branch rule id.
+    pub id: Uuid,
+    /// Its branch.
+    pub branch_id: Uuid,
+    /// Its rule.
+    pub rule_id: Uuid,
+    /// The brand rule that may override the cron expression.
+    pub brand_rule_id: Option<Uuid>,
+    /// Enabled.
+    pub is_active: bool,
+    /// Archived.
+    pub is_archived: bool,
+    /// Force-stopped by an operator.
+    pub is_force_stopped: bool,
+    /// A live execution holds it (an expired lease counts as not running).
+    pub is_currently_running: bool,
+    /// When it is due (UTC).
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// When it last finished.
+    pub last_run_time: Option<DateTime<Utc>>,
+    /// Window start, local time of `timezone`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "08:00:00"))]
+    pub operation_time_from: Option<NaiveTime>,
+    /// Window end (exclusive), local time of `timezone`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "18:00:00"))]
+    pub operation_time_to: Option<NaiveTime>,
+    /// The brand rule's expression, else the rule's.
+    pub cron_expression: Option<String>,
+    /// The branch's zone, else the brand's.
+    pub timezone: String,
+    /// The rule's workflow (nodes, edges, consolidation logic).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub workflow_config: Option<serde_json::Value>,
+    /// Runs recorded.
+    pub run_count: i64,
+    /// Failed runs recorded.
+    pub failure_count: i64,
+    /// The last run failed.
+    pub is_last_run_failed: bool,
+    /// Last change to the branch rule row.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A branch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Branch {
+    /// Id.
+    pub id: Uuid,
+    /// Its brand.
+    pub brand_id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Active.
+    pub is_active: bool,
+    /// Overrides the brand's zone when set.
+    pub timezone: Option<String>,
+}
+
+/// A brand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Brand {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// IANA zone of its branches unless they override it.
+    pub timezone: String,
+}
+
+/// A rule definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Rule {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// Lifecycle status.
+    pub status: RuleStatus,
+    /// Default cron expression.
+    pub cron_expression: Option<String>,
+}
+
+/// A brand's settings for a rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct BrandRule {
+    /// Id.
+    pub id: Uuid,
+    /// The brand.
+    pub brand_id: Uuid,
+    /// The rule.
+    pub rule_id: Uuid,
+    /// Overrides the rule's expression when set.
+    pub cron_expression: Option<String>,
+    /// Brand-specific settings.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub settings: serde_json::Value,
+}
+
+/// Per-branch-rule configuration of one action (camera ids, stream URLs, parameters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ActionDetail {
+    /// Id.
+    pub id: Uuid,
+    /// The branch rule it configures.
+    pub branch_rule_id: Uuid,
+    /// The action it configures.
+    pub action_template_id: Uuid,
+    /// The configuration.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub config: serde_json::Value,
+}
+
+/// An action: detection or business, with its executor configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ActionTemplate {
+    /// Id.
+    pub id: Uuid,
+    /// Name.
+    pub name: String,
+    /// `detection` or `business`.
+    pub kind: String,
+    /// Executor configuration.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub config: serde_json::Value,
+}
