@@ -24,7 +24,13 @@ pub struct DatabaseArgs {
 impl DatabaseArgs {
     /// A lazily connecting pool; the error names the malformed URL.
     pub fn pool(&self, default_size: u32) -> anyhow::Result<PgPool> {
-        let options = PgConnectOptions::from_str(&self.database_url)
+        let url = self.database_url.trim();
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            anyhow::bail!(
+                "invalid DATABASE_URL: expected postgres://user:password@host:port/database"
+            );
+        }
+        let options = PgConnectOptions::from_str(url)
             .map_err(|e| anyhow::anyhow!("invalid DATABASE_URL: {e}"))?;
         Ok(db::lazy_pool(
             options,

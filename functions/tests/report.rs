@@ -1,0 +1,465 @@
+//! The life of a claimed execution: heartbeats, violations, and the finishing report.
+
+mod support;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use res_shared::schedule::Schedule;
+use serde_json::{Value, json};
+use support::{Reply, RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+struct Claimed {
+    app: TestApp,
+    branch: Uuid,
+    rule: Uuid,
+    execution: Uuid,
+    token: String,
+    runner: String,
+}
+
+async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("Asia/Riyadh").await;
+    let branch = seed.branch(brand, None).await;
+    let rule = seed
+        .branch_rule(
+            branch,
+            RuleSpec {
+                next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
+                ..spec
+            },
+        )
+        .await;
+    let runner = app.runner_token(&[branch]).await;
+    let claim = app
+        .call(
+            "branch_rules_claim",
+            &runner,
+            json!({"branch_rule_id": rule, "runner_id": "site-1"}),
+        )
+        .await;
+    assert_eq!(claim.status, 200, "{}", claim.body);
+    Claimed {
+        execution: serde_json::from_value(claim.body["execution_id"].clone()).expect("uuid"),
+        token: claim.body["claim_token"]
+            .as_str()
+            .expect("token")
+            .to_owned(),
+        app,
+        branch,
+        rule,
+        runner,
+    }
+}
+
+async fn claimed() -> Claimed {
+    claimed_with(RuleSpec::default()).await
+}
+
+impl Claimed {
+    async fn heartbeat(&self, token: &str) -> Reply {
+        self.app
+            .call(
+                "executions_heartbeat",
+                &self.runner,
+                json!({"execution_id": self.execution, "claim_token": token}),
+            )
+            .await
+    }
+
+    async fn report(&self, body: Value) -> Reply {
+        self.app
+            .call("branch_rules_set_NextRunTime", &self.runner, body)
+            .await
+    }
+
+    fn finish_body(&self, failed: bool) -> Value {
+        json!({
+            "branch_rule_id": self.rule,
+            "is_last_run_failed": failed,
+            "execution_id": self.execution,
+            "claim_token": self.token,
+            "result": {"aggregated_actions_details": [{"violations": 2}]},
+            "metrics": {"duration_ms": 1234},
+        })
+    }
+
+    async fn execution_status(&self) -> String {
+        sqlx::query_scalar("SELECT status FROM executions WHERE id = $1")
+            .bind(self.execution)
+            .fetch_one(&self.app.pool)
+            .await
+            .expect("status")
+    }
+
+    async fn rule_row(&self) -> (bool, Option<DateTime<Utc>>, i64, i64, bool) {
+        sqlx::query_as(
+            "SELECT is_currently_running, next_run_time, run_count, failure_count, is_last_run_failed \
+             FROM branch_rules WHERE id = $1",
+        )
+        .bind(self.rule)
+        .fetch_one(&self.app.pool)
+        .await
+        .expect("rule row")
+    }
+}
+
+fn time(value: &Value) -> DateTime<Utc> {
+    serde_json::from_value(value.clone()).expect("an RFC 3339 time")
+}
+
+#[tokio::test]
+async fn the_first_heartbeat_starts_the_run_and_each_extends_the_lease() {
+    let c = claimed().await;
+    assert_eq!(c.execution_status().await, "scheduled");
+    let first = c.heartbeat(&c.token).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["cancel_requested"], false);
+    assert_eq!(c.execution_status().await, "running");
+    let second = c.heartbeat(&c.token).await;
+    assert!(time(&second.body["lease_expires_at"]) >= time(&first.body["lease_expires_at"]));
+    let started: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT started_at FROM executions WHERE id = $1")
+            .bind(c.execution)
+            .fetch_one(&c.app.pool)
+            .await
+            .expect("started_at");
+    assert!(started.is_some());
+}
+
+#[tokio::test]
+async fn a_force_stop_is_passed_on_as_cancel_requested() {
+    let c = claimed().await;
+    sqlx::query("UPDATE branch_rules SET is_force_stopped = true WHERE id = $1")
+        .bind(c.rule)
+        .execute(&c.app.pool)
+        .await
+        .expect("force stop");
+    let beat = c.heartbeat(&c.token).await;
+    assert_eq!(beat.status, 200);
+    assert_eq!(beat.body["cancel_requested"], true);
+}
+
+#[tokio::test]
+async fn a_wrong_token_or_an_expired_lease_loses_the_lease() {
+    let c = claimed().await;
+    let wrong = c.heartbeat("not-the-token").await;
+    assert_eq!(wrong.status, 409);
+    assert_eq!(wrong.body["error"]["code"], "lease_lost");
+    assert_eq!(c.execution_status().await, "scheduled", "nothing changed");
+    sqlx::query(
+        "UPDATE executions SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(c.execution)
+    .execute(&c.app.pool)
+    .await
+    .expect("expire");
+    let late = c.heartbeat(&c.token).await;
+    assert_eq!(late.status, 409);
+    assert_eq!(late.body["error"]["code"], "lease_lost");
+    assert_eq!(c.execution_status().await, "crashed");
+}
+
+#[tokio::test]
+async fn heartbeats_only_report_running_and_respect_the_scope() {
+    let c = claimed().await;
+    let finished = c
+        .app
+        .call(
+            "executions_heartbeat",
+            &c.runner,
+            json!({"execution_id": c.execution, "claim_token": c.token, "status": "completed"}),
+        )
+        .await;
+    assert_eq!(finished.status, 422);
+    let seed = Seed::new(&c.app.pool);
+    let elsewhere = seed.branch(seed.brand("UTC").await, None).await;
+    let outsider = c.app.runner_token(&[elsewhere]).await;
+    let hidden = c
+        .app
+        .call(
+            "executions_heartbeat",
+            &outsider,
+            json!({"execution_id": c.execution, "claim_token": c.token}),
+        )
+        .await;
+    assert_eq!(hidden.status, 404);
+    assert_eq!(c.execution_status().await, "scheduled");
+}
+
+#[tokio::test]
+async fn violations_are_recorded_once_per_idempotency_key() {
+    let c = claimed().await;
+    let body = json!({
+        "execution_id": c.execution,
+        "claim_token": c.token,
+        "kind": "queue_too_long",
+        "details": {"queue_length": 9},
+        "idempotency_key": format!("{}:violation", c.execution),
+    });
+    let first = c
+        .app
+        .call("violations_create", &c.runner, body.clone())
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(
+        first
+            .headers
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok()),
+        Some("false")
+    );
+    let again = c.app.call("violations_create", &c.runner, body).await;
+    assert_eq!(again.status, 201);
+    assert_eq!(again.body["id"], first.body["id"]);
+    assert_eq!(
+        again
+            .headers
+            .get("idempotent-replayed")
+            .and_then(|v| v.to_str().ok()),
+        Some("true")
+    );
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM violations")
+        .fetch_one(&c.app.pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 1);
+    let (kind, details): (String, Value) = sqlx::query_as("SELECT kind, details FROM violations")
+        .fetch_one(&c.app.pool)
+        .await
+        .expect("row");
+    assert_eq!(
+        (kind.as_str(), details["queue_length"].as_i64()),
+        ("queue_too_long", Some(9))
+    );
+}
+
+#[tokio::test]
+async fn violations_need_the_token_and_a_key_of_their_own() {
+    let c = claimed().await;
+    let stale = c
+        .app
+        .call(
+            "violations_create",
+            &c.runner,
+            json!({"execution_id": c.execution, "claim_token": "wrong", "kind": "k", "idempotency_key": "k1"}),
+        )
+        .await;
+    assert_eq!(stale.status, 409);
+    let empty = c
+        .app
+        .call(
+            "violations_create",
+            &c.runner,
+            json!({"execution_id": c.execution, "claim_token": c.token, "kind": "", "idempotency_key": "k1"}),
+        )
+        .await;
+    assert_eq!(empty.status, 422);
+    assert!(
+        empty.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("kind"))
+    );
+    // Another execution's key.
+    sqlx::query(
+        "INSERT INTO violations (branch_rule_id, kind, idempotency_key) VALUES ($1, 'k', 'taken')",
+    )
+    .bind(c.rule)
+    .execute(&c.app.pool)
+    .await
+    .expect("seed");
+    let taken = c
+        .app
+        .call(
+            "violations_create",
+            &c.runner,
+            json!({"execution_id": c.execution, "claim_token": c.token, "kind": "k", "idempotency_key": "taken"}),
+        )
+        .await;
+    assert_eq!(taken.status, 409);
+    assert_eq!(taken.body["error"]["code"], "idempotency_conflict");
+}
+
+#[tokio::test]
+async fn a_report_finishes_the_execution_and_schedules_with_the_shared_rules() {
+    let c = claimed_with(RuleSpec {
+        window: Some(("00:00", "23:59")),
+        ..RuleSpec::default()
+    })
+    .await;
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["is_currently_running"], false);
+    assert_eq!(reply.body["run_count"], 1);
+    assert_eq!(reply.body["degenerate"], false);
+    assert!(reply.body.get("warnings").is_none());
+    let last = time(&reply.body["last_run_time"]);
+    let expected = Schedule::parse(
+        "*/30 * * * *",
+        Some("00:00"),
+        Some("23:59"),
+        Some("Asia/Riyadh"),
+    )
+    .and_then(|s| s.next_run(last, false))
+    .expect("the shared rules answer");
+    assert_eq!(time(&reply.body["next_run_time"]), expected.next_run_time);
+    assert_eq!(c.execution_status().await, "completed");
+    let (running, next, runs, failures, last_failed) = c.rule_row().await;
+    assert_eq!(
+        (running, next, runs, failures, last_failed),
+        (false, Some(expected.next_run_time), 1, 0, false)
+    );
+    let (result, metrics): (Option<Value>, Option<Value>) =
+        sqlx::query_as("SELECT result, metrics FROM executions WHERE id = $1")
+            .bind(c.execution)
+            .fetch_one(&c.app.pool)
+            .await
+            .expect("row");
+    assert_eq!(
+        result.and_then(|r| r["aggregated_actions_details"][0]["violations"].as_i64()),
+        Some(2)
+    );
+    assert_eq!(metrics.and_then(|m| m["duration_ms"].as_i64()), Some(1234));
+}
+
+#[tokio::test]
+async fn the_same_report_twice_changes_nothing_and_answers_the_same() {
+    let c = claimed().await;
+    let first = c.report(c.finish_body(false)).await;
+    let second = c.report(c.finish_body(false)).await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.body, first.body);
+    let (_, _, runs, _, _) = c.rule_row().await;
+    assert_eq!(runs, 1);
+}
+
+#[tokio::test]
+async fn a_failed_run_retries_in_five_minutes_and_counts_the_failure() {
+    let c = claimed().await;
+    let reply = c
+        .report(json!({
+            "branch_rule_id": c.rule,
+            "is_last_run_failed": true,
+            "execution_id": c.execution,
+            "claim_token": c.token,
+            "status": "timeout",
+            "error": "detector did not answer",
+        }))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let last = time(&reply.body["last_run_time"]);
+    assert_eq!(
+        time(&reply.body["next_run_time"]),
+        last + TimeDelta::minutes(5)
+    );
+    assert_eq!(c.execution_status().await, "timeout");
+    let (_, _, _, failures, last_failed) = c.rule_row().await;
+    assert_eq!((failures, last_failed), (1, true));
+}
+
+#[tokio::test]
+async fn a_stale_token_gets_409_and_changes_nothing() {
+    let c = claimed().await;
+    let mut body = c.finish_body(false);
+    body["claim_token"] = json!("stolen");
+    let reply = c.report(body).await;
+    assert_eq!(reply.status, 409);
+    assert_eq!(reply.body["error"]["code"], "lease_lost");
+    assert_eq!(c.execution_status().await, "scheduled");
+    let (running, _, runs, _, _) = c.rule_row().await;
+    assert_eq!((running, runs), (true, 0));
+}
+
+#[tokio::test]
+async fn a_crashed_execution_cannot_be_reported() {
+    let c = claimed().await;
+    sqlx::query("UPDATE executions SET status = 'crashed', finished_at = now() WHERE id = $1")
+        .bind(c.execution)
+        .execute(&c.app.pool)
+        .await
+        .expect("crash");
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 409);
+    let (_, _, runs, _, _) = c.rule_row().await;
+    assert_eq!(runs, 0);
+}
+
+#[tokio::test]
+async fn an_invalid_stored_cron_releases_the_rule_in_thirty_minutes_with_a_warning() {
+    let c = claimed_with(RuleSpec {
+        cron: Some("*/0 * * * *"),
+        ..RuleSpec::default()
+    })
+    .await;
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let last = time(&reply.body["last_run_time"]);
+    assert_eq!(
+        time(&reply.body["next_run_time"]),
+        last + TimeDelta::minutes(30)
+    );
+    assert_eq!(
+        reply.body["warnings"],
+        json!(["invalid cron '*/0 * * * *': minute step must be >= 1"])
+    );
+    let (running, _, _, _, _) = c.rule_row().await;
+    assert!(!running);
+}
+
+#[tokio::test]
+async fn a_degenerate_rule_is_flagged() {
+    let c = claimed_with(RuleSpec {
+        cron: Some("0 7 * * *"),
+        window: Some(("08:00", "18:00")),
+        ..RuleSpec::default()
+    })
+    .await;
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["degenerate"], true);
+}
+
+#[tokio::test]
+async fn the_legacy_call_is_for_service_tokens_only() {
+    let c = claimed().await;
+    let legacy = json!({"branch_rule_id": c.rule, "is_last_run_failed": false});
+    let refused = c.report(legacy.clone()).await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(refused.body["error"]["code"], "execution_required");
+    let accepted = c
+        .app
+        .call("branch_rules_set_NextRunTime", &c.app.service, legacy)
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    assert_eq!(accepted.body["run_count"], 1);
+    let (running, _, _, _, _) = c.rule_row().await;
+    assert!(!running);
+}
+
+#[tokio::test]
+async fn an_execution_id_needs_its_claim_token_and_its_own_rule() {
+    let c = claimed().await;
+    let missing = c
+        .report(json!({"branch_rule_id": c.rule, "is_last_run_failed": false, "execution_id": c.execution}))
+        .await;
+    assert_eq!(missing.status, 400);
+    assert!(
+        missing.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("claim_token"))
+    );
+    let other_rule = Seed::new(&c.app.pool)
+        .branch_rule(c.branch, RuleSpec::default())
+        .await;
+    let mismatched = c
+        .report(json!({
+            "branch_rule_id": other_rule,
+            "is_last_run_failed": false,
+            "execution_id": c.execution,
+            "claim_token": c.token,
+        }))
+        .await;
+    assert_eq!(mismatched.status, 404);
+    assert_eq!(c.execution_status().await, "scheduled");
+}
