@@ -3,8 +3,9 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use axum::Json;
 use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
 use res_shared::wire::{ErrorBody, PlanRequest, PlanResponse};
 use uuid::Uuid;
 
@@ -37,7 +38,7 @@ pub async fn get_execution_plan(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<PlanRequest>,
-) -> Result<Json<PlanResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
     let since = request
         .since
@@ -48,38 +49,39 @@ pub async fn get_execution_plan(
     let scope = caller.scope();
     let scope_fingerprint = scope_key(scope);
 
-    let mut tx = state.pool.begin().await?;
-    let (snapshot, now) = db::plan::begin_snapshot(&mut tx).await?;
+    let (mut tx, snapshot, now) = db::changes::begin_snapshot(&state.pool).await?;
     // None: a full plan (no usable cursor, or shared definitions changed since it).
     let delta = match plan_kind(since, &scope_fingerprint, now) {
         PlanKind::Full => None,
         PlanKind::Delta(cursor) => {
-            let changes = db::plan::changes_since(&mut tx, &cursor.snapshot, scope).await?;
+            let changes = db::changes::changes_since(&mut tx, &cursor.snapshot, scope).await?;
             if changes.global {
                 None
             } else {
                 let mut rules = changes.branch_rules;
-                rules.extend(db::plan::leases_expired_since(&mut tx, cursor.at, scope).await?);
+                rules.extend(db::changes::leases_expired_since(&mut tx, cursor.at, scope).await?);
                 Some((rules, changes.branches))
             }
         }
     };
-    let (workflows, removed) = match &delta {
-        None => (db::plan::all_workflows(&mut tx, scope).await?, Vec::new()),
+    let (workflows, lookups, removed) = match &delta {
+        None => {
+            let (workflows, lookups) = db::plan::full(&state.pool, &mut tx, scope).await?;
+            (workflows, lookups, Vec::new())
+        }
         Some((rules, branches)) if rules.is_empty() && branches.is_empty() => {
-            (Vec::new(), Vec::new())
+            (Vec::new(), db::plan::Lookups::default(), Vec::new())
         }
         Some((rules, branches)) => {
             let rule_ids: Vec<Uuid> = rules.iter().copied().collect();
             let branch_ids: Vec<Uuid> = branches.iter().copied().collect();
-            let workflows =
-                db::plan::changed_workflows(&mut tx, scope, &rule_ids, &branch_ids).await?;
+            let (workflows, lookups) =
+                db::plan::changed(&mut tx, scope, &rule_ids, &branch_ids).await?;
             let present: BTreeSet<Uuid> = workflows.iter().map(|w| w.id).collect();
             let removed = rules.difference(&present).copied().collect();
-            (workflows, removed)
+            (workflows, lookups, removed)
         }
     };
-    let lookups = db::plan::lookups(&mut tx, &workflows).await?;
     tx.commit().await?;
     prune_now_and_then(&state, now.timestamp());
 
@@ -90,7 +92,7 @@ pub async fn get_execution_plan(
         removed = removed.len(),
         "served execution plan"
     );
-    Ok(Json(PlanResponse {
+    let plan = PlanResponse {
         generated_at: now,
         cursor: PlanCursor::new(snapshot, now, scope_fingerprint).encode(),
         full: delta.is_none(),
@@ -102,7 +104,8 @@ pub async fn get_execution_plan(
         brand_rules: lookups.brand_rules,
         action_details: lookups.action_details,
         action_templates: lookups.action_templates,
-    }))
+    };
+    large_json(&plan, plan.workflows.len())
 }
 
 /// Deletes expired change records in the background, at most every ten minutes per
@@ -119,9 +122,19 @@ fn prune_now_and_then(state: &AppState, now: i64) {
     }
     let pool = state.pool.clone();
     tokio::spawn(async move {
-        match db::plan::prune_changes(&pool, CHANGE_RETENTION_HOURS).await {
+        match db::changes::prune_changes(&pool, CHANGE_RETENTION_HOURS).await {
             Ok(deleted) => tracing::debug!(deleted, "pruned plan change records"),
             Err(error) => tracing::warn!(%error, "could not prune plan change records"),
         }
     });
+}
+
+/// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and
+/// growing a small buffer doubles and copies it a dozen times.
+fn large_json(plan: &PlanResponse, workflows: usize) -> Result<Response, ApiError> {
+    const BYTES_PER_WORKFLOW: usize = 1_600;
+    let mut body = Vec::with_capacity(4_096 + workflows * BYTES_PER_WORKFLOW);
+    serde_json::to_writer(&mut body, plan)
+        .map_err(|e| ApiError::Database(sqlx::Error::Encode(Box::new(e))))?;
+    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }

@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod branch_rules;
+pub mod changes;
 pub mod executions;
 pub mod plan;
 pub mod violations;

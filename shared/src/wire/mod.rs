@@ -9,6 +9,7 @@ mod error;
 mod execution;
 mod next_run;
 mod plan;
+mod time;
 mod violation;
 
 pub use claim::{

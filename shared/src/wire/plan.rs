@@ -1,9 +1,11 @@
 //! `get-execution-plan-v2`: the rules a runner may execute, in full or as a delta.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, NaiveTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::schedule::RuleStatus;
@@ -21,10 +23,11 @@ pub struct PlanRequest {
 }
 
 /// `get-execution-plan-v2` response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanResponse {
     /// Database time of this answer.
+    #[serde(with = "super::time")]
     pub generated_at: DateTime<Utc>,
     /// Pass as `since` next time.
     pub cursor: String,
@@ -49,7 +52,7 @@ pub struct PlanResponse {
 }
 
 /// One branch rule as the runner needs it, with its effective schedule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Workflow {
     /// The branch rule id.
@@ -69,8 +72,10 @@ pub struct Workflow {
     /// A live execution holds it (an expired lease counts as not running).
     pub is_currently_running: bool,
     /// When it is due (UTC).
+    #[serde(with = "super::time::option")]
     pub next_run_time: Option<DateTime<Utc>>,
     /// When it last finished.
+    #[serde(with = "super::time::option")]
     pub last_run_time: Option<DateTime<Utc>>,
     /// Window start, local time of `timezone`.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "08:00:00"))]
@@ -82,9 +87,10 @@ pub struct Workflow {
     pub cron_expression: Option<String>,
     /// The branch's zone, else the brand's.
     pub timezone: String,
-    /// The rule's workflow (nodes, edges, consolidation logic).
+    /// The rule's workflow (nodes, edges, consolidation logic), as stored: workflows of
+    /// one rule share it, and it is parsed when the workflow is loaded.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub workflow_config: Option<serde_json::Value>,
+    pub workflow_config: Option<Arc<RawValue>>,
     /// Runs recorded.
     pub run_count: i64,
     /// Failed runs recorded.
@@ -92,6 +98,7 @@ pub struct Workflow {
     /// The last run failed.
     pub is_last_run_failed: bool,
     /// Last change to the branch rule row.
+    #[serde(with = "super::time")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -138,7 +145,7 @@ pub struct Rule {
 }
 
 /// A brand's settings for a rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BrandRule {
     /// Id.
@@ -149,13 +156,13 @@ pub struct BrandRule {
     pub rule_id: Uuid,
     /// Overrides the rule's expression when set.
     pub cron_expression: Option<String>,
-    /// Brand-specific settings.
+    /// Brand-specific settings (raw JSON).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub settings: serde_json::Value,
+    pub settings: Box<RawValue>,
 }
 
 /// Per-branch-rule configuration of one action (camera ids, stream URLs, parameters).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionDetail {
     /// Id.
@@ -164,13 +171,13 @@ pub struct ActionDetail {
     pub branch_rule_id: Uuid,
     /// The action it configures.
     pub action_template_id: Uuid,
-    /// The configuration.
+    /// The configuration (raw JSON).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub config: serde_json::Value,
+    pub config: Box<RawValue>,
 }
 
 /// An action: detection or business, with its executor configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionTemplate {
     /// Id.
@@ -179,7 +186,7 @@ pub struct ActionTemplate {
     pub name: String,
     /// `detection` or `business`.
     pub kind: String,
-    /// Executor configuration.
+    /// Executor configuration (raw JSON).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub config: serde_json::Value,
+    pub config: Box<RawValue>,
 }
