@@ -45,6 +45,13 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
             "the request body is empty; expected a JSON object",
         ));
     }
+    // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail later.
+    if contains_nul_escape(bytes) {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            "text in the request body must not contain the NUL character (\\u0000)",
+        ));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -65,4 +72,37 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         ApiError::bad_request("invalid_json", format!("invalid request body: {error}"))
     })?;
     Ok(value)
+}
+
+/// Whether the JSON text contains `\u0000` (a raw NUL is invalid JSON anyway). An escaped
+/// backslash before it (`\\u0000`) is six ordinary characters, not a NUL.
+fn contains_nul_escape(bytes: &[u8]) -> bool {
+    let mut backslashes = 0usize;
+    for (i, byte) in bytes.iter().enumerate() {
+        if *byte == b'\\' {
+            backslashes += 1;
+            continue;
+        }
+        if backslashes % 2 == 1
+            && *byte == b'u'
+            && bytes.get(i + 1..i + 5).is_some_and(|hex| hex == b"0000")
+        {
+            return true;
+        }
+        backslashes = 0;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_escapes_are_found_but_escaped_backslashes_are_not() {
+        assert!(contains_nul_escape(br#"{"a": "x\u0000y"}"#));
+        assert!(contains_nul_escape(br#"{"a": "\\\u0000"}"#));
+        assert!(!contains_nul_escape(br#"{"a": "\\u0000"}"#));
+        assert!(!contains_nul_escape(br#"{"a": "\u0041"}"#));
+    }
 }

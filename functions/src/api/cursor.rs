@@ -97,16 +97,37 @@ pub fn scope_key(scope: Scope<'_>) -> String {
         .collect()
 }
 
-/// `xmin:xmax:xip,...` with decimal numbers, so the database cast cannot fail.
+/// A well-formed `pg_snapshot` text (`xmin:xmax:xip,...` with `xmin <= xip < xmax`,
+/// ascending), so a forged cursor cannot make the database cast fail.
 fn is_snapshot_text(text: &str) -> bool {
+    let number = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
     let mut parts = text.split(':');
-    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
     let (Some(xmin), Some(xmax), Some(xip), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return false;
     };
-    digits(xmin) && digits(xmax) && (xip.is_empty() || xip.split(',').all(digits))
+    let (Some(xmin), Some(xmax)) = (number(xmin), number(xmax)) else {
+        return false;
+    };
+    if xmin == 0 || xmin > xmax {
+        return false;
+    }
+    if xip.is_empty() {
+        return true;
+    }
+    let mut previous = None;
+    xip.split(',').all(|id| match number(id) {
+        Some(id) if id >= xmin && id < xmax && previous.is_none_or(|p| p < id) => {
+            previous = Some(id);
+            true
+        }
+        _ => false,
+    })
 }
 
 #[cfg(test)]
@@ -133,8 +154,14 @@ mod tests {
         for text in ["", "abc", "eyJ2IjoxfQ", "!!!"] {
             assert!(PlanCursor::decode(text).is_err(), "{text}");
         }
-        let forged = PlanCursor::new("1:2:3;DROP".into(), at("2026-03-02T11:00:00Z"), "ab".into());
-        assert!(PlanCursor::decode(&forged.encode()).is_err());
+        for snapshot in ["1:2:3;DROP", "5:3:", "0:1:", "3:9:2", "3:9:9", "3:9:5,4", "1:99999999999999999999999:"] {
+            let forged = PlanCursor::new(snapshot.into(), at("2026-03-02T11:00:00Z"), "ab".into());
+            assert!(PlanCursor::decode(&forged.encode()).is_err(), "{snapshot}");
+        }
+        for snapshot in ["1:1:", "3:9:", "3:9:3,5,8"] {
+            let valid = PlanCursor::new(snapshot.into(), at("2026-03-02T11:00:00Z"), "ab".into());
+            assert!(PlanCursor::decode(&valid.encode()).is_ok(), "{snapshot}");
+        }
     }
 
     #[test]
