@@ -308,14 +308,18 @@ async fn nul_characters_are_refused_not_a_server_error() {
     let before = state(&app).await;
     for body in [
         format!(r#"{{"branch_rule_id": "{rule}", "runner_id": "site\u0000one"}}"#),
-        format!(r#"{{"branch_rule_id": "{rule}", "is_last_run_failed": false, "result": {{"k": "\u0000"}}}}"#),
+        format!(
+            r#"{{"branch_rule_id": "{rule}", "is_last_run_failed": false, "result": {{"k": "\u0000"}}}}"#
+        ),
     ] {
         let function = if body.contains("runner_id") {
             "branch_rules_claim"
         } else {
             "branch_rules_set_NextRunTime"
         };
-        let reply = app.call_raw(function, Some(&app.service), body.into_bytes()).await;
+        let reply = app
+            .call_raw(function, Some(&app.service), body.into_bytes())
+            .await;
         assert_eq!(reply.status, 422, "{}", reply.body);
     }
     assert_eq!(state(&app).await, before);

@@ -145,23 +145,23 @@ fn start_throwaway() -> Result<PgServer, String> {
     let dir = std::env::temp_dir().join(format!("res-pg-{}-{nanos}", std::process::id()));
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    // initdb and postgres refuse to run as root: hand the directory to the postgres user.
+    // initdb and postgres refuse to run as root: hand the directory to an unprivileged
+    // user, `postgres` where the server package created it.
     let as_root = std::fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)
         .unwrap_or(false);
+    let owner = server_user();
     if as_root {
         run(
-            Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir),
-            "chown the test server directory to postgres",
+            Command::new("chown").arg("-R").arg(owner).arg(&dir),
+            "chown the test server directory",
         )?;
     }
     let port = 20_000 + (std::process::id() % 20_000) as u16;
     let server_command = |program: &str| {
         let mut command = if as_root {
             let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(bin.join(program));
+            c.args(["-u", owner, "--"]).arg(bin.join(program));
             c
         } else {
             Command::new(bin.join(program))
@@ -195,7 +195,7 @@ fn start_throwaway() -> Result<PgServer, String> {
             .args(["-w", "-t", "60", "-o", &options, "start"]),
         "pg_ctl start",
     )?;
-    spawn_watchdog(&bin, &dir, &data, as_root)?;
+    spawn_watchdog(&bin, &dir, &data, as_root.then_some(owner))?;
     Ok(PgServer {
         template: format!(
             "postgres:///{{db}}?host={}&port={port}&user=postgres",
@@ -205,13 +205,10 @@ fn start_throwaway() -> Result<PgServer, String> {
     })
 }
 
-/// Stops the server and removes its directory once this process has exited.
-fn spawn_watchdog(bin: &Path, dir: &Path, data: &Path, as_root: bool) -> Result<(), String> {
-    let as_postgres = if as_root {
-        "runuser -u postgres -- "
-    } else {
-        ""
-    };
+/// Stops the server and removes its directory once this process has exited; `owner` is
+/// the user the server runs as when the tests run as root.
+fn spawn_watchdog(bin: &Path, dir: &Path, data: &Path, owner: Option<&str>) -> Result<(), String> {
+    let as_postgres = owner.map_or(String::new(), |user| format!("runuser -u {user} -- "));
     let script = format!(
         "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
          {as_postgres}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir}",
@@ -246,6 +243,17 @@ fn run(command: &mut Command, what: &str) -> Result<(), String> {
             String::from_utf8_lossy(&output.stderr)
         ))
     }
+}
+
+/// The unprivileged user to run the server as: `postgres` if it exists, else `nobody`.
+fn server_user() -> &'static str {
+    let exists = Command::new("id")
+        .args(["-u", "postgres"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if exists { "postgres" } else { "nobody" }
 }
 
 /// The directory holding `initdb` and `pg_ctl`: on PATH, else the newest Debian install.

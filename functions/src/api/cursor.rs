@@ -154,7 +154,15 @@ mod tests {
         for text in ["", "abc", "eyJ2IjoxfQ", "!!!"] {
             assert!(PlanCursor::decode(text).is_err(), "{text}");
         }
-        for snapshot in ["1:2:3;DROP", "5:3:", "0:1:", "3:9:2", "3:9:9", "3:9:5,4", "1:99999999999999999999999:"] {
+        for snapshot in [
+            "1:2:3;DROP",
+            "5:3:",
+            "0:1:",
+            "3:9:2",
+            "3:9:9",
+            "3:9:5,4",
+            "1:99999999999999999999999:",
+        ] {
             let forged = PlanCursor::new(snapshot.into(), at("2026-03-02T11:00:00Z"), "ab".into());
             assert!(PlanCursor::decode(&forged.encode()).is_err(), "{snapshot}");
         }
