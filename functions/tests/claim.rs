@@ -12,19 +12,7 @@ use tokio::task::JoinSet;
 use uuid::Uuid;
 
 async fn due_rule(app: &TestApp) -> (Uuid, Uuid) {
-    let seed = Seed::new(&app.pool);
-    let brand = seed.brand("Asia/Riyadh").await;
-    let branch = seed.branch(brand, None).await;
-    let rule = seed
-        .branch_rule(
-            branch,
-            RuleSpec {
-                next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
-                ..RuleSpec::default()
-            },
-        )
-        .await;
-    (branch, rule)
+    Seed::new(&app.pool).due_rule(RuleSpec::default()).await
 }
 
 async fn execution_count(app: &TestApp, rule: Uuid) -> i64 {

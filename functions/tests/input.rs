@@ -3,7 +3,6 @@
 
 mod support;
 
-use chrono::{TimeDelta, Utc};
 use serde_json::{Value, json};
 use support::{RuleSpec, Seed, TestApp};
 use uuid::Uuid;
@@ -32,17 +31,7 @@ async fn state(app: &TestApp) -> Value {
 
 async fn app_with_a_due_rule() -> (TestApp, Uuid) {
     let app = TestApp::start().await;
-    let seed = Seed::new(&app.pool);
-    let branch = seed.branch(seed.brand("Asia/Riyadh").await, None).await;
-    let rule = seed
-        .branch_rule(
-            branch,
-            RuleSpec {
-                next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
-                ..RuleSpec::default()
-            },
-        )
-        .await;
+    let (_, rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
     (app, rule)
 }
 

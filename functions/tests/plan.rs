@@ -179,17 +179,19 @@ async fn an_unchanged_delta_is_empty() {
 async fn a_delta_carries_exactly_the_changed_rule() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE branch_rules SET is_active = false WHERE id = $1")
-        .bind(w.rule_b)
-        .execute(&w.app.pool)
-        .await
-        .expect("update");
+    w.app
+        .exec(
+            "UPDATE branch_rules SET is_active = false WHERE id = $1",
+            &[w.rule_b],
+        )
+        .await;
     // A change outside the scope is not the runner's business.
-    sqlx::query("UPDATE branch_rules SET is_active = false WHERE id = $1")
-        .bind(w.outside_rule)
-        .execute(&w.app.pool)
-        .await
-        .expect("update");
+    w.app
+        .exec(
+            "UPDATE branch_rules SET is_active = false WHERE id = $1",
+            &[w.outside_rule],
+        )
+        .await;
     let delta = w.plan(Some(&cursor(&first))).await;
     assert_eq!(delta.body["full"], false);
     assert_eq!(ids(&delta, "workflows"), vec![w.rule_b]);
@@ -204,11 +206,7 @@ async fn a_delta_carries_exactly_the_changed_rule() {
 async fn an_action_detail_change_refreshes_its_rule() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE action_details SET config = '{\"camera_ids\": [\"cam-2\"]}' WHERE branch_rule_id = $1")
-        .bind(w.rule_a)
-        .execute(&w.app.pool)
-        .await
-        .expect("update");
+    w.app.exec("UPDATE action_details SET config = '{\"camera_ids\": [\"cam-2\"]}' WHERE branch_rule_id = $1", &[w.rule_a]).await;
     let delta = w.plan(Some(&cursor(&first))).await;
     assert_eq!(ids(&delta, "workflows"), vec![w.rule_a]);
     let detail = delta.body["action_details"]
@@ -222,17 +220,15 @@ async fn an_action_detail_change_refreshes_its_rule() {
 async fn deleted_and_moved_out_rules_are_removed() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("DELETE FROM branch_rules WHERE id = $1")
-        .bind(w.rule_a)
-        .execute(&w.app.pool)
-        .await
-        .expect("delete");
-    sqlx::query("UPDATE branch_rules SET branch_id = $2 WHERE id = $1")
-        .bind(w.rule_b)
-        .bind(w.other_branch)
-        .execute(&w.app.pool)
-        .await
-        .expect("move");
+    w.app
+        .exec("DELETE FROM branch_rules WHERE id = $1", &[w.rule_a])
+        .await;
+    w.app
+        .exec(
+            "UPDATE branch_rules SET branch_id = $2 WHERE id = $1",
+            &[w.rule_b, w.other_branch],
+        )
+        .await;
     let delta = w.plan(Some(&cursor(&first))).await;
     assert_eq!(delta.body["full"], false);
     assert_eq!(delta.body["workflows"], json!([]));
@@ -243,12 +239,12 @@ async fn deleted_and_moved_out_rules_are_removed() {
 async fn a_rule_moved_into_scope_arrives() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE branch_rules SET branch_id = $2 WHERE id = $1")
-        .bind(w.outside_rule)
-        .bind(w.branch)
-        .execute(&w.app.pool)
-        .await
-        .expect("move");
+    w.app
+        .exec(
+            "UPDATE branch_rules SET branch_id = $2 WHERE id = $1",
+            &[w.outside_rule, w.branch],
+        )
+        .await;
     let delta = w.plan(Some(&cursor(&first))).await;
     assert_eq!(ids(&delta, "workflows"), vec![w.outside_rule]);
 }
@@ -257,11 +253,12 @@ async fn a_rule_moved_into_scope_arrives() {
 async fn a_branch_change_refreshes_all_its_rules() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE branches SET timezone = 'Asia/Kolkata' WHERE id = $1")
-        .bind(w.branch)
-        .execute(&w.app.pool)
-        .await
-        .expect("update");
+    w.app
+        .exec(
+            "UPDATE branches SET timezone = 'Asia/Kolkata' WHERE id = $1",
+            &[w.branch],
+        )
+        .await;
     let delta = w.plan(Some(&cursor(&first))).await;
     assert_eq!(delta.body["full"], false);
     assert_eq!(ids(&delta, "workflows"), sorted(vec![w.rule_a, w.rule_b]));
@@ -278,10 +275,9 @@ async fn a_branch_change_refreshes_all_its_rules() {
 async fn a_shared_definition_change_sends_a_full_plan() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE rules SET cron_expression = '0 * * * *'")
-        .execute(&w.app.pool)
-        .await
-        .expect("update");
+    w.app
+        .exec("UPDATE rules SET cron_expression = '0 * * * *'", &[])
+        .await;
     let next = w.plan(Some(&cursor(&first))).await;
     assert_eq!(next.body["full"], true);
     assert_eq!(ids(&next, "workflows"), sorted(vec![w.rule_a, w.rule_b]));
@@ -291,12 +287,12 @@ async fn a_shared_definition_change_sends_a_full_plan() {
 async fn a_change_of_scope_sends_a_full_plan() {
     let w = world().await;
     let first = w.plan(None).await;
-    sqlx::query("UPDATE api_keys SET branch_ids = ARRAY[$1, $2]::uuid[] WHERE role = 'runner'")
-        .bind(w.branch)
-        .bind(w.other_branch)
-        .execute(&w.app.pool)
-        .await
-        .expect("widen");
+    w.app
+        .exec(
+            "UPDATE api_keys SET branch_ids = ARRAY[$1, $2]::uuid[] WHERE role = 'runner'",
+            &[w.branch, w.other_branch],
+        )
+        .await;
     let next = w.plan(Some(&cursor(&first))).await;
     assert_eq!(next.body["full"], true);
     assert_eq!(

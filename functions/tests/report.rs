@@ -19,18 +19,7 @@ struct Claimed {
 
 async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
     let app = TestApp::start().await;
-    let seed = Seed::new(&app.pool);
-    let brand = seed.brand("Asia/Riyadh").await;
-    let branch = seed.branch(brand, None).await;
-    let rule = seed
-        .branch_rule(
-            branch,
-            RuleSpec {
-                next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
-                ..spec
-            },
-        )
-        .await;
+    let (branch, rule) = Seed::new(&app.pool).due_rule(spec).await;
     let runner = app.runner_token(&[branch]).await;
     let claim = app
         .call(
@@ -131,11 +120,12 @@ async fn the_first_heartbeat_starts_the_run_and_each_extends_the_lease() {
 #[tokio::test]
 async fn a_force_stop_is_passed_on_as_cancel_requested() {
     let c = claimed().await;
-    sqlx::query("UPDATE branch_rules SET is_force_stopped = true WHERE id = $1")
-        .bind(c.rule)
-        .execute(&c.app.pool)
-        .await
-        .expect("force stop");
+    c.app
+        .exec(
+            "UPDATE branch_rules SET is_force_stopped = true WHERE id = $1",
+            &[c.rule],
+        )
+        .await;
     let beat = c.heartbeat(&c.token).await;
     assert_eq!(beat.status, 200);
     assert_eq!(beat.body["cancel_requested"], true);
@@ -374,11 +364,12 @@ async fn a_stale_token_gets_409_and_changes_nothing() {
 #[tokio::test]
 async fn a_crashed_execution_cannot_be_reported() {
     let c = claimed().await;
-    sqlx::query("UPDATE executions SET status = 'crashed', finished_at = now() WHERE id = $1")
-        .bind(c.execution)
-        .execute(&c.app.pool)
-        .await
-        .expect("crash");
+    c.app
+        .exec(
+            "UPDATE executions SET status = 'crashed', finished_at = now() WHERE id = $1",
+            &[c.execution],
+        )
+        .await;
     let reply = c.report(c.finish_body(false)).await;
     assert_eq!(reply.status, 409);
     let (_, _, runs, _, _) = c.rule_row().await;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use res_shared::wire::{ErrorBody, PlanRequest, PlanResponse};
+use res_shared::wire::{ErrorBody, PlanLookups, PlanRequest, PlanResponse};
 use uuid::Uuid;
 
 use super::cursor::{CHANGE_RETENTION_HOURS, PlanCursor, PlanKind, plan_kind, scope_key};
@@ -70,7 +70,7 @@ pub async fn get_execution_plan(
             (workflows, lookups, Vec::new())
         }
         Some((rules, branches)) if rules.is_empty() && branches.is_empty() => {
-            (Vec::new(), db::plan::Lookups::default(), Vec::new())
+            (Vec::new(), PlanLookups::default(), Vec::new())
         }
         Some((rules, branches)) => {
             let rule_ids: Vec<Uuid> = rules.iter().copied().collect();
@@ -98,12 +98,7 @@ pub async fn get_execution_plan(
         full: delta.is_none(),
         workflows,
         removed,
-        branches: lookups.branches,
-        rules: lookups.rules,
-        brands: lookups.brands,
-        brand_rules: lookups.brand_rules,
-        action_details: lookups.action_details,
-        action_templates: lookups.action_templates,
+        lookups,
     };
     large_json(&plan, plan.workflows.len())
 }

@@ -27,29 +27,16 @@ pub struct ExecutionRow {
     pub report: Option<Value>,
 }
 
-/// The live (`scheduled`/`running`) execution of a rule, locked.
-pub async fn live_for_rule(
-    tx: &mut Tx,
-    branch_rule_id: Uuid,
-) -> Result<Option<ExecutionRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
-         FROM executions WHERE branch_rule_id = $1 AND status IN ('scheduled', 'running') \
-         FOR UPDATE",
-    )
-    .bind(branch_rule_id)
-    .fetch_optional(&mut **tx)
-    .await
-}
-
-/// The most recent execution of a rule.
+/// The most recent execution of a rule, locked (a live one is always the most recent:
+/// a new attempt can only start once none is live).
 pub async fn latest_for_rule(
     tx: &mut Tx,
     branch_rule_id: Uuid,
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
-         FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1",
+         FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
+         FOR UPDATE",
     )
     .bind(branch_rule_id)
     .fetch_optional(&mut **tx)

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use futures_util::TryStreamExt;
 use res_shared::schedule::RuleStatus;
-use res_shared::wire::{ActionDetail, ActionTemplate, Branch, Brand, BrandRule, Rule, Workflow};
+use res_shared::wire::{
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, Rule, Workflow,
+};
 use serde_json::value::RawValue;
 use sqlx::postgres::PgRow;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool, Row};
@@ -34,23 +36,6 @@ macro_rules! workflow_select {
     };
 }
 
-/// The lookup tables a set of workflows refers to.
-#[derive(Debug, Clone, Default)]
-pub struct Lookups {
-    /// Branches by id.
-    pub branches: BTreeMap<Uuid, Branch>,
-    /// Brands by id.
-    pub brands: BTreeMap<Uuid, Brand>,
-    /// Rules by id.
-    pub rules: BTreeMap<Uuid, Rule>,
-    /// Brand rules by id.
-    pub brand_rules: BTreeMap<Uuid, BrandRule>,
-    /// Action details by id.
-    pub action_details: BTreeMap<Uuid, ActionDetail>,
-    /// Action templates by id.
-    pub action_templates: BTreeMap<Uuid, ActionTemplate>,
-}
-
 /// Everything in scope, for a full plan. When the pool has a connection to spare, the
 /// action details (half the work) are read on it at the same time, on the same snapshot:
 /// the database and this process then work side by side instead of taking turns.
@@ -58,7 +43,7 @@ pub async fn full(
     pool: &PgPool,
     tx: &mut Tx,
     scope: Scope<'_>,
-) -> Result<(Vec<Workflow>, Lookups), sqlx::Error> {
+) -> Result<(Vec<Workflow>, PlanLookups), sqlx::Error> {
     // Only when it costs no waiting: an idle connection, or room to open one.
     let spare = pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
     let helper = if spare {
@@ -95,7 +80,7 @@ pub async fn changed(
     scope: Scope<'_>,
     branch_rules: &[Uuid],
     branches_changed: &[Uuid],
-) -> Result<(Vec<Workflow>, Lookups), sqlx::Error> {
+) -> Result<(Vec<Workflow>, PlanLookups), sqlx::Error> {
     let (all, branches) = scope.as_params();
     let rows = sqlx::query(concat!(
         workflow_select!(),
@@ -109,7 +94,7 @@ pub async fn changed(
     .await?;
     let workflows = with_workflow_configs(tx, rows.iter()).await?;
     if workflows.is_empty() {
-        return Ok((workflows, Lookups::default()));
+        return Ok((workflows, PlanLookups::default()));
     }
     let ids: Vec<Uuid> = workflows.iter().map(|w| w.id).collect();
     let details: Vec<ActionDetail> = sqlx::query_as(
@@ -250,7 +235,7 @@ async fn details_in_scope(
 async fn definitions(
     connection: &mut PgConnection,
     workflows: &[Workflow],
-) -> Result<Lookups, sqlx::Error> {
+) -> Result<PlanLookups, sqlx::Error> {
     let distinct = |f: fn(&Workflow) -> Option<Uuid>| -> Vec<Uuid> {
         workflows
             .iter()
@@ -321,12 +306,12 @@ async fn definitions(
         (id, BrandRule { id, brand_id, rule_id, cron_expression, settings })
     })
     .collect();
-    Ok(Lookups {
+    Ok(PlanLookups {
         branches,
         brands,
         rules,
         brand_rules,
-        ..Lookups::default()
+        ..PlanLookups::default()
     })
 }
 

@@ -113,6 +113,15 @@ impl TestApp {
         reply(request).await
     }
 
+    /// Runs one statement whose parameters are all ids (test setup and tampering).
+    pub async fn exec(&self, statement: &'static str, ids: &[Uuid]) {
+        let mut query = sqlx::query(statement);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        query.execute(&self.pool).await.expect(statement);
+    }
+
     /// The database's clock.
     pub async fn db_now(&self) -> DateTime<Utc> {
         sqlx::query_scalar("SELECT now()")
@@ -221,6 +230,16 @@ impl<'a> Seed<'a> {
         .fetch_one(self.pool)
         .await
         .expect("branch rule")
+    }
+
+    /// A brand, a branch and one branch rule that is due now; returns `(branch, rule)`.
+    pub async fn due_rule(&self, spec: RuleSpec<'_>) -> (Uuid, Uuid) {
+        let branch = self.branch(self.brand("Asia/Riyadh").await, None).await;
+        let spec = RuleSpec {
+            next_run_time: Some(Utc::now() - chrono::TimeDelta::minutes(1)),
+            ..spec
+        };
+        (branch, self.branch_rule(branch, spec).await)
     }
 
     /// A detection template and an action detail for `branch_rule`.

@@ -19,7 +19,7 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse};
 pub use next_run::{SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use plan::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanRequest, PlanResponse, Rule,
-    Workflow,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, PlanRequest, PlanResponse,
+    Rule, Workflow,
 };
 pub use violation::{ViolationRequest, ViolationResponse};

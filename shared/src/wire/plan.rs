@@ -37,17 +37,26 @@ pub struct PlanResponse {
     pub workflows: Vec<Workflow>,
     /// Branch rules deleted or moved out of the caller's scope since the cursor.
     pub removed: Vec<Uuid>,
-    /// Branches of the returned workflows.
+    /// The lookup tables the returned workflows refer to.
+    #[serde(flatten)]
+    pub lookups: PlanLookups,
+}
+
+/// The lookup tables a set of workflows refers to, by id.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PlanLookups {
+    /// Branches of the workflows.
     pub branches: BTreeMap<Uuid, Branch>,
-    /// Rules of the returned workflows.
+    /// Rules of the workflows.
     pub rules: BTreeMap<Uuid, Rule>,
-    /// Brands of the returned branches.
+    /// Brands of the branches.
     pub brands: BTreeMap<Uuid, Brand>,
-    /// Brand rules of the returned workflows.
+    /// Brand rules of the workflows.
     pub brand_rules: BTreeMap<Uuid, BrandRule>,
-    /// Action details of the returned workflows.
+    /// Action details of the workflows.
     pub action_details: BTreeMap<Uuid, ActionDetail>,
-    /// Templates the returned action details use.
+    /// Templates the action details use.
     pub action_templates: BTreeMap<Uuid, ActionTemplate>,
 }
 
