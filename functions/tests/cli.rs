@@ -83,6 +83,14 @@ async fn migrate_create_a_key_serve_and_revoke() {
     assert!(!typo.status.success());
     assert!(text(&typo.stderr).contains(&unknown));
 
+    let service = res_functions(&database, &["create-api-key", "--role", "service"]);
+    assert!(
+        service.status.success(),
+        "--name is optional: {}",
+        text(&service.stderr)
+    );
+    assert!(text(&service.stdout).trim().starts_with("res_"));
+
     let branch_text = branch.to_string();
     let created = res_functions(
         &database,

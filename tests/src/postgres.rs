@@ -157,7 +157,8 @@ fn start_throwaway() -> Result<PgServer, String> {
             "chown the test server directory",
         )?;
     }
-    let port = 20_000 + (std::process::id() % 20_000) as u16;
+    // The socket lives in a private directory, so the port only has to look random.
+    let port = 20_000 + ((std::process::id() ^ nanos) % 20_000) as u16;
     let server_command = |program: &str| {
         let mut command = if as_root {
             let mut c = Command::new("runuser");

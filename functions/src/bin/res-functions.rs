@@ -43,9 +43,10 @@ enum Command {
     CreateApiKey {
         #[command(flatten)]
         database: DatabaseArgs,
-        /// A name to recognise the key by (e.g. the runner's host name).
+        /// A name to recognise the key by (e.g. the runner's host name) [default: the role
+        /// and its branches].
         #[arg(long)]
-        name: String,
+        name: Option<String>,
         /// `runner` keys see only their branches; `service` keys see everything.
         #[arg(long, value_enum)]
         role: RoleArg,
@@ -139,6 +140,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             if !missing.is_empty() {
                 bail!("no branch with id {missing:?}");
             }
+            let name = name.unwrap_or_else(|| match role {
+                Role::Service => "service key".to_owned(),
+                Role::Runner => format!("runner key for {} branch(es)", branches.len()),
+            });
             let token = generate_token();
             let id =
                 db::api_keys::insert(&pool, &name, &hash_token(&token), role, &branches).await?;
