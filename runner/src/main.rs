@@ -1,7 +1,5 @@
 //! `res-runner`: the RES service on a site's camera host.
 
-mod commands;
-
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -21,12 +19,12 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Compute when a rule runs next, exactly as the cloud function would.
-    NextRun(commands::next_run::NextRunArgs),
+    NextRun(res_runner::commands::next_run::NextRunArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::NextRun(args) => commands::next_run::run(args),
+        Command::NextRun(args) => res_runner::commands::next_run::run(args),
     }
 }

@@ -1,0 +1,5 @@
+//! `res-runner`: the RES service on a site's camera host — the workflow engine and the
+//! commands the binary offers.
+
+pub mod commands;
+pub mod workflow;

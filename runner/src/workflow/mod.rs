@@ -1,0 +1,3 @@
+//! The workflow engine: what a claimed branch rule runs.
+
+pub mod expr;
