@@ -17,6 +17,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::heartbeat::heartbeat,
         crate::api::violations::create_violation,
         crate::api::next_run::set_next_run_time,
+        crate::api::pause::pause,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -26,16 +26,19 @@ pub enum Function {
     CreateViolation,
     /// `branch_rules_set_NextRunTime`.
     SetNextRunTime,
+    /// `executions_pause`.
+    Pause,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 5] = [
+    pub const ALL: [Function; 6] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
         Function::CreateViolation,
         Function::SetNextRunTime,
+        Function::Pause,
     ];
 
     /// The function's name, as in its path.
@@ -46,6 +49,7 @@ impl Function {
             Function::Heartbeat => "executions_heartbeat",
             Function::CreateViolation => "violations_create",
             Function::SetNextRunTime => "branch_rules_set_NextRunTime",
+            Function::Pause => "executions_pause",
         }
     }
 
@@ -67,6 +71,7 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::Heartbeat => post(api::heartbeat::heartbeat),
             Function::CreateViolation => post(api::violations::create_violation),
             Function::SetNextRunTime => post(api::next_run::set_next_run_time),
+            Function::Pause => post(api::pause::pause),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

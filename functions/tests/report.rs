@@ -454,3 +454,121 @@ async fn an_execution_id_needs_its_claim_token_and_its_own_rule() {
     assert_eq!(mismatched.status, 404);
     assert_eq!(c.execution_status().await, "scheduled");
 }
+
+#[tokio::test]
+async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
+    let c = claimed().await;
+    let context = json!({"queue": ["alert"], "aggregated_actions_details": [{"violations": 2}]});
+    let pause = |token: &str, delay: u32| {
+        c.app.call(
+            "executions_pause",
+            &c.runner,
+            json!({"execution_id": c.execution, "claim_token": token, "delay_seconds": delay, "context": context}),
+        )
+    };
+    assert_eq!(pause(&c.token, 0).await.status, 422);
+    assert_eq!(pause("stolen", 600).await.status, 409);
+    let paused = pause(&c.token, 600).await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    let resume_at = time(&paused.body["resume_at"]);
+    assert!(resume_at > c.app.db_now().await + TimeDelta::seconds(590));
+    assert_eq!(c.execution_status().await, "paused");
+    let (running, _, _, _, _) = c.rule_row().await;
+    assert!(!running, "a pause releases the rule");
+    assert_eq!(pause(&c.token, 600).await.status, 409, "already paused");
+    assert_eq!(
+        c.heartbeat(&c.token).await.status,
+        409,
+        "the paused claim is over"
+    );
+
+    // The plan tells runners when to come back; claiming early is refused.
+    let plan = c
+        .app
+        .call(
+            "get-execution-plan-v2",
+            &c.runner,
+            json!({"runner_id": "site-2"}),
+        )
+        .await;
+    assert_eq!(time(&plan.body["workflows"][0]["resume_at"]), resume_at);
+    let early = c
+        .app
+        .call(
+            "branch_rules_claim",
+            &c.runner,
+            json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
+        )
+        .await;
+    assert_eq!(early.status, 409);
+    assert_eq!(early.body["reason"], "paused");
+    assert_eq!(early.body["blockers"][0]["reason"], "paused");
+
+    // When the time comes, another runner resumes the same execution.
+    c.app
+        .exec(
+            "UPDATE executions SET resume_at = now() - interval '1 second' WHERE id = $1",
+            &[c.execution],
+        )
+        .await;
+    let resumed = c
+        .app
+        .call(
+            "branch_rules_claim",
+            &c.runner,
+            json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
+        )
+        .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert_eq!(resumed.body["resumed"], true);
+    assert_eq!(resumed.body["execution_id"], json!(c.execution));
+    assert_eq!(resumed.body["root_execution_id"], json!(c.execution));
+    assert_eq!(resumed.body["context"], context);
+    let new_token = resumed.body["claim_token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    assert_ne!(new_token, c.token);
+    assert_eq!(c.execution_status().await, "scheduled");
+    let again = c
+        .app
+        .call(
+            "branch_rules_claim",
+            &c.runner,
+            json!({"branch_rule_id": c.rule, "runner_id": "site-3"}),
+        )
+        .await;
+    assert_eq!(again.body["reason"], "running", "only one runner resumes");
+
+    // Only the new token can finish it.
+    assert_eq!(c.report(c.finish_body(false)).await.status, 409);
+    let mut body = c.finish_body(false);
+    body["claim_token"] = json!(new_token);
+    let finished = c.report(body).await;
+    assert_eq!(finished.status, 200, "{}", finished.body);
+    assert_eq!(c.execution_status().await, "completed");
+}
+
+#[tokio::test]
+async fn a_retry_keeps_the_root_of_its_chain() {
+    let c = claimed().await;
+    c.app
+        .exec(
+            "UPDATE executions SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+            &[c.execution],
+        )
+        .await;
+    let retry = c
+        .app
+        .call(
+            "branch_rules_claim",
+            &c.runner,
+            json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
+        )
+        .await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["retry_of"], json!(c.execution));
+    assert_eq!(retry.body["root_execution_id"], json!(c.execution));
+    assert_eq!(retry.body["resumed"], false);
+    assert!(retry.body.get("context").is_none());
+}

@@ -502,6 +502,7 @@ fn ready_state() -> RuleState {
         branch_is_active: true,
         rule_status: RuleStatus::Active,
         next_run_time: Some(riyadh("2026-03-02 14:00")),
+        paused_until: None,
         window: OperationWindow::parse(Some("08:00"), Some("18:00")).expect("valid window"),
         zone: Zone::DEFAULT,
     }
@@ -594,6 +595,28 @@ fn each_flag_alone_blocks() {
     }
     let outside = riyadh("2026-03-02 18:00");
     assert!(!ready_state().is_ready(outside));
+}
+
+#[test]
+fn a_paused_execution_decides_when_the_rule_is_due() {
+    let now = riyadh("2026-03-02 14:00");
+    let waiting = RuleState {
+        paused_until: Some(riyadh("2026-03-02 14:10")),
+        ..ready_state()
+    };
+    assert_eq!(
+        waiting.blockers(now),
+        vec![Blocker::Paused {
+            resume_at: riyadh("2026-03-02 14:10")
+        }]
+    );
+    // Once the pause is over the rule is due, even if next_run_time lies ahead.
+    let resumable = RuleState {
+        paused_until: Some(riyadh("2026-03-02 13:50")),
+        next_run_time: Some(riyadh("2026-03-02 16:00")),
+        ..ready_state()
+    };
+    assert!(resumable.is_ready(now));
 }
 
 #[test]

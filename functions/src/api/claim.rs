@@ -37,21 +37,29 @@ pub enum Outcome {
         /// That execution.
         execution_id: Uuid,
     },
-    /// The rule is not ready; every reason.
+    /// The rule is not ready (a pause still running counts); every reason.
     NotReady(Vec<Blocker>),
-    /// Take it.
+    /// Start a new execution.
     Claim {
         /// Attempt number.
         attempt: i32,
         /// The crashed attempt this retries.
         retry_of: Option<Uuid>,
+        /// The retry chain's first attempt, for a retry.
+        root_id: Option<Uuid>,
+    },
+    /// Continue the paused execution, with the same id.
+    Resume {
+        /// The paused execution.
+        execution_id: Uuid,
     },
 }
 
-/// Decides a claim from the rule's readiness (without its running flag, which `latest`
-/// decides) and its most recent execution, at database time `now`.
+/// Decides a claim from the rule's readiness (its running flag and pause come from
+/// `latest`, the rule's most recent execution) at database time `now`.
 pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc>) -> Decision {
     let status = latest.and_then(|e| ExecutionStatus::parse(&e.status));
+    let mut rule = rule.clone();
     let (crash, crashed) = match (latest, status) {
         (Some(e), Some(s)) if s.is_live() && e.lease_expires_at > now => {
             return Decision {
@@ -61,6 +69,19 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
         }
         (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e)),
         (Some(e), Some(ExecutionStatus::Crashed)) => (None, Some(e)),
+        (Some(e), Some(ExecutionStatus::Paused)) => {
+            rule.paused_until = Some(e.resume_at.unwrap_or(now));
+            let blockers = rule.blockers(now);
+            let outcome = if blockers.is_empty() {
+                Outcome::Resume { execution_id: e.id }
+            } else {
+                Outcome::NotReady(blockers)
+            };
+            return Decision {
+                crash: None,
+                outcome,
+            };
+        }
         _ => (None, None),
     };
     let blockers = rule.blockers(now);
@@ -68,6 +89,7 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
         Outcome::Claim {
             attempt: crashed.map_or(1, |e| e.attempt.saturating_add(1)),
             retry_of: crashed.map(|e| e.id),
+            root_id: crashed.map(|e| e.root_id),
         }
     } else {
         Outcome::NotReady(blockers)
@@ -125,13 +147,13 @@ async fn claim_rule(
         .ok_or_else(not_found)?;
     let now = rule.db_now;
     let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
-    let decision = decide(&rule.state(false), latest.as_ref(), now);
+    let decision = decide(&rule.state(false, None), latest.as_ref(), now);
     if let Some(crashed) = decision.crash {
         db::executions::mark_crashed(&mut *tx, crashed).await?;
         tracing::warn!(execution_id = %crashed, "lease expired without a report: crashed");
     }
-    let (attempt, retry_of) = match decision.outcome {
-        Outcome::Claim { attempt, retry_of } => (attempt, retry_of),
+    let claim_token = Uuid::new_v4().simple().to_string();
+    let claimed = match decision.outcome {
         Outcome::Running { execution_id } => {
             tx.commit().await?;
             return Err(refusal(
@@ -142,54 +164,110 @@ async fn claim_rule(
         }
         Outcome::NotReady(blockers) => {
             tx.commit().await?;
-            return Err(refusal(
-                "not_ready",
-                "the rule is not ready to run".to_owned(),
-                blockers,
-            ));
+            let paused = matches!(blockers.as_slice(), [Blocker::Paused { .. }]);
+            return Err(if paused {
+                refusal(
+                    "paused",
+                    "a paused execution of this rule resumes later".to_owned(),
+                    blockers,
+                )
+            } else {
+                refusal(
+                    "not_ready",
+                    "the rule is not ready to run".to_owned(),
+                    blockers,
+                )
+            });
         }
-    };
-    let claim_token = Uuid::new_v4().simple().to_string();
-    let inserted = db::executions::insert(
-        &mut tx,
-        &NewExecution {
-            branch_rule_id: rule.id,
-            runner_id: &request.runner_id,
+        Outcome::Resume { execution_id } => {
+            let paused = latest.as_ref().filter(|e| e.id == execution_id);
+            let (lease_expires_at, context) = db::executions::resume(
+                &mut tx,
+                execution_id,
+                &request.runner_id,
+                &claim_token,
+                lease_seconds,
+            )
+            .await?;
+            Claimed {
+                execution_id,
+                lease_expires_at,
+                attempt: paused.map_or(1, |e| e.attempt),
+                retry_of: None,
+                root_execution_id: paused.map_or(execution_id, |e| e.root_id),
+                context,
+            }
+        }
+        Outcome::Claim {
             attempt,
             retry_of,
-            claim_token: &claim_token,
-            lease_seconds,
-        },
-    )
-    .await;
-    let (execution_id, lease_expires_at) = match inserted {
-        Ok(row) => row,
-        // The partial unique index is the last line of defence against a second live run.
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            return Err(refusal(
-                "running",
-                "another execution holds this rule".into(),
-                Vec::new(),
-            ));
+            root_id,
+        } => {
+            let inserted = db::executions::insert(
+                &mut tx,
+                &NewExecution {
+                    branch_rule_id: rule.id,
+                    runner_id: &request.runner_id,
+                    attempt,
+                    retry_of,
+                    claim_token: &claim_token,
+                    lease_seconds,
+                    root_id,
+                },
+            )
+            .await;
+            let (execution_id, lease_expires_at, root_execution_id) = match inserted {
+                Ok(row) => row,
+                // The partial unique index is the last line of defence against a second run.
+                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+                    return Err(refusal(
+                        "running",
+                        "another execution holds this rule".into(),
+                        Vec::new(),
+                    ));
+                }
+                Err(other) => return Err(other.into()),
+            };
+            Claimed {
+                execution_id,
+                lease_expires_at,
+                attempt,
+                retry_of,
+                root_execution_id,
+                context: None,
+            }
         }
-        Err(other) => return Err(other.into()),
     };
-    db::branch_rules::mark_running(&mut tx, rule.id).await?;
+    db::branch_rules::set_running(&mut tx, rule.id, true).await?;
     tx.commit().await?;
     let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), now) {
         Deadline::At(end) => Some(end),
         Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
     };
-    tracing::info!(%execution_id, attempt, ?retry_of, "claimed");
+    let resumed = claimed.context.is_some();
+    tracing::info!(execution_id = %claimed.execution_id, attempt = claimed.attempt, resumed, "claimed");
     Ok(Json(ClaimResponse {
         claimed: true,
-        execution_id,
+        execution_id: claimed.execution_id,
         claim_token,
-        lease_expires_at,
+        lease_expires_at: claimed.lease_expires_at,
         deadline,
-        attempt,
-        retry_of,
+        attempt: claimed.attempt,
+        retry_of: claimed.retry_of,
+        root_execution_id: claimed.root_execution_id,
+        resumed,
+        context: claimed.context,
     }))
+}
+
+/// What the claim hands over, whether fresh or resumed.
+struct Claimed {
+    execution_id: Uuid,
+    lease_expires_at: DateTime<Utc>,
+    attempt: i32,
+    retry_of: Option<Uuid>,
+    root_execution_id: Uuid,
+    context: Option<Box<serde_json::value::RawValue>>,
 }
 
 fn refusal(reason: &'static str, message: String, blockers: Vec<Blocker>) -> ApiError {
@@ -234,6 +312,7 @@ mod tests {
             branch_is_active: true,
             rule_status: RuleStatus::Active,
             next_run_time: Some(now() - TimeDelta::minutes(1)),
+            paused_until: None,
             window: None,
             zone: Zone::DEFAULT,
         }
@@ -248,6 +327,8 @@ mod tests {
             claim_token: "t".to_owned(),
             lease_expires_at: now() + TimeDelta::seconds(lease_from_now),
             report: None,
+            resume_at: None,
+            root_id: Uuid::nil(),
         }
     }
 
@@ -259,7 +340,8 @@ mod tests {
             decision.outcome,
             Outcome::Claim {
                 attempt: 1,
-                retry_of: None
+                retry_of: None,
+                root_id: None
             }
         );
     }
@@ -286,7 +368,8 @@ mod tests {
             decision.outcome,
             Outcome::Claim {
                 attempt: 3,
-                retry_of: Some(dead.id)
+                retry_of: Some(dead.id),
+                root_id: Some(dead.root_id)
             }
         );
     }
@@ -300,9 +383,37 @@ mod tests {
             decision.outcome,
             Outcome::Claim {
                 attempt: 2,
-                retry_of: Some(crashed.id)
+                retry_of: Some(crashed.id),
+                root_id: Some(crashed.root_id)
             }
         );
+    }
+
+    #[test]
+    fn a_paused_execution_resumes_only_when_its_time_has_come() {
+        let mut paused = execution("paused", 300, 1);
+        paused.resume_at = Some(now() + TimeDelta::minutes(5));
+        let waiting = decide(&ready(), Some(&paused), now());
+        assert_eq!(
+            waiting.outcome,
+            Outcome::NotReady(vec![Blocker::Paused {
+                resume_at: now() + TimeDelta::minutes(5)
+            }])
+        );
+        paused.resume_at = Some(now() - TimeDelta::seconds(1));
+        // Due to resume even though the next run is hours away.
+        let later = RuleState {
+            next_run_time: Some(now() + TimeDelta::hours(3)),
+            ..ready()
+        };
+        let resume = decide(&later, Some(&paused), now());
+        assert_eq!(
+            resume.outcome,
+            Outcome::Resume {
+                execution_id: paused.id
+            }
+        );
+        assert_eq!(resume.crash, None);
     }
 
     #[test]
@@ -313,7 +424,8 @@ mod tests {
             decision.outcome,
             Outcome::Claim {
                 attempt: 1,
-                retry_of: None
+                retry_of: None,
+                root_id: None
             }
         );
     }

@@ -6,6 +6,7 @@ pub mod cursor;
 pub mod health;
 pub mod heartbeat;
 pub mod next_run;
+pub mod pause;
 pub mod plan;
 pub mod violations;
 

@@ -198,6 +198,8 @@ mod tests {
             claim_token: "mine".to_owned(),
             lease_expires_at: Utc::now(),
             report,
+            resume_at: None,
+            root_id: Uuid::new_v4(),
         }
     }
 

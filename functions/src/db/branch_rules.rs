@@ -55,9 +55,9 @@ impl LockedRule {
         })
     }
 
-    /// The readiness inputs, taking "currently running" from the caller (who knows
-    /// whether a live lease exists).
-    pub fn state(&self, currently_running: bool) -> RuleState {
+    /// The readiness inputs, taking "currently running" and the pause from the caller
+    /// (who knows the rule's executions).
+    pub fn state(&self, currently_running: bool, paused_until: Option<DateTime<Utc>>) -> RuleState {
         RuleState {
             is_active: self.is_active,
             is_archived: self.is_archived,
@@ -66,6 +66,7 @@ impl LockedRule {
             branch_is_active: self.branch_is_active,
             rule_status: RuleStatus::parse(&self.rule_status).unwrap_or(RuleStatus::Inactive),
             next_run_time: self.next_run_time,
+            paused_until,
             window: self.window(),
             zone: self.zone(),
         }
@@ -93,10 +94,11 @@ pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Err
     .await
 }
 
-/// Marks the rule as running (a claim succeeded).
-pub async fn mark_running(tx: &mut Tx, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE branch_rules SET is_currently_running = true WHERE id = $1")
+/// Sets whether the rule is running (a claim or resume took it; a pause released it).
+pub async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE branch_rules SET is_currently_running = $2 WHERE id = $1")
         .bind(id)
+        .bind(running)
         .execute(&mut **tx)
         .await
         .map(drop)

@@ -25,6 +25,10 @@ pub struct ExecutionRow {
     pub lease_expires_at: DateTime<Utc>,
     /// The answer given to its finishing report, if it was finished by one.
     pub report: Option<Value>,
+    /// When a paused execution may resume.
+    pub resume_at: Option<DateTime<Utc>>,
+    /// The first attempt of its retry chain.
+    pub root_id: Uuid,
 }
 
 /// The most recent execution of a rule, locked (a live one is always the most recent:
@@ -34,7 +38,8 @@ pub async fn latest_for_rule(
     branch_rule_id: Uuid,
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
+        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
+                resume_at, root_id \
          FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
          FOR UPDATE",
     )
@@ -46,7 +51,8 @@ pub async fn latest_for_rule(
 /// An execution by id, locked.
 pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report \
+        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
+                resume_at, root_id \
          FROM executions WHERE id = $1 FOR UPDATE",
     )
     .bind(id)
@@ -84,19 +90,23 @@ pub struct NewExecution<'a> {
     pub claim_token: &'a str,
     /// Lease length.
     pub lease_seconds: i32,
+    /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
+    pub root_id: Option<Uuid>,
 }
 
-/// Inserts a scheduled execution; returns its id and lease end. A second live execution
-/// for the same rule violates `executions_one_live_per_rule`.
+/// Inserts a scheduled execution; returns its id, lease end and root. A second live
+/// execution for the same rule violates `executions_one_live_per_rule`.
 pub async fn insert(
     tx: &mut Tx,
     new: &NewExecution<'_>,
-) -> Result<(Uuid, DateTime<Utc>), sqlx::Error> {
+) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
     sqlx::query_as(
-        "INSERT INTO executions (branch_rule_id, runner_id, status, attempt, retry_of, \
-                                 claim_token, lease_seconds, lease_expires_at) \
-         VALUES ($1, $2, 'scheduled', $3, $4, $5, $6, now() + make_interval(secs => $6)) \
-         RETURNING id, lease_expires_at",
+        "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
+                                 retry_of, claim_token, lease_seconds, lease_expires_at) \
+         SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
+                now() + make_interval(secs => $6) \
+         FROM (SELECT gen_random_uuid() AS id) g \
+         RETURNING id, lease_expires_at, root_id",
     )
     .bind(new.branch_rule_id)
     .bind(new.runner_id)
@@ -104,6 +114,50 @@ pub async fn insert(
     .bind(new.retry_of)
     .bind(new.claim_token)
     .bind(new.lease_seconds)
+    .bind(new.root_id)
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Parks a live execution until `delay_seconds` from now; returns when it may resume.
+pub async fn pause(
+    tx: &mut Tx,
+    id: Uuid,
+    context: &serde_json::value::RawValue,
+    delay_seconds: i32,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    sqlx::query_scalar(
+        "UPDATE executions SET status = 'paused', context = $2::jsonb, \
+                resume_at = now() + make_interval(secs => $3), \
+                lease_expires_at = now() + make_interval(secs => $3) \
+         WHERE id = $1 RETURNING resume_at",
+    )
+    .bind(id)
+    .bind(context.get())
+    .bind(delay_seconds)
+    .fetch_one(&mut **tx)
+    .await
+}
+
+/// Hands a paused execution to a new claimant: new token, new lease, same id. Returns
+/// the lease end and the saved context.
+pub async fn resume(
+    tx: &mut Tx,
+    id: Uuid,
+    runner_id: &str,
+    claim_token: &str,
+    lease_seconds: i32,
+) -> Result<(DateTime<Utc>, Option<Box<serde_json::value::RawValue>>), sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
+                lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
+                resume_at = NULL, resumed_count = resumed_count + 1 \
+         WHERE id = $1 AND status = 'paused' RETURNING lease_expires_at, context",
+    )
+    .bind(id)
+    .bind(runner_id)
+    .bind(claim_token)
+    .bind(lease_seconds)
     .fetch_one(&mut **tx)
     .await
 }

@@ -25,14 +25,16 @@ macro_rules! workflow_select {
                 br.is_force_stopped, br.is_currently_running AND live.id IS NOT NULL, \
                 br.next_run_time, br.last_run_time, br.operation_time_from, br.operation_time_to, \
                 COALESCE(brr.cron_expression, r.cron_expression), COALESCE(b.timezone, bd.timezone), \
-                br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at \
+                br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
+                paused.resume_at \
          FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
          JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
          LEFT JOIN executions live ON live.branch_rule_id = br.id \
-              AND live.status IN ('scheduled', 'running') AND live.lease_expires_at > now()"
+              AND live.status IN ('scheduled', 'running') AND live.lease_expires_at > now() \
+         LEFT JOIN executions paused ON paused.branch_rule_id = br.id AND paused.status = 'paused'"
     };
 }
 
@@ -186,6 +188,7 @@ fn workflow(row: &PgRow, configs: &HashMap<Uuid, Arc<RawValue>>) -> Result<Workf
         is_force_stopped: row.try_get(6)?,
         is_currently_running: row.try_get(7)?,
         next_run_time: row.try_get(8)?,
+        resume_at: row.try_get(18)?,
         last_run_time: row.try_get(9)?,
         operation_time_from: row.try_get(10)?,
         operation_time_to: row.try_get(11)?,

@@ -55,6 +55,9 @@ pub struct RuleState {
     pub rule_status: RuleStatus,
     /// When the rule is due (UTC); `None` means it was never scheduled and is due now.
     pub next_run_time: Option<DateTime<Utc>>,
+    /// A paused execution resumes at this time; until then the rule waits for it, and from
+    /// then on it is due whatever `next_run_time` says.
+    pub paused_until: Option<DateTime<Utc>>,
     /// The operation window, read in `zone`.
     pub window: Option<OperationWindow>,
     /// The zone of the window.
@@ -85,6 +88,11 @@ pub enum Blocker {
     NotDue {
         /// When it becomes due.
         next_run_time: DateTime<Utc>,
+    },
+    /// A paused execution of the rule resumes later.
+    Paused {
+        /// When it resumes.
+        resume_at: DateTime<Utc>,
     },
     /// Now is outside the operation window.
     OutsideWindow {
@@ -128,9 +136,13 @@ impl RuleState {
             (self.rule_status != RuleStatus::Active).then_some(Blocker::RuleNotActive {
                 status: self.rule_status,
             }),
-            self.next_run_time
-                .filter(|due| *due > now)
-                .map(|next_run_time| Blocker::NotDue { next_run_time }),
+            match self.paused_until {
+                Some(resume_at) => (resume_at > now).then_some(Blocker::Paused { resume_at }),
+                None => self
+                    .next_run_time
+                    .filter(|due| *due > now)
+                    .map(|next_run_time| Blocker::NotDue { next_run_time }),
+            },
         ]
         .into_iter()
         .flatten()

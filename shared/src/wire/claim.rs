@@ -27,7 +27,7 @@ pub struct ClaimRequest {
 }
 
 /// `branch_rules_claim` success: the execution is handed over to the caller.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimResponse {
     /// Always true here.
@@ -44,6 +44,15 @@ pub struct ClaimResponse {
     pub attempt: i32,
     /// The crashed attempt this run retries, if any.
     pub retry_of: Option<Uuid>,
+    /// The first attempt of the retry chain (this execution unless it is a retry).
+    pub root_execution_id: Uuid,
+    /// True: this claim resumes a paused execution; `context` is its saved state.
+    #[serde(default)]
+    pub resumed: bool,
+    /// The state saved by `executions_pause`, for a resumed execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub context: Option<Box<serde_json::value::RawValue>>,
 }
 
 /// `branch_rules_claim` refusal (HTTP 409).
@@ -52,7 +61,8 @@ pub struct ClaimResponse {
 pub struct ClaimRefusal {
     /// Always false here.
     pub claimed: bool,
-    /// `running` (another live execution holds the rule) or `not_ready`.
+    /// `running` (another live execution holds the rule), `paused` (a paused execution
+    /// resumes later; see `blockers`) or `not_ready`.
     pub reason: String,
     /// Every readiness check that failed, for `not_ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

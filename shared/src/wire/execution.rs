@@ -13,6 +13,8 @@ pub enum ExecutionStatus {
     Scheduled,
     /// Heartbeating.
     Running,
+    /// Waiting at a long delay node; any runner of the branch resumes it at `resume_at`.
+    Paused,
     /// Finished normally (including "consolidation said no").
     Completed,
     /// The workflow failed.
@@ -33,6 +35,7 @@ impl ExecutionStatus {
         match self {
             ExecutionStatus::Scheduled => "scheduled",
             ExecutionStatus::Running => "running",
+            ExecutionStatus::Paused => "paused",
             ExecutionStatus::Completed => "completed",
             ExecutionStatus::Failed => "failed",
             ExecutionStatus::Cancelled => "cancelled",
@@ -47,6 +50,7 @@ impl ExecutionStatus {
         [
             ExecutionStatus::Scheduled,
             ExecutionStatus::Running,
+            ExecutionStatus::Paused,
             ExecutionStatus::Completed,
             ExecutionStatus::Failed,
             ExecutionStatus::Cancelled,
@@ -92,6 +96,35 @@ impl From<FinishStatus> for ExecutionStatus {
         }
     }
 }
+
+/// `executions_pause` request: park a running execution at a long delay.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// The execution to pause.
+    pub execution_id: Uuid,
+    /// Its claim token.
+    pub claim_token: String,
+    /// How long to wait, from the database's now (1 s to 7 days).
+    pub delay_seconds: u32,
+    /// Everything needed to continue (the engine's state); handed back on resume.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub context: Box<serde_json::value::RawValue>,
+}
+
+/// `executions_pause` response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PauseResponse {
+    /// The paused execution.
+    pub execution_id: Uuid,
+    /// When it may be resumed (database time); claim its rule then.
+    pub resume_at: DateTime<Utc>,
+}
+
+/// The longest pause a delay node may ask for.
+pub const MAX_PAUSE_SECONDS: u32 = 7 * 24 * 3600;
 
 /// `executions_heartbeat` request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

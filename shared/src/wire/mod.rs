@@ -16,7 +16,10 @@ pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
 };
 pub use error::{ErrorBody, ErrorDetail};
-pub use execution::{ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse};
+pub use execution::{
+    ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
+    PauseRequest, PauseResponse,
+};
 pub use next_run::{SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, PlanRequest, PlanResponse,

@@ -83,6 +83,9 @@ pub struct Workflow {
     /// When it is due (UTC).
     #[serde(with = "super::time::option")]
     pub next_run_time: Option<DateTime<Utc>>,
+    /// A paused execution of this rule resumes at this time: claim the rule then.
+    #[serde(with = "super::time::option", default)]
+    pub resume_at: Option<DateTime<Utc>>,
     /// When it last finished.
     #[serde(with = "super::time::option")]
     pub last_run_time: Option<DateTime<Utc>>,

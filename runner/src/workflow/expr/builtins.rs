@@ -129,12 +129,15 @@ pub(super) fn call<'a>(
                 ));
             }
             let value = ev.eval(arg)?;
-            value.python_len().map(|n| Value::Int(n as i64)).ok_or_else(|| {
-                EvalError::type_error(format!(
-                    "object of type '{}' has no len()",
-                    value.type_name()
-                ))
-            })
+            value
+                .python_len()
+                .map(|n| Value::Int(n as i64))
+                .ok_or_else(|| {
+                    EvalError::type_error(format!(
+                        "object of type '{}' has no len()",
+                        value.type_name()
+                    ))
+                })
         }
         Builtin::Abs => {
             let [arg] = one(args, "abs")?;

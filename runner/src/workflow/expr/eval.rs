@@ -639,7 +639,9 @@ fn slice<'a>(
         return Err(EvalError::value("slice step cannot be zero".into()));
     }
     let len = match target {
-        Value::Str(_) | Value::List(_) | Value::JsonArray(_) => target.python_len().unwrap_or(0) as i64,
+        Value::Str(_) | Value::List(_) | Value::JsonArray(_) => {
+            target.python_len().unwrap_or(0) as i64
+        }
         Value::Dict(_) | Value::JsonObject(_) => {
             return Err(EvalError::type_error("unhashable type: 'slice'".into()));
         }
