@@ -12,7 +12,7 @@ use super::value::{Number, Value, compare, to_str};
 pub(super) fn call<'a>(
     ev: &mut Evaluator<'_, 'a>,
     builtin: Builtin,
-    args: &[Expr],
+    args: &'a [Expr],
 ) -> Result<Value<'a>, EvalError> {
     match builtin {
         Builtin::Any => {
@@ -214,7 +214,7 @@ fn arity(name: &str, expected: &str, given: usize) -> EvalError {
 /// Iterates an argument: a generator lazily, anything else after evaluating it.
 fn iterate<'a>(
     ev: &mut Evaluator<'_, 'a>,
-    arg: &Expr,
+    arg: &'a Expr,
     f: &mut dyn FnMut(&mut Evaluator<'_, 'a>, Value<'a>) -> Result<Flow, EvalError>,
 ) -> Result<(), EvalError> {
     match arg {

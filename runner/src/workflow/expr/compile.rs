@@ -2,7 +2,7 @@
 //! parsed by `rustpython-parser`; this step admits only the safe subset and says exactly
 //! what it refused.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use rustpython_parser::ast;
 
@@ -14,13 +14,13 @@ pub enum Expr {
     /// A literal.
     Const(Const),
     /// A variable.
-    Name(Rc<str>),
+    Name(Arc<str>),
     /// `[a, b]` or `(a, b)`.
     List(Vec<Expr>),
     /// `{k: v}`.
     Dict(Vec<(Expr, Expr)>),
     /// `value.name` (key access on JSON objects).
-    Attr(Box<Expr>, Rc<str>),
+    Attr(Box<Expr>, Arc<str>),
     /// `value[index]`.
     Index(Box<Expr>, Box<Expr>),
     /// `value[lower:upper:step]`.
@@ -61,7 +61,7 @@ pub enum Const {
     /// A float.
     Float(f64),
     /// A string.
-    Str(Rc<str>),
+    Str(Arc<str>),
 }
 
 /// Arithmetic operators.
@@ -181,7 +181,7 @@ pub struct Clause {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// One name.
-    Name(Rc<str>),
+    Name(Arc<str>),
     /// A tuple of targets.
     Tuple(Vec<Target>),
 }
@@ -311,20 +311,20 @@ fn optional(expr: Option<&ast::Expr>) -> Result<Option<Box<Expr>>, CompileError>
 }
 
 /// Names may not be dunders: `__class__`, `__import__` and friends are the classic escapes.
-fn name(id: &str) -> Result<Rc<str>, CompileError> {
+fn name(id: &str) -> Result<Arc<str>, CompileError> {
     if id.starts_with("__") || id.ends_with("__") {
         return Err(CompileError::refused(&format!(
             "the name '{id}' (double underscores)"
         )));
     }
-    Ok(Rc::from(id))
+    Ok(Arc::from(id))
 }
 
 fn constant(value: &ast::Constant) -> Result<Const, CompileError> {
     Ok(match value {
         ast::Constant::None => Const::None,
         ast::Constant::Bool(b) => Const::Bool(*b),
-        ast::Constant::Str(s) => Const::Str(Rc::from(s.as_str())),
+        ast::Constant::Str(s) => Const::Str(Arc::from(s.as_str())),
         ast::Constant::Int(i) => Const::Int(
             i64::try_from(i).map_err(|_| CompileError::refused("integers beyond 64 bits"))?,
         ),

@@ -11,7 +11,7 @@ use super::{EvalError, Limits, Scope};
 /// One evaluation: the scope, comprehension variables, and the budget spent so far.
 pub(super) struct Evaluator<'s, 'a> {
     scope: &'s Scope<'a>,
-    locals: Vec<(Rc<str>, Value<'a>)>,
+    locals: Vec<(&'a str, Value<'a>)>,
     steps: u64,
     limits: Limits,
 }
@@ -65,7 +65,7 @@ impl<'s, 'a> Evaluator<'s, 'a> {
         Ok(())
     }
 
-    pub(super) fn eval(&mut self, expr: &Expr) -> Result<Value<'a>, EvalError> {
+    pub(super) fn eval(&mut self, expr: &'a Expr) -> Result<Value<'a>, EvalError> {
         self.tick()?;
         match expr {
             Expr::Const(c) => Ok(match c {
@@ -73,7 +73,7 @@ impl<'s, 'a> Evaluator<'s, 'a> {
                 Const::Bool(b) => Value::Bool(*b),
                 Const::Int(i) => Value::Int(*i),
                 Const::Float(f) => Value::Float(*f),
-                Const::Str(s) => Value::Str(Str::Owned(s.clone())),
+                Const::Str(s) => Value::Str(Str::Borrowed(s)),
             }),
             Expr::Name(name) => self.lookup(name),
             Expr::List(items) => {
@@ -208,7 +208,7 @@ impl<'s, 'a> Evaluator<'s, 'a> {
     }
 
     fn lookup(&self, name: &str) -> Result<Value<'a>, EvalError> {
-        if let Some((_, value)) = self.locals.iter().rev().find(|(n, _)| n.as_ref() == name) {
+        if let Some((_, value)) = self.locals.iter().rev().find(|(n, _)| *n == name) {
             return Ok(value.clone());
         }
         self.scope
@@ -254,7 +254,7 @@ impl<'s, 'a> Evaluator<'s, 'a> {
     /// Runs a comprehension from clause `index`, feeding each element to `emit`.
     pub(super) fn comprehension(
         &mut self,
-        comprehension: &Comprehension,
+        comprehension: &'a Comprehension,
         index: usize,
         emit: &mut dyn FnMut(&mut Self, Value<'a>) -> Result<Flow, EvalError>,
     ) -> Result<Flow, EvalError> {
@@ -276,7 +276,7 @@ impl<'s, 'a> Evaluator<'s, 'a> {
         flow
     }
 
-    fn conditions_hold(&mut self, clause: &Clause) -> Result<bool, EvalError> {
+    fn conditions_hold(&mut self, clause: &'a Clause) -> Result<bool, EvalError> {
         for condition in &clause.conditions {
             if !self.eval(condition)?.truthy() {
                 return Ok(false);
@@ -285,10 +285,10 @@ impl<'s, 'a> Evaluator<'s, 'a> {
         Ok(true)
     }
 
-    fn bind(&mut self, target: &Target, value: Value<'a>) -> Result<(), EvalError> {
+    fn bind(&mut self, target: &'a Target, value: Value<'a>) -> Result<(), EvalError> {
         match target {
             Target::Name(name) => {
-                self.locals.push((name.clone(), value));
+                self.locals.push((name, value));
                 Ok(())
             }
             Target::Tuple(targets) => {

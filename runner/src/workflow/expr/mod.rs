@@ -180,8 +180,12 @@ impl Expression {
         &self.source
     }
 
-    /// Evaluates to a value.
-    pub fn evaluate<'a>(&self, scope: &Scope<'a>, limits: Limits) -> Result<Value<'a>, EvalError> {
+    /// Evaluates to a value (borrowing from both the scope and the expression).
+    pub fn evaluate<'a>(
+        &'a self,
+        scope: &Scope<'a>,
+        limits: Limits,
+    ) -> Result<Value<'a>, EvalError> {
         eval::Evaluator::new(scope, limits).eval(&self.tree)
     }
 

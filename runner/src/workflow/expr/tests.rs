@@ -328,9 +328,8 @@ fn the_budget_stops_hostile_expressions() {
         "[0] * 100000",
         "[[0] * 1000 for i in [0] * 1000]",
     ] {
-        let result = Expression::compile(source)
-            .expect("compiles")
-            .evaluate(&scope, tight);
+        let expression = Expression::compile(source).expect("compiles");
+        let result = expression.evaluate(&scope, tight);
         let summary = result.as_ref().map(|v| repr(v).len());
         assert!(
             result.as_ref().is_err_and(|e| e.kind == "BudgetExceeded"),
