@@ -74,6 +74,7 @@ async fn run() {
             .expect("serve"),
     );
     let base = format!("http://127.0.0.1:{port}/functions/v1");
+    res_tests::functions::install_tls();
     let client = reqwest::Client::builder()
         .no_gzip()
         .build()

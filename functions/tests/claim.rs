@@ -1,6 +1,6 @@
 //! `branch_rules_claim` over real HTTP against a real PostgreSQL.
 
-mod support;
+use res_tests::functions as support;
 
 use std::sync::Arc;
 

@@ -123,7 +123,7 @@ async fn migrate_create_a_key_serve_and_revoke() {
         .stderr(Stdio::null())
         .spawn()
         .expect("serve starts");
-    let client = reqwest::Client::new();
+    let client = res_tests::functions::client();
     let base = format!("http://{bind}/functions/v1");
     let started = Instant::now();
     loop {

@@ -1,7 +1,7 @@
 //! Tokens and bad input: every function answers 4xx with a JSON error naming the problem,
 //! and changes nothing.
 
-mod support;
+use res_tests::functions as support;
 
 use serde_json::{Value, json};
 use support::{RuleSpec, Seed, TestApp};

@@ -2,7 +2,7 @@
 //! `AWS_LAMBDA_RUNTIME_API` pointing at a local fake of the Lambda Runtime API, fed API
 //! Gateway HTTP API (v2) events. AWS itself cannot run here; its runtime protocol can.
 
-mod support;
+use res_tests::functions as support;
 
 use std::process::Stdio;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! `get-execution-plan-v2`: full snapshots, scoping, and exact deltas.
 
-mod support;
+use res_tests::functions as support;
 
 use serde_json::{Value, json};
 use support::{Reply, RuleSpec, Seed, TestApp};
@@ -394,6 +394,7 @@ async fn stale_or_foreign_cursors_fall_back_to_full_and_garbage_is_refused() {
 #[tokio::test]
 async fn the_plan_is_gzipped_for_clients_that_accept_it() {
     let w = world().await;
+    res_tests::functions::install_tls();
     let response = reqwest::Client::builder()
         .no_gzip()
         .build()

@@ -1,6 +1,6 @@
 //! The life of a claimed execution: heartbeats, violations, and the finishing report.
 
-mod support;
+use res_tests::functions as support;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::schedule::Schedule;

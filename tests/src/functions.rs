@@ -1,13 +1,11 @@
 //! A running functions service on a fresh database, real HTTP clients, and seed data.
 
-#![allow(dead_code)] // Each test binary uses a different part of the support module.
-
 use std::time::Duration;
 
+use crate::postgres::{TestDatabase, server};
 use chrono::{DateTime, NaiveTime, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::{AppState, Function, db, router};
-use res_tests::postgres::{TestDatabase, server};
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -69,7 +67,7 @@ impl TestApp {
         TestApp {
             base,
             pool,
-            client: reqwest::Client::new(),
+            client: client(),
             service,
             database,
         }
@@ -129,6 +127,18 @@ impl TestApp {
             .await
             .expect("now()")
     }
+}
+
+/// Installs the TLS provider. reqwest is built without a default one (the runner picks
+/// ring), so one must be installed before any client is made.
+pub fn install_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A plain HTTP client.
+pub fn client() -> reqwest::Client {
+    install_tls();
+    reqwest::Client::new()
 }
 
 async fn reply(request: reqwest::RequestBuilder) -> Reply {
@@ -261,5 +271,31 @@ impl<'a> Seed<'a> {
         .await
         .expect("action detail");
         (template, detail)
+    }
+
+    /// An action template of `kind` (`detection` or `business`) with `config`.
+    pub async fn template(&self, name: &str, kind: &str, config: &Value) -> Uuid {
+        sqlx::query_scalar(
+            "INSERT INTO action_templates (name, kind, config) VALUES ($1, $2, $3) RETURNING id",
+        )
+        .bind(name)
+        .bind(kind)
+        .bind(config)
+        .fetch_one(self.pool)
+        .await
+        .expect("template")
+    }
+
+    /// Replaces the workflow config of `branch_rule`'s rule.
+    pub async fn workflow(&self, branch_rule: Uuid, config: &Value) {
+        sqlx::query(
+            "UPDATE action_template_connections SET workflow_config = $2 \
+             WHERE rule_id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+        )
+        .bind(branch_rule)
+        .bind(config)
+        .execute(self.pool)
+        .await
+        .expect("workflow config");
     }
 }

@@ -71,7 +71,7 @@ pub async fn full(
         ),
     };
     let mut lookups = definitions(tx, &workflows).await?;
-    lookups.action_templates = templates(tx, &details).await?;
+    lookups.action_templates = templates(tx, &details, &workflows).await?;
     lookups.action_details = details.into_iter().map(|d| (d.id, d)).collect();
     Ok((workflows, lookups))
 }
@@ -110,7 +110,7 @@ pub async fn changed(
     .map(detail)
     .collect();
     let mut lookups = definitions(tx, &workflows).await?;
-    lookups.action_templates = templates(tx, &details).await?;
+    lookups.action_templates = templates(tx, &details, &workflows).await?;
     lookups.action_details = details.into_iter().map(|d| (d.id, d)).collect();
     Ok((workflows, lookups))
 }
@@ -318,16 +318,28 @@ async fn definitions(
     })
 }
 
-/// The templates the details use.
+/// The templates the details use and the workflows' nodes name (business templates often
+/// have no per-branch details, yet the runner must know their executor config).
 async fn templates(
     connection: &mut PgConnection,
     details: &[ActionDetail],
+    workflows: &[Workflow],
 ) -> Result<BTreeMap<Uuid, ActionTemplate>, sqlx::Error> {
     let ids: BTreeSet<Uuid> = details.iter().map(|d| d.action_template_id).collect();
+    let rules: BTreeSet<Uuid> = workflows.iter().map(|w| w.rule_id).collect();
+    // Configs are user data: nodes that are not objects, or ids that are not UUIDs, are
+    // skipped here and reported by the runner when it loads the workflow.
     Ok(sqlx::query_as::<_, (Uuid, String, String, Box<RawValue>)>(
-        "SELECT id, name, kind, config FROM action_templates WHERE id = ANY($1)",
+        "SELECT id, name, kind, config FROM action_templates WHERE id = ANY($1) \
+         OR id::text IN ( \
+             SELECT node.value ->> 'action_template_id' \
+             FROM action_template_connections atc \
+             CROSS JOIN LATERAL jsonb_each(CASE jsonb_typeof(atc.workflow_config -> 'nodes') \
+                 WHEN 'object' THEN atc.workflow_config -> 'nodes' ELSE '{}' END) AS node \
+             WHERE atc.rule_id = ANY($2))",
     )
     .bind(ids.into_iter().collect::<Vec<_>>())
+    .bind(rules.into_iter().collect::<Vec<_>>())
     .fetch_all(connection)
     .await?
     .into_iter()

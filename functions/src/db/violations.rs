@@ -24,7 +24,8 @@ pub struct NewViolation<'a> {
 pub enum Recorded {
     /// A new row.
     Created(Uuid),
-    /// The key was used before, by this execution: the existing row.
+    /// The key was used before, by this execution or an earlier attempt of its retry
+    /// chain: the existing row.
     Replayed(Uuid),
     /// The key was used before by another execution.
     KeyTaken {
@@ -49,14 +50,24 @@ pub async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Recorded, sql
     if let Some(id) = created {
         return Ok(Recorded::Created(id));
     }
-    let (id, execution_id): (Uuid, Option<Uuid>) =
-        sqlx::query_as("SELECT id, execution_id FROM violations WHERE idempotency_key = $1")
-            .bind(new.idempotency_key)
-            .fetch_one(&mut **tx)
-            .await?;
-    Ok(if execution_id == Some(new.execution_id) {
-        Recorded::Replayed(id)
-    } else {
-        Recorded::KeyTaken { execution_id }
-    })
+    // A retry of a crashed attempt has a new execution id but the same root: the key it
+    // derives from the root is a replay, not a conflict.
+    let (id, execution_id, same_chain): (Uuid, Option<Uuid>, Option<bool>) = sqlx::query_as(
+        "SELECT v.id, v.execution_id, earlier.root_id = current.root_id \
+         FROM violations v \
+         LEFT JOIN executions earlier ON earlier.id = v.execution_id \
+         LEFT JOIN executions current ON current.id = $2 \
+         WHERE v.idempotency_key = $1",
+    )
+    .bind(new.idempotency_key)
+    .bind(new.execution_id)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(
+        if execution_id == Some(new.execution_id) || same_chain == Some(true) {
+            Recorded::Replayed(id)
+        } else {
+            Recorded::KeyTaken { execution_id }
+        },
+    )
 }

@@ -23,7 +23,10 @@ pub struct PlanRequest {
 }
 
 /// `get-execution-plan-v2` response.
+// Deserialized through `PlanResponseFields`: serde's `flatten` buffers values, which raw
+// JSON values (templates' configs, brand rule settings) cannot be read back from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(from = "PlanResponseFields")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanResponse {
     /// Database time of this answer.
@@ -40,6 +43,49 @@ pub struct PlanResponse {
     /// The lookup tables the returned workflows refer to.
     #[serde(flatten)]
     pub lookups: PlanLookups,
+}
+
+/// [`PlanResponse`] as it appears on the wire, lookups side by side with the rest.
+#[derive(Deserialize)]
+struct PlanResponseFields {
+    #[serde(with = "super::time")]
+    generated_at: DateTime<Utc>,
+    cursor: String,
+    full: bool,
+    workflows: Vec<Workflow>,
+    removed: Vec<Uuid>,
+    #[serde(default)]
+    branches: BTreeMap<Uuid, Branch>,
+    #[serde(default)]
+    rules: BTreeMap<Uuid, Rule>,
+    #[serde(default)]
+    brands: BTreeMap<Uuid, Brand>,
+    #[serde(default)]
+    brand_rules: BTreeMap<Uuid, BrandRule>,
+    #[serde(default)]
+    action_details: BTreeMap<Uuid, ActionDetail>,
+    #[serde(default)]
+    action_templates: BTreeMap<Uuid, ActionTemplate>,
+}
+
+impl From<PlanResponseFields> for PlanResponse {
+    fn from(f: PlanResponseFields) -> PlanResponse {
+        PlanResponse {
+            generated_at: f.generated_at,
+            cursor: f.cursor,
+            full: f.full,
+            workflows: f.workflows,
+            removed: f.removed,
+            lookups: PlanLookups {
+                branches: f.branches,
+                rules: f.rules,
+                brands: f.brands,
+                brand_rules: f.brand_rules,
+                action_details: f.action_details,
+                action_templates: f.action_templates,
+            },
+        }
+    }
 }
 
 /// The lookup tables a set of workflows refers to, by id.
@@ -201,4 +247,36 @@ pub struct ActionTemplate {
     /// Executor configuration (raw JSON).
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub config: Box<RawValue>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plan_reads_back_what_was_written_raw_configs_included() {
+        let template: ActionTemplate = serde_json::from_str(
+            r#"{"id": "00000000-0000-0000-0000-000000000001", "name": "Queue", "kind": "detection",
+                "config": {"executor": "http", "url": "http://127.0.0.1:9/detect"}}"#,
+        )
+        .expect("a template");
+        let mut lookups = PlanLookups::default();
+        lookups.action_templates.insert(template.id, template);
+        let plan = PlanResponse {
+            generated_at: DateTime::<Utc>::UNIX_EPOCH,
+            cursor: "c1".into(),
+            full: true,
+            workflows: Vec::new(),
+            removed: vec![Uuid::nil()],
+            lookups,
+        };
+        let text = serde_json::to_string(&plan).expect("serializes");
+        let wire: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        assert!(
+            wire.get("action_templates").is_some(),
+            "lookups sit at the top level: {text}"
+        );
+        let back: PlanResponse = serde_json::from_str(&text).expect("deserializes");
+        assert_eq!(serde_json::to_string(&back).expect("serializes"), text);
+    }
 }
