@@ -1,0 +1,195 @@
+//! The runner's client for the cloud functions: typed calls with the shared wire types,
+//! and errors that tell "the cloud said no" apart from "the cloud could not be reached".
+
+use std::sync::Once;
+use std::time::Duration;
+
+use res_shared::wire::{
+    ClaimRequest, ClaimResponse, ErrorBody, HeartbeatRequest, HeartbeatResponse, PauseRequest,
+    PauseResponse, PlanRequest, PlanResponse, SetNextRunTimeRequest, SetNextRunTimeResponse,
+    ViolationRequest, ViolationResponse,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// What went wrong calling a function.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    /// No answer: network down, DNS, timeout, connection refused.
+    #[error("cannot reach {function}: {message}")]
+    Unreachable {
+        /// The function called.
+        function: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The function answered with an error.
+    #[error("{function} answered {status} {code}: {message}")]
+    Rejected {
+        /// The function called.
+        function: &'static str,
+        /// HTTP status.
+        status: u16,
+        /// The error code (`lease_lost`, `running`, ...).
+        code: String,
+        /// The error message.
+        message: String,
+        /// The whole body (a claim refusal carries `reason` and `blockers`).
+        body: serde_json::Value,
+    },
+    /// The answer was not what the contract promises.
+    #[error("unexpected answer from {function}: {message}")]
+    Invalid {
+        /// The function called.
+        function: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl CloudError {
+    /// Whether retrying later may succeed (no answer, or the server is struggling), as
+    /// opposed to a definite refusal.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CloudError::Unreachable { .. } => true,
+            CloudError::Rejected { status, .. } => *status >= 500 || *status == 429,
+            CloudError::Invalid { .. } => false,
+        }
+    }
+
+    /// The error code of a refusal.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            CloudError::Rejected { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A client for the functions of one deployment.
+#[derive(Debug, Clone)]
+pub struct FunctionsClient {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+}
+
+impl FunctionsClient {
+    /// A client for `base_url` (e.g. `https://x.example/functions/v1`) with a bearer token.
+    pub fn new(
+        base_url: &str,
+        token: &str,
+        timeout: Duration,
+    ) -> Result<FunctionsClient, CloudError> {
+        install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("res-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| CloudError::Invalid {
+                function: "client",
+                message: e.to_string(),
+            })?;
+        Ok(FunctionsClient {
+            base: base_url.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            http,
+        })
+    }
+
+    /// `get-execution-plan-v2`.
+    pub async fn plan(&self, request: &PlanRequest) -> Result<PlanResponse, CloudError> {
+        self.call("get-execution-plan-v2", request).await
+    }
+
+    /// `branch_rules_claim`.
+    pub async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, CloudError> {
+        self.call("branch_rules_claim", request).await
+    }
+
+    /// `executions_heartbeat`.
+    pub async fn heartbeat(
+        &self,
+        request: &HeartbeatRequest,
+    ) -> Result<HeartbeatResponse, CloudError> {
+        self.call("executions_heartbeat", request).await
+    }
+
+    /// `violations_create`.
+    pub async fn create_violation(
+        &self,
+        request: &ViolationRequest,
+    ) -> Result<ViolationResponse, CloudError> {
+        self.call("violations_create", request).await
+    }
+
+    /// `executions_pause`.
+    pub async fn pause(&self, request: &PauseRequest) -> Result<PauseResponse, CloudError> {
+        self.call("executions_pause", request).await
+    }
+
+    /// `branch_rules_set_NextRunTime`.
+    pub async fn set_next_run_time(
+        &self,
+        request: &SetNextRunTimeRequest,
+    ) -> Result<SetNextRunTimeResponse, CloudError> {
+        self.call("branch_rules_set_NextRunTime", request).await
+    }
+
+    async fn call<Req: Serialize + ?Sized, Resp: DeserializeOwned>(
+        &self,
+        function: &'static str,
+        request: &Req,
+    ) -> Result<Resp, CloudError> {
+        let response = self
+            .http
+            .post(format!("{}/{function}", self.base))
+            .bearer_auth(&self.token)
+            .json(request)
+            .send()
+            .await
+            .map_err(|e| CloudError::Unreachable {
+                function,
+                message: e.to_string(),
+            })?;
+        let status = response.status();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| CloudError::Unreachable {
+                function,
+                message: e.to_string(),
+            })?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes).map_err(|e| CloudError::Invalid {
+                function,
+                message: e.to_string(),
+            });
+        }
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let detail = serde_json::from_value::<ErrorBody>(body.clone()).ok();
+        Err(CloudError::Rejected {
+            function,
+            status: status.as_u16(),
+            code: detail
+                .as_ref()
+                .map_or_else(|| "unknown".to_owned(), |d| d.error.code.clone()),
+            message: detail.map_or_else(
+                || String::from_utf8_lossy(&bytes).chars().take(300).collect(),
+                |d| d.error.message,
+            ),
+            body,
+        })
+    }
+}
+
+/// Installs the process-wide rustls crypto provider (ring builds without extra tooling);
+/// every HTTPS client of the runner calls this first.
+pub fn install_crypto() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}

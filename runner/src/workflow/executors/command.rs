@@ -1,0 +1,284 @@
+//! `command` detection: run a site team's program with the job as JSON on stdin and read
+//! one JSON result from stdout. stderr goes to the log. When the run must stop, the
+//! program's process group gets SIGTERM, then SIGKILL after the grace period; whatever it
+//! printed by then is kept as the partial result.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tracing::Instrument;
+
+use super::{ActionCall, ActionError, ActionKind, Executor, check_parses, parse_result};
+
+/// Most stdout kept from a program.
+const MAX_STDOUT_BYTES: usize = 16 * 1024 * 1024;
+/// Longest stderr line logged; the rest of the line is dropped.
+const MAX_LOG_LINE: usize = 4096;
+
+/// A template config for `command`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandConfig {
+    /// Always `command`.
+    #[allow(dead_code)]
+    executor: String,
+    /// The program (a path, or a name looked up in `PATH`).
+    program: String,
+    /// Its arguments.
+    #[serde(default)]
+    args: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// Working directory (default: the runner's).
+    #[serde(default)]
+    working_dir: Option<PathBuf>,
+    /// Longest run before the program is stopped as failed (default 300 s).
+    #[serde(default = "default_timeout")]
+    timeout_seconds: u64,
+    /// Seconds between SIGTERM and SIGKILL (default: the engine's).
+    #[serde(default)]
+    grace_seconds: Option<u64>,
+    /// Passed to the program in `action.parameters`.
+    #[serde(default)]
+    #[allow(dead_code)]
+    parameters: Value,
+}
+
+fn default_timeout() -> u64 {
+    300
+}
+
+/// Runs local programs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CommandExecutor;
+
+impl Executor for CommandExecutor {
+    fn name(&self) -> &'static str {
+        "command"
+    }
+
+    fn kind(&self) -> ActionKind {
+        ActionKind::Detection
+    }
+
+    fn check_config(&self, config: &Value) -> Vec<String> {
+        let mut problems = check_parses::<CommandConfig>(config);
+        if let Ok(parsed) = super::parse_config::<CommandConfig>(config) {
+            if parsed.program.trim().is_empty() {
+                problems.push("program: must name a program".into());
+            }
+            if parsed.timeout_seconds == 0 {
+                problems.push("timeout_seconds: must be at least 1".into());
+            }
+        }
+        problems
+    }
+
+    fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {
+        Box::pin(async move {
+            let config: CommandConfig =
+                super::parse_config(call.config).map_err(ActionError::failed)?;
+            let grace = config.grace_seconds.map_or(call.grace, Duration::from_secs);
+            let input = serde_json::to_vec(call.job)
+                .map_err(|e| ActionError::failed(format!("cannot encode the job: {e}")))?;
+            let mut command = Command::new(&config.program);
+            command
+                .args(&config.args)
+                .envs(&config.env)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                // Its own process group, so a stop reaches the programs it starts too.
+                .process_group(0)
+                .kill_on_drop(true);
+            if let Some(dir) = &config.working_dir {
+                command.current_dir(dir);
+            }
+            let mut child = command.spawn().map_err(|e| {
+                ActionError::failed(format!("cannot start '{}': {e}", config.program))
+            })?;
+            let io = ChildIo::attach(&mut child, input);
+            let ended = tokio::select! {
+                status = child.wait() => Ended::Exited(status),
+                _ = call.stop.stopped() => Ended::Stopped,
+                () = tokio::time::sleep(Duration::from_secs(config.timeout_seconds)) => Ended::TimedOut,
+            };
+            let ended = match ended {
+                Ended::Exited(status) => Ended::Exited(status),
+                other => {
+                    terminate(&mut child, grace).await;
+                    other
+                }
+            };
+            let (stdout, last_error_line) = io.finish().await;
+            let partial = parse_result(&stdout);
+            let program = &config.program;
+            let with_stderr = |message: String| match &last_error_line {
+                Some(line) => format!("{message}: {line}"),
+                None => message,
+            };
+            match ended {
+                Ended::Exited(Ok(status)) if status.success() => partial.ok_or_else(|| {
+                    ActionError::failed(with_stderr(format!(
+                        "'{program}' printed no JSON result on stdout"
+                    )))
+                }),
+                Ended::Exited(Ok(status)) => Err(ActionError::Failed {
+                    message: with_stderr(format!("'{program}' {}", describe(status))),
+                    partial,
+                }),
+                Ended::Exited(Err(error)) => Err(ActionError::Failed {
+                    message: format!("waiting for '{program}' failed: {error}"),
+                    partial,
+                }),
+                Ended::Stopped => Err(ActionError::Stopped { partial }),
+                Ended::TimedOut => Err(ActionError::Failed {
+                    message: format!(
+                        "'{program}' did not finish within timeout_seconds = {}",
+                        config.timeout_seconds
+                    ),
+                    partial,
+                }),
+            }
+        })
+    }
+}
+
+enum Ended {
+    Exited(std::io::Result<ExitStatus>),
+    Stopped,
+    TimedOut,
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => format!("ended with {status}"),
+    }
+}
+
+/// SIGTERM to the program's group, SIGKILL after `grace` if it is still there.
+async fn terminate(child: &mut Child, grace: Duration) {
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    let Some(group) = group else {
+        return; // Already reaped.
+    };
+    if killpg(group, Signal::SIGTERM).is_err() {
+        return; // The group is gone.
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        tracing::warn!(
+            grace_seconds = grace.as_secs_f64(),
+            "program ignored SIGTERM; killing it"
+        );
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = child.wait().await;
+    }
+}
+
+/// The tasks feeding stdin, collecting stdout and logging stderr.
+struct ChildIo {
+    stdout: tokio::task::JoinHandle<Vec<u8>>,
+    stderr: tokio::task::JoinHandle<Option<String>>,
+}
+
+impl ChildIo {
+    fn attach(child: &mut Child, input: Vec<u8>) -> ChildIo {
+        if let Some(mut stdin) = child.stdin.take() {
+            tokio::spawn(async move {
+                // A program that does not read its stdin closes the pipe; that is its choice.
+                let _ = stdin.write_all(&input).await;
+            });
+        }
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        ChildIo {
+            stdout: tokio::spawn(async move {
+                match stdout {
+                    Some(out) => read_capped(out).await,
+                    None => Vec::new(),
+                }
+            }),
+            stderr: tokio::spawn(
+                async move {
+                    match stderr {
+                        Some(err) => log_lines(err).await,
+                        None => None,
+                    }
+                }
+                .instrument(tracing::Span::current()),
+            ),
+        }
+    }
+
+    /// Stdout and the last stderr line. A grandchild that escaped the process group may hold
+    /// the pipes open; do not wait for it longer than a moment.
+    async fn finish(self) -> (Vec<u8>, Option<String>) {
+        let linger = Duration::from_secs(2);
+        let stdout = tokio::time::timeout(linger, self.stdout).await;
+        let stderr = tokio::time::timeout(linger, self.stderr).await;
+        (
+            stdout.ok().and_then(Result::ok).unwrap_or_default(),
+            stderr.ok().and_then(Result::ok).flatten(),
+        )
+    }
+}
+
+async fn read_capped(mut out: impl AsyncRead + Unpin) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match out.read(&mut chunk).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = MAX_STDOUT_BYTES.saturating_sub(kept.len());
+                kept.extend_from_slice(&chunk[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// Logs each stderr line; returns the last non-empty one.
+async fn log_lines(mut err: impl AsyncRead + Unpin) -> Option<String> {
+    let mut last = None;
+    let mut line: Vec<u8> = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let emit = |line: &mut Vec<u8>, last: &mut Option<String>| {
+        let text = String::from_utf8_lossy(line).trim_end().to_owned();
+        line.clear();
+        if !text.is_empty() {
+            tracing::info!(target: "res_runner::program", "{text}");
+            *last = Some(text);
+        }
+    };
+    loop {
+        let n = match err.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &byte in &chunk[..n] {
+            if byte == b'\n' {
+                emit(&mut line, &mut last);
+            } else if line.len() < MAX_LOG_LINE {
+                line.push(byte);
+            }
+        }
+    }
+    emit(&mut line, &mut last);
+    last
+}

@@ -1,0 +1,178 @@
+//! `http` detection: POST the job to a detector service on the site host; its JSON reply is
+//! the node result.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{
+    ActionCall, ActionError, ActionKind, Executor, check_parses, parse_config, time_budget,
+};
+
+/// Longest reply read from a detector.
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+
+/// A template config for `http`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpConfig {
+    /// Always `http` (it is how this executor was chosen).
+    #[allow(dead_code)]
+    executor: String,
+    /// The detector's endpoint.
+    url: String,
+    /// Longest wait for the reply (default 60 s); the deadline may cut it shorter.
+    #[serde(default = "default_timeout")]
+    timeout_seconds: u64,
+    /// Extra request headers (e.g. an API key of the detector service).
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// Passed to the detector in `action.parameters`.
+    #[serde(default)]
+    #[allow(dead_code)]
+    parameters: Value,
+}
+
+fn default_timeout() -> u64 {
+    60
+}
+
+/// POSTs jobs to detector services.
+#[derive(Debug, Clone)]
+pub struct HttpExecutor {
+    client: reqwest::Client,
+}
+
+impl HttpExecutor {
+    /// An executor with its own connection pool.
+    pub fn new() -> HttpExecutor {
+        crate::cloud::install_crypto();
+        HttpExecutor {
+            client: reqwest::Client::new(),
+        }
+    }
+}
+
+impl Default for HttpExecutor {
+    fn default() -> Self {
+        HttpExecutor::new()
+    }
+}
+
+impl Executor for HttpExecutor {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    fn kind(&self) -> ActionKind {
+        ActionKind::Detection
+    }
+
+    fn check_config(&self, config: &Value) -> Vec<String> {
+        let mut problems = check_parses::<HttpConfig>(config);
+        if let Ok(parsed) = parse_config::<HttpConfig>(config) {
+            if let Err(problem) = endpoint(&parsed.url) {
+                problems.push(problem);
+            }
+            if parsed.timeout_seconds == 0 {
+                problems.push("timeout_seconds: must be at least 1".into());
+            }
+            for name in parsed.headers.keys() {
+                if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    problems.push(format!("headers: '{name}' is not a valid header name"));
+                }
+            }
+        }
+        problems
+    }
+
+    fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {
+        Box::pin(async move {
+            let config: HttpConfig = parse_config(call.config).map_err(ActionError::failed)?;
+            let url = endpoint(&config.url).map_err(ActionError::failed)?;
+            let budget = time_budget(Duration::from_secs(config.timeout_seconds), call.stop);
+            let mut request = self.client.post(url).json(call.job).timeout(budget);
+            for (name, value) in &config.headers {
+                request = request.header(name, value);
+            }
+            let exchange = async {
+                let response = request.send().await?;
+                let status = response.status();
+                let body = read_capped(response).await?;
+                Ok::<_, reqwest::Error>((status, body))
+            };
+            let outcome = tokio::select! {
+                outcome = exchange => outcome,
+                _ = call.stop.stopped() => return Err(ActionError::Stopped { partial: None }),
+            };
+            let (status, body) = match outcome {
+                Ok(reply) => reply,
+                // The budget ran out because the run must stop, not because the detector is slow.
+                Err(_) if call.stop.reason().is_some() => {
+                    return Err(ActionError::Stopped { partial: None });
+                }
+                Err(error) if error.is_timeout() => {
+                    return Err(ActionError::failed(format!(
+                        "detector {} did not answer within {} s",
+                        config.url,
+                        budget.as_secs_f64()
+                    )));
+                }
+                Err(error) => {
+                    return Err(ActionError::failed(format!(
+                        "detector {} failed: {error}",
+                        config.url
+                    )));
+                }
+            };
+            let parsed = serde_json::from_slice::<Value>(&body);
+            if !status.is_success() {
+                return Err(ActionError::Failed {
+                    message: format!(
+                        "detector {} answered {status}: {}",
+                        config.url,
+                        String::from_utf8_lossy(&body)
+                            .chars()
+                            .take(300)
+                            .collect::<String>()
+                    ),
+                    partial: parsed.ok(),
+                });
+            }
+            parsed.map_err(|error| {
+                ActionError::failed(format!(
+                    "detector {} replied with invalid JSON: {error}",
+                    config.url
+                ))
+            })
+        })
+    }
+}
+
+/// Parses an endpoint URL, which must be http or https.
+pub(super) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
+    match reqwest::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => Ok(parsed),
+        Ok(_) => Err(format!("url: '{url}' is not an http(s) URL")),
+        Err(error) => Err(format!("url: '{url}' is not a URL ({error})")),
+    }
+}
+
+/// Reads a reply body, refusing one larger than [`MAX_REPLY_BYTES`].
+pub(super) async fn read_capped(
+    mut response: reqwest::Response,
+) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_REPLY_BYTES {
+            // A runaway detector: keep what fits, which fails JSON parsing with a clear message.
+            body.truncate(MAX_REPLY_BYTES);
+            break;
+        }
+    }
+    Ok(body)
+}

@@ -1,0 +1,274 @@
+//! Executors: what detection and business nodes do. One trait; each kind is one file, and a
+//! new kind is a new file plus one line in [`Executors::standard`].
+
+mod command;
+mod http;
+mod notify;
+mod violation;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use uuid::Uuid;
+
+pub use command::CommandExecutor;
+pub use http::HttpExecutor;
+pub use notify::NotifyExecutor;
+pub use violation::ViolationExecutor;
+
+use super::services::ExecutionServices;
+use super::stop::StopSignal;
+
+/// Which nodes an executor serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Detection nodes (named by the template's `config.executor`).
+    Detection,
+    /// Business nodes (named by the node's `action`).
+    Business,
+}
+
+impl ActionKind {
+    /// `detection` or `business`, as in templates and configs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Detection => "detection",
+            ActionKind::Business => "business",
+        }
+    }
+}
+
+/// What an action is given: everything it may need about the run, as JSON on the wire.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job<'a> {
+    /// The execution.
+    pub execution_id: Uuid,
+    /// The first attempt of its retry chain (stable across retries).
+    pub root_execution_id: Uuid,
+    /// 1 for a fresh run.
+    pub attempt: i32,
+    /// The node being run.
+    pub node_id: &'a str,
+    /// How many times this node has run in this execution, counting this one (from 1).
+    pub visit: u32,
+    /// The action template.
+    pub action: ActionInfo<'a>,
+    /// The branch rule's configuration of this action (camera ids, stream URLs, ...).
+    pub details: &'a Value,
+    /// The branch rule (schedule, window, branch).
+    pub branch_rule: &'a Value,
+    /// When the operation window closes; the action must be done by then.
+    pub deadline: Option<DateTime<Utc>>,
+    /// The result of the node whose edge led here (none for the start node).
+    pub input: Option<&'a Value>,
+    /// Results of the action nodes run so far.
+    pub aggregated_actions_details: &'a [Value],
+}
+
+/// The template part of a [`Job`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ActionInfo<'a> {
+    /// Template id.
+    pub template_id: Uuid,
+    /// Template name.
+    pub name: &'a str,
+    /// `detection` or `business`.
+    pub kind: &'static str,
+    /// The template's free-form `config.parameters`.
+    pub parameters: &'a Value,
+}
+
+/// One call of an executor.
+pub struct ActionCall<'a> {
+    /// The job.
+    pub job: &'a Job<'a>,
+    /// The template's config (checked by [`Executor::check_config`] when the workflow loaded).
+    pub config: &'a Value,
+    /// Fires at the deadline, the runtime limit or on cancel: stop, keeping what you have.
+    pub stop: &'a StopSignal,
+    /// How long a stopped action may take to wind down before it is killed.
+    pub grace: Duration,
+    /// Cloud calls about this execution.
+    pub services: &'a dyn ExecutionServices,
+}
+
+/// Why an action produced no (complete) result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionError {
+    /// It failed; `partial` is whatever it produced first.
+    Failed {
+        /// What went wrong.
+        message: String,
+        /// Output produced before the failure.
+        partial: Option<Value>,
+    },
+    /// It was stopped by the [`StopSignal`]; `partial` is what it had so far.
+    Stopped {
+        /// Output produced before the stop.
+        partial: Option<Value>,
+    },
+}
+
+impl ActionError {
+    /// A failure without output.
+    pub fn failed(message: impl Into<String>) -> ActionError {
+        ActionError::Failed {
+            message: message.into(),
+            partial: None,
+        }
+    }
+}
+
+/// An action kind.
+pub trait Executor: Send + Sync {
+    /// The name configs use (`http`, `command`, `create_violation`, `notify`).
+    fn name(&self) -> &'static str;
+    /// Which nodes it serves.
+    fn kind(&self) -> ActionKind;
+    /// Every problem with a template config, empty when it is usable.
+    fn check_config(&self, config: &Value) -> Vec<String>;
+    /// Runs the action; the result becomes the node's result.
+    fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>>;
+}
+
+/// The executors an engine knows, by name.
+#[derive(Clone, Default)]
+pub struct Executors {
+    by_name: BTreeMap<&'static str, Arc<dyn Executor>>,
+}
+
+impl std::fmt::Debug for Executors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.by_name.keys()).finish()
+    }
+}
+
+impl Executors {
+    /// No executors (add them with [`Executors::register`]).
+    pub fn empty() -> Executors {
+        Executors::default()
+    }
+
+    /// `http`, `command`, `create_violation` and `notify`.
+    pub fn standard() -> Executors {
+        let mut executors = Executors::empty();
+        executors.register(Arc::new(HttpExecutor::new()));
+        executors.register(Arc::new(CommandExecutor));
+        executors.register(Arc::new(ViolationExecutor));
+        executors.register(Arc::new(NotifyExecutor::new()));
+        executors
+    }
+
+    /// Adds (or replaces) an executor.
+    pub fn register(&mut self, executor: Arc<dyn Executor>) {
+        self.by_name.insert(executor.name(), executor);
+    }
+
+    /// The executor called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Executor>> {
+        self.by_name.get(name)
+    }
+
+    /// Names of the executors of one kind, for error messages.
+    pub fn names(&self, kind: ActionKind) -> Vec<&'static str> {
+        self.by_name
+            .iter()
+            .filter(|(_, e)| e.kind() == kind)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+}
+
+/// Parses a template config into an executor's typed config; the error names the field.
+pub fn parse_config<T: DeserializeOwned>(config: &Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(config).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner().to_string();
+        if path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+/// [`Executor::check_config`] for executors whose whole check is "does it parse".
+fn check_parses<T: DeserializeOwned>(config: &Value) -> Vec<String> {
+    parse_config::<T>(config).err().into_iter().collect()
+}
+
+/// Parses a JSON result from program or service output: the whole text, else its last
+/// non-empty line (so progress lines before the result do not matter).
+pub fn parse_result(output: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(output);
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    serde_json::from_str(text).ok().or_else(|| {
+        text.lines()
+            .rev()
+            .map(str::trim)
+            .find(|line| !line.is_empty())
+            .and_then(|line| serde_json::from_str(line).ok())
+    })
+}
+
+/// Time left before `limit`, also bounded by the stop signal.
+fn time_budget(limit: Duration, stop: &StopSignal) -> Duration {
+    stop.remaining().map_or(limit, |left| left.min(limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_the_whole_output_or_its_last_line() {
+        assert_eq!(
+            parse_result(b" {\"a\": 1}\n"),
+            Some(serde_json::json!({"a": 1}))
+        );
+        assert_eq!(
+            parse_result(b"loading model\nframe 1\n{\"people\": 3}\n\n"),
+            Some(serde_json::json!({"people": 3}))
+        );
+        assert_eq!(parse_result(b"no json here"), None);
+        assert_eq!(parse_result(b""), None);
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Config {
+            url: String,
+            timeout_seconds: Option<u64>,
+        }
+        let error =
+            parse_config::<Config>(&serde_json::json!({"url": "x", "timeout_seconds": "5"}))
+                .expect_err("a string timeout is refused");
+        assert!(error.starts_with("timeout_seconds: "), "{error}");
+        let error = parse_config::<Config>(&serde_json::json!({})).expect_err("url is required");
+        assert!(error.contains("url"), "{error}");
+    }
+
+    #[test]
+    fn the_standard_registry_names_each_kind() {
+        let executors = Executors::standard();
+        assert_eq!(
+            executors.names(ActionKind::Detection),
+            vec!["command", "http"]
+        );
+        assert_eq!(
+            executors.names(ActionKind::Business),
+            vec!["create_violation", "notify"]
+        );
+    }
+}

@@ -1,0 +1,78 @@
+//! `create_violation` business action: records a violation through `violations_create`,
+//! keyed so a retried or resumed run never records it twice.
+
+use futures_util::future::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{ActionCall, ActionError, ActionKind, Executor, Job, check_parses, parse_config};
+
+/// A business template config for `create_violation`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViolationConfig {
+    /// Ignored here (the node's `action` chose this executor); allowed for symmetry.
+    #[serde(default)]
+    #[allow(dead_code)]
+    executor: Option<String>,
+    /// The violation kind (e.g. `queue_too_long`); default: the template's name.
+    #[serde(default)]
+    kind: Option<String>,
+    /// Copied into the violation's details.
+    #[serde(default)]
+    parameters: Value,
+}
+
+/// The idempotency key of a violation: the same for every attempt of a retry chain (the
+/// root execution) and for a resumed run, different for each visit of the node.
+pub fn idempotency_key(job: &Job<'_>) -> String {
+    format!("{}:{}:{}", job.root_execution_id, job.node_id, job.visit)
+}
+
+/// Records violations.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ViolationExecutor;
+
+impl Executor for ViolationExecutor {
+    fn name(&self) -> &'static str {
+        "create_violation"
+    }
+
+    fn kind(&self) -> ActionKind {
+        ActionKind::Business
+    }
+
+    fn check_config(&self, config: &Value) -> Vec<String> {
+        let mut problems = check_parses::<ViolationConfig>(config);
+        if let Ok(ViolationConfig {
+            kind: Some(kind), ..
+        }) = parse_config(config)
+            && (kind.trim().is_empty() || kind.chars().count() > 100)
+        {
+            problems.push("kind: must be 1-100 characters".into());
+        }
+        problems
+    }
+
+    fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {
+        Box::pin(async move {
+            let config: ViolationConfig = parse_config(call.config).map_err(ActionError::failed)?;
+            let job = call.job;
+            let kind = config.kind.as_deref().unwrap_or(job.action.name);
+            let details = json!({
+                "node_id": job.node_id,
+                "action": job.action.name,
+                "parameters": config.parameters,
+                "input": job.input,
+                "details": job.details,
+                "aggregated_actions_details": job.aggregated_actions_details,
+            });
+            let id = call
+                .services
+                .create_violation(kind, details, idempotency_key(job))
+                .await
+                .map_err(|e| ActionError::failed(format!("recording the violation failed: {e}")))?;
+            Ok(json!({"is_success": true, "violation_id": id, "kind": kind}))
+        })
+    }
+}
