@@ -18,6 +18,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::violations::create_violation,
         crate::api::next_run::set_next_run_time,
         crate::api::pause::pause,
+        crate::api::register::register,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

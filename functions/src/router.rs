@@ -28,17 +28,20 @@ pub enum Function {
     SetNextRunTime,
     /// `executions_pause`.
     Pause,
+    /// `runner_register`.
+    Register,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 6] = [
+    pub const ALL: [Function; 7] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
         Function::CreateViolation,
         Function::SetNextRunTime,
         Function::Pause,
+        Function::Register,
     ];
 
     /// The function's name, as in its path.
@@ -50,6 +53,7 @@ impl Function {
             Function::CreateViolation => "violations_create",
             Function::SetNextRunTime => "branch_rules_set_NextRunTime",
             Function::Pause => "executions_pause",
+            Function::Register => "runner_register",
         }
     }
 
@@ -72,6 +76,7 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::CreateViolation => post(api::violations::create_violation),
             Function::SetNextRunTime => post(api::next_run::set_next_run_time),
             Function::Pause => post(api::pause::pause),
+            Function::Register => post(api::register::register),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

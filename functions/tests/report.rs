@@ -362,7 +362,8 @@ async fn a_stale_token_gets_409_and_changes_nothing() {
 }
 
 #[tokio::test]
-async fn a_crashed_execution_cannot_be_reported() {
+async fn a_crashed_execution_cannot_be_reported_by_another_token() {
+    // With its own token the late report is kept (functions/tests/runners.rs); without, nothing.
     let c = claimed().await;
     c.app
         .exec(
@@ -370,8 +371,11 @@ async fn a_crashed_execution_cannot_be_reported() {
             &[c.execution],
         )
         .await;
-    let reply = c.report(c.finish_body(false)).await;
+    let mut body = c.finish_body(false);
+    body["claim_token"] = json!("stolen");
+    let reply = c.report(body).await;
     assert_eq!(reply.status, 409);
+    assert_eq!(c.execution_status().await, "crashed");
     let (_, _, runs, _, _) = c.rule_row().await;
     assert_eq!(runs, 0);
 }

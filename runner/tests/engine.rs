@@ -906,6 +906,7 @@ impl Cloud {
                 branch_rule_id: self.rule,
                 runner_id: runner_id.into(),
                 lease_seconds: None,
+                boot_id: None,
             })
             .await
     }

@@ -187,6 +187,7 @@ async fn claim_rule(
                 &request.runner_id,
                 &claim_token,
                 lease_seconds,
+                request.boot_id.as_deref(),
             )
             .await?;
             Claimed {
@@ -213,6 +214,7 @@ async fn claim_rule(
                     claim_token: &claim_token,
                     lease_seconds,
                     root_id,
+                    boot_id: request.boot_id.as_deref(),
                 },
             )
             .await;

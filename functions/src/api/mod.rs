@@ -8,6 +8,7 @@ pub mod heartbeat;
 pub mod next_run;
 pub mod pause;
 pub mod plan;
+pub mod register;
 pub mod violations;
 
 use crate::error::ApiError;

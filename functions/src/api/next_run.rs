@@ -4,13 +4,17 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::schedule::fallback_next_run;
 use res_shared::wire::{
-    ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
+    ErrorBody, ExecutionStatus, FinishStatus, OfflineRun, OfflineViolation, SetNextRunTimeRequest,
+    SetNextRunTimeResponse,
 };
 use tracing::Instrument;
+use uuid::Uuid;
 
+use super::require_text;
 use crate::auth::{Caller, Role};
 use crate::db;
 use crate::db::executions::{ExecutionRow, Finish};
+use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -22,6 +26,9 @@ pub enum Judgement {
     Finish,
     /// The same execution was reported before: answer as then, change nothing.
     Replay(Box<SetNextRunTimeResponse>),
+    /// The lease ran out before this report arrived (the runner lost the functions, not
+    /// its work): keep what it reports.
+    Late,
     /// The token does not own the execution any more.
     Stale(String),
 }
@@ -41,6 +48,11 @@ pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
         .and_then(|r| serde_json::from_value::<SetNextRunTimeResponse>(r.clone()).ok())
     {
         Some(answer) => Judgement::Replay(Box::new(answer)),
+        None if execution.report.is_none()
+            && ExecutionStatus::parse(&execution.status) == Some(ExecutionStatus::Crashed) =>
+        {
+            Judgement::Late
+        }
         None => Judgement::Stale(format!(
             "execution {id} is already {} and was not finished by a report",
             execution.status
@@ -103,6 +115,14 @@ fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), A
     }
 }
 
+/// How the report's execution is finished.
+enum Mode {
+    /// The claimed execution, live or late.
+    Claimed(ExecutionRow),
+    /// A run without a claim, just recorded from this report.
+    Offline(Uuid),
+}
+
 async fn record(
     state: &AppState,
     caller: &Caller,
@@ -114,38 +134,82 @@ async fn record(
         .await?
         .filter(|rule| caller.sees_branch(rule.branch_id))
         .ok_or_else(|| ApiError::NotFound(format!("branch rule {rule_id} not found")))?;
-    let execution = match (request.execution_id, request.claim_token.as_deref()) {
+    let status = request.status.unwrap_or(if request.is_last_run_failed {
+        FinishStatus::Failed
+    } else {
+        FinishStatus::Completed
+    });
+    let status_name = ExecutionStatus::from(status).as_str();
+    let mode = match (request.execution_id, request.claim_token.as_deref()) {
         (Some(id), Some(token)) => {
-            let execution = db::executions::lock(&mut tx, id)
+            match db::executions::lock(&mut tx, id)
                 .await?
                 .filter(|e| e.branch_rule_id == rule.id)
-                .ok_or_else(|| {
-                    ApiError::NotFound(format!(
-                        "execution {id} not found for branch rule {rule_id}"
-                    ))
-                })?;
-            match judge(&execution, token) {
-                Judgement::Finish => Some(execution),
-                Judgement::Replay(answer) => return Ok(Json(*answer)),
-                Judgement::Stale(message) => return Err(ApiError::conflict("lease_lost", message)),
+            {
+                Some(execution) => match judge(&execution, token) {
+                    Judgement::Finish => Some(Mode::Claimed(execution)),
+                    Judgement::Late => {
+                        let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
+                        if latest.is_some_and(|l| l.id != execution.id) {
+                            return superseded(tx, &execution, request).await;
+                        }
+                        tracing::warn!("late report of a crashed execution: accepted");
+                        Some(Mode::Claimed(execution))
+                    }
+                    Judgement::Replay(answer) => return Ok(Json(*answer)),
+                    Judgement::Stale(message) => {
+                        return Err(ApiError::conflict("lease_lost", message));
+                    }
+                },
+                None => match &request.offline {
+                    Some(offline) => {
+                        check_offline(offline)?;
+                        db::executions::insert_offline(
+                            &mut tx,
+                            id,
+                            rule.id,
+                            &offline.runner_id,
+                            token,
+                            status_name,
+                            (offline.started_at, offline.finished_at),
+                        )
+                        .await?;
+                        Some(Mode::Offline(id))
+                    }
+                    None => {
+                        return Err(ApiError::NotFound(format!(
+                            "execution {id} not found for branch rule {rule_id}"
+                        )));
+                    }
+                },
             }
         }
         _ => None,
     };
 
     let failed = request.is_last_run_failed;
+    // An offline run is scheduled from when it ended, as the runner did locally; a report
+    // arriving late never moves the rule earlier than it already is.
+    let offline = request
+        .offline
+        .as_ref()
+        .filter(|_| matches!(mode, Some(Mode::Offline(_))));
+    let from = offline.map_or(rule.db_now, |o| o.finished_at.min(rule.db_now));
     let next = fallback_next_run(
         rule.cron_expression.as_deref(),
         rule.window(),
         Some(&rule.timezone),
-        rule.db_now,
+        from,
         failed,
     );
     let warnings: Vec<String> = next.problem.into_iter().collect();
     for warning in &warnings {
         tracing::warn!(%warning, "scheduled with the fixed fallback delay");
     }
-    let next_run_time = next.next_run.next_run_time;
+    let next_run_time = match (offline, rule.next_run_time) {
+        (Some(_), Some(current)) => next.next_run.next_run_time.max(current),
+        _ => next.next_run.next_run_time,
+    };
     let (last_run_time, run_count) =
         db::branch_rules::record_run(&mut tx, rule.id, failed, next_run_time).await?;
     let answer = SetNextRunTimeResponse {
@@ -157,29 +221,117 @@ async fn record(
         degenerate: next.next_run.degenerate,
         warnings,
     };
-    if let Some(execution) = &execution {
-        let status = request.status.unwrap_or(if failed {
-            FinishStatus::Failed
-        } else {
-            FinishStatus::Completed
-        });
+    let execution_id = match &mode {
+        Some(Mode::Claimed(execution)) => Some(execution.id),
+        Some(Mode::Offline(id)) => Some(*id),
+        None => None,
+    };
+    if let Some(id) = execution_id {
         let report = serde_json::to_value(&answer).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
         db::executions::finish(
             &mut tx,
-            execution.id,
+            id,
             &Finish {
-                status: ExecutionStatus::from(status).as_str(),
+                status: status_name,
                 result: request.result.as_ref(),
                 error: request.error.as_deref(),
                 metrics: request.metrics.as_ref(),
                 report: &report,
+                finished_at: offline.map(|o| o.finished_at),
             },
         )
         .await?;
+        for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
+            record_offline_violation(&mut tx, rule.id, id, violation).await?;
+        }
     }
     tx.commit().await?;
-    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, "rescheduled");
+    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = offline.is_some(), "rescheduled");
     Ok(Json(answer))
+}
+
+fn check_offline(offline: &OfflineRun) -> Result<(), ApiError> {
+    require_text("offline.runner_id", &offline.runner_id, 200)?;
+    if offline.finished_at < offline.started_at {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!(
+                "offline.finished_at {} is before offline.started_at {}",
+                offline.finished_at, offline.started_at
+            ),
+        ));
+    }
+    for (i, violation) in offline.violations.iter().enumerate() {
+        require_text(
+            &format!("offline.violations[{i}].kind"),
+            &violation.kind,
+            100,
+        )?;
+        require_text(
+            &format!("offline.violations[{i}].idempotency_key"),
+            &violation.idempotency_key,
+            255,
+        )?;
+    }
+    Ok(())
+}
+
+async fn record_offline_violation(
+    tx: &mut db::Tx,
+    branch_rule_id: Uuid,
+    execution_id: Uuid,
+    violation: &OfflineViolation,
+) -> Result<(), ApiError> {
+    let recorded = db::violations::record(
+        tx,
+        &NewViolation {
+            branch_rule_id,
+            execution_id,
+            kind: &violation.kind,
+            details: &violation.details,
+            idempotency_key: &violation.idempotency_key,
+        },
+    )
+    .await?;
+    if let Recorded::KeyTaken {
+        execution_id: owner,
+    } = recorded
+    {
+        tracing::warn!(key = %violation.idempotency_key, ?owner, "offline violation key already used; kept the first");
+    }
+    Ok(())
+}
+
+/// A late report for an execution that was retried meanwhile: its results are kept on the
+/// crashed execution, but the rule belongs to the retry now, so nothing is rescheduled.
+async fn superseded(
+    mut tx: db::Tx,
+    execution: &ExecutionRow,
+    request: &SetNextRunTimeRequest,
+) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
+    let note = serde_json::json!({"superseded": true});
+    db::executions::finish(
+        &mut tx,
+        execution.id,
+        &Finish {
+            status: ExecutionStatus::Crashed.as_str(),
+            result: request.result.as_ref(),
+            error: request.error.as_deref(),
+            metrics: request.metrics.as_ref(),
+            report: &note,
+            finished_at: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Err(ApiError::conflict(
+        "superseded",
+        format!(
+            "execution {} crashed and was retried before this report arrived; its results \
+             were stored, the rule was not rescheduled",
+            execution.id
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -242,9 +394,14 @@ mod tests {
     }
 
     #[test]
-    fn a_crashed_execution_is_stale_even_with_its_token() {
+    fn a_crashed_execution_takes_its_late_report_only_with_its_token() {
+        assert_eq!(judge(&execution("crashed", None), "mine"), Judgement::Late);
         assert!(matches!(
-            judge(&execution("crashed", None), "mine"),
+            judge(&execution("crashed", None), "theirs"),
+            Judgement::Stale(_)
+        ));
+        assert!(matches!(
+            judge(&execution("paused", None), "mine"),
             Judgement::Stale(_)
         ));
     }

@@ -92,6 +92,8 @@ pub struct NewExecution<'a> {
     pub lease_seconds: i32,
     /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
     pub root_id: Option<Uuid>,
+    /// The claimant's boot.
+    pub boot_id: Option<&'a str>,
 }
 
 /// Inserts a scheduled execution; returns its id, lease end and root. A second live
@@ -102,9 +104,9 @@ pub async fn insert(
 ) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
     sqlx::query_as(
         "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                 retry_of, claim_token, lease_seconds, lease_expires_at) \
+                                 retry_of, claim_token, lease_seconds, lease_expires_at, boot_id) \
          SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
-                now() + make_interval(secs => $6) \
+                now() + make_interval(secs => $6), $8 \
          FROM (SELECT gen_random_uuid() AS id) g \
          RETURNING id, lease_expires_at, root_id",
     )
@@ -115,6 +117,7 @@ pub async fn insert(
     .bind(new.claim_token)
     .bind(new.lease_seconds)
     .bind(new.root_id)
+    .bind(new.boot_id)
     .fetch_one(&mut **tx)
     .await
 }
@@ -147,10 +150,12 @@ pub async fn resume(
     runner_id: &str,
     claim_token: &str,
     lease_seconds: i32,
+    boot_id: Option<&str>,
 ) -> Result<(DateTime<Utc>, Option<Box<serde_json::value::RawValue>>), sqlx::Error> {
     sqlx::query_as(
         "UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
                 lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
+                boot_id = $5, \
                 resume_at = NULL, resumed_count = resumed_count + 1 \
          WHERE id = $1 AND status = 'paused' RETURNING lease_expires_at, context",
     )
@@ -158,8 +163,72 @@ pub async fn resume(
     .bind(runner_id)
     .bind(claim_token)
     .bind(lease_seconds)
+    .bind(boot_id)
     .fetch_one(&mut **tx)
     .await
+}
+
+/// Declares live executions that `runner_id` claimed in boots other than `boot_id`
+/// crashed and frees their rules; returns their ids. Only rules in the caller's branches.
+pub async fn crash_earlier_boots(
+    tx: &mut Tx,
+    runner_id: &str,
+    boot_id: &str,
+    (all, branches): (bool, Vec<Uuid>),
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let crashed: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        "UPDATE executions e \
+         SET status = 'crashed', finished_at = now(), \
+             error = COALESCE(e.error, 'runner ' || e.runner_id || ' restarted (boot ' || \
+                              COALESCE(e.boot_id, 'unknown') || ' ended without a report)') \
+         FROM branch_rules br \
+         WHERE e.runner_id = $1 AND e.status IN ('scheduled', 'running') \
+           AND e.boot_id IS DISTINCT FROM $2 AND br.id = e.branch_rule_id \
+           AND ($3 OR br.branch_id = ANY($4)) \
+         RETURNING e.id, e.branch_rule_id",
+    )
+    .bind(runner_id)
+    .bind(boot_id)
+    .bind(all)
+    .bind(branches)
+    .fetch_all(&mut **tx)
+    .await?;
+    let rules: Vec<Uuid> = crashed.iter().map(|(_, rule)| *rule).collect();
+    sqlx::query("UPDATE branch_rules SET is_currently_running = false WHERE id = ANY($1)")
+        .bind(&rules)
+        .execute(&mut **tx)
+        .await?;
+    Ok(crashed.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Records a run made without a claim, already finished with `status`; `false` when an
+/// execution with that id exists.
+pub async fn insert_offline(
+    tx: &mut Tx,
+    id: Uuid,
+    branch_rule_id: Uuid,
+    runner_id: &str,
+    claim_token: &str,
+    status: &str,
+    (started_at, finished_at): (DateTime<Utc>, DateTime<Utc>),
+) -> Result<bool, sqlx::Error> {
+    let inserted = sqlx::query(
+        "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
+                                 claim_token, lease_seconds, lease_expires_at, scheduled_at, \
+                                 started_at, finished_at, offline) \
+         VALUES ($1, $1, $2, $3, $5, 1, $4, 0, $7, $6, $6, $7, true) \
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(id)
+    .bind(branch_rule_id)
+    .bind(runner_id)
+    .bind(claim_token)
+    .bind(status)
+    .bind(started_at)
+    .bind(finished_at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
 }
 
 /// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
@@ -227,12 +296,14 @@ pub struct Finish<'a> {
     pub metrics: Option<&'a Value>,
     /// The answer, replayed if the report repeats.
     pub report: &'a Value,
+    /// When it ended, if not now (a late report of an offline run).
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 /// Finishes an execution in one write.
 pub async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE executions SET status = $2, finished_at = now(), \
+        "UPDATE executions SET status = $2, finished_at = COALESCE($7, now()), \
                 started_at = COALESCE(started_at, now()), result = $3, error = $4, \
                 metrics = $5, report = $6 \
          WHERE id = $1",
@@ -243,6 +314,7 @@ pub async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sq
     .bind(finish.error)
     .bind(finish.metrics)
     .bind(finish.report)
+    .bind(finish.finished_at)
     .execute(&mut **tx)
     .await
     .map(drop)

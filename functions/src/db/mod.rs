@@ -53,3 +53,10 @@ pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> 
         .filter(|v| !applied.contains(v))
         .collect())
 }
+
+/// The database's clock: every decision and every time a runner compares against.
+pub async fn now(tx: &mut Tx) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT now()")
+        .fetch_one(&mut **tx)
+        .await
+}

@@ -154,6 +154,7 @@ impl ExecutionReport {
             }),
             result: serde_json::to_value(&result).ok(),
             metrics: metrics.and_then(|m| serde_json::to_value(m).ok()),
+            offline: None,
         })
     }
 }

@@ -24,6 +24,10 @@ pub struct ClaimRequest {
     /// Seconds the claim lasts without a heartbeat: 1-600, default 60.
     #[serde(default)]
     pub lease_seconds: Option<u32>,
+    /// The runner's boot (from `runner_register`): a later boot's registration declares
+    /// this execution crashed.
+    #[serde(default)]
+    pub boot_id: Option<String>,
 }
 
 /// `branch_rules_claim` success: the execution is handed over to the caller.

@@ -9,6 +9,7 @@ mod error;
 mod execution;
 mod next_run;
 mod plan;
+mod runner;
 mod time;
 mod violation;
 
@@ -20,9 +21,10 @@ pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
     PauseRequest, PauseResponse,
 };
-pub use next_run::{SetNextRunTimeRequest, SetNextRunTimeResponse};
+pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, PlanRequest, PlanResponse,
     Rule, Workflow,
 };
+pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};

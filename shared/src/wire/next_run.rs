@@ -37,6 +37,42 @@ pub struct SetNextRunTimeRequest {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metrics: Option<serde_json::Value>,
+    /// Set when the run happened without a claim (the functions were unreachable and the
+    /// runner is its branches' only runner): the execution is recorded from this report,
+    /// with `execution_id` and `claim_token` chosen by the runner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<OfflineRun>,
+}
+
+/// A run made without a claim, reported later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OfflineRun {
+    /// The runner that ran it.
+    pub runner_id: String,
+    /// When it started (runner clock).
+    pub started_at: DateTime<Utc>,
+    /// When it ended (runner clock); the next run time is computed from here.
+    pub finished_at: DateTime<Utc>,
+    /// Violations its business actions found.
+    #[serde(default)]
+    pub violations: Vec<OfflineViolation>,
+}
+
+/// A violation found by an offline run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OfflineViolation {
+    /// What kind.
+    pub kind: String,
+    /// Evidence.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub details: serde_json::Value,
+    /// As for `violations_create`.
+    pub idempotency_key: String,
 }
 
 /// `branch_rules_set_NextRunTime` response: the rule's state after the report.

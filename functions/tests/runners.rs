@@ -1,0 +1,241 @@
+//! What a runner needs when it restarts or loses the functions for a while: registering a
+//! new boot, late reports of crashed executions, and reports of runs made offline.
+
+use res_tests::functions as support;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde_json::{Value, json};
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+async fn claim(app: &TestApp, token: &str, rule: Uuid, boot: &str) -> (Uuid, String) {
+    let claim = app
+        .call(
+            "branch_rules_claim",
+            token,
+            json!({"branch_rule_id": rule, "runner_id": "site-1", "boot_id": boot}),
+        )
+        .await;
+    assert_eq!(claim.status, 200, "{}", claim.body);
+    (
+        serde_json::from_value(claim.body["execution_id"].clone()).expect("uuid"),
+        claim.body["claim_token"]
+            .as_str()
+            .expect("token")
+            .to_owned(),
+    )
+}
+
+async fn status(app: &TestApp, execution: Uuid) -> (String, Option<Value>) {
+    sqlx::query_as("SELECT status, result FROM executions WHERE id = $1")
+        .bind(execution)
+        .fetch_one(&app.pool)
+        .await
+        .expect("execution")
+}
+
+async fn running(app: &TestApp, rule: Uuid) -> bool {
+    sqlx::query_scalar("SELECT is_currently_running FROM branch_rules WHERE id = $1")
+        .bind(rule)
+        .fetch_one(&app.pool)
+        .await
+        .expect("rule")
+}
+
+#[tokio::test]
+async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let (branch, mine) = seed.due_rule(RuleSpec::default()).await;
+    let same_boot = seed.branch_rule(branch, RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let (old, _) = claim(&app, &token, mine, "boot-1").await;
+    let (current, _) = claim(&app, &token, same_boot, "boot-2").await;
+
+    let reply = app
+        .call(
+            "runner_register",
+            &token,
+            json!({"runner_id": "site-1", "boot_id": "boot-2"}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["crashed"], json!([old]));
+    let server_time: DateTime<Utc> =
+        serde_json::from_value(reply.body["server_time"].clone()).expect("a time");
+    assert!((server_time - app.db_now().await).num_seconds().abs() < 5);
+    assert_eq!(status(&app, old).await.0, "crashed");
+    assert!(!running(&app, mine).await, "the crashed rule is free again");
+    assert_eq!(status(&app, current).await.0, "scheduled");
+    assert!(running(&app, same_boot).await);
+
+    // The rule is claimable at once, as a retry of the crashed attempt.
+    let retry = app
+        .call(
+            "branch_rules_claim",
+            &token,
+            json!({"branch_rule_id": mine, "runner_id": "site-1", "boot_id": "boot-2"}),
+        )
+        .await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["retry_of"], json!(old));
+
+    let again = app
+        .call(
+            "runner_register",
+            &token,
+            json!({"runner_id": "site-1", "boot_id": "boot-2"}),
+        )
+        .await;
+    assert_eq!(
+        again.body["crashed"],
+        json!([]),
+        "registering twice is harmless"
+    );
+
+    let empty = app
+        .call(
+            "runner_register",
+            &token,
+            json!({"runner_id": "", "boot_id": "x"}),
+        )
+        .await;
+    assert_eq!(empty.status, 422, "{}", empty.body);
+    assert!(empty.body.to_string().contains("runner_id"));
+}
+
+#[tokio::test]
+async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_retried() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let (branch, rule) = seed.due_rule(RuleSpec::default()).await;
+    let other = seed.branch_rule(branch, RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let report = |rule: Uuid, execution: Uuid, claim_token: &str| {
+        json!({"branch_rule_id": rule, "is_last_run_failed": false,
+               "execution_id": execution, "claim_token": claim_token,
+               "status": "completed", "result": {"aggregated_actions_details": [{"people": 3}]}})
+    };
+
+    // Crashed (the runner restarted while the functions were down), nobody retried yet.
+    let (late, late_token) = claim(&app, &token, rule, "boot-1").await;
+    app.call(
+        "runner_register",
+        &token,
+        json!({"runner_id": "site-1", "boot_id": "boot-2"}),
+    )
+    .await;
+    let accepted = app
+        .call(
+            "branch_rules_set_NextRunTime",
+            &token,
+            report(rule, late, &late_token),
+        )
+        .await;
+    assert_eq!(accepted.status, 200, "{}", accepted.body);
+    let (state, result) = status(&app, late).await;
+    assert_eq!(state, "completed");
+    assert_eq!(
+        result.expect("result")["aggregated_actions_details"][0]["people"],
+        3
+    );
+    let replay = app
+        .call(
+            "branch_rules_set_NextRunTime",
+            &token,
+            report(rule, late, &late_token),
+        )
+        .await;
+    assert_eq!(
+        replay.body, accepted.body,
+        "delivered twice, answered the same"
+    );
+
+    // Crashed and already retried: results kept, the retry keeps the rule.
+    let (crashed, crashed_token) = claim(&app, &token, other, "boot-2").await;
+    app.call(
+        "runner_register",
+        &token,
+        json!({"runner_id": "site-1", "boot_id": "boot-3"}),
+    )
+    .await;
+    let (retry, _) = claim(&app, &token, other, "boot-3").await;
+    let superseded = app
+        .call(
+            "branch_rules_set_NextRunTime",
+            &token,
+            report(other, crashed, &crashed_token),
+        )
+        .await;
+    assert_eq!(superseded.status, 409, "{}", superseded.body);
+    assert_eq!(superseded.body["error"]["code"], "superseded");
+    let (state, result) = status(&app, crashed).await;
+    assert_eq!(state, "crashed");
+    assert!(result.is_some(), "the late results are stored");
+    assert_eq!(status(&app, retry).await.0, "scheduled");
+    assert!(running(&app, other).await, "the retry still holds the rule");
+}
+
+#[tokio::test]
+async fn an_offline_run_is_recorded_once_with_its_violations() {
+    let app = TestApp::start().await;
+    let (branch, rule) = Seed::new(&app.pool)
+        .due_rule(RuleSpec {
+            cron: Some("0 * * * *"),
+            ..RuleSpec::default()
+        })
+        .await;
+    let token = app.runner_token(&[branch]).await;
+    let now = app.db_now().await;
+    let execution = Uuid::new_v4();
+    let finished = now - TimeDelta::minutes(3);
+    let body = json!({
+        "branch_rule_id": rule, "is_last_run_failed": false,
+        "execution_id": execution, "claim_token": "offline-abc", "status": "completed",
+        "result": {"nodes": []},
+        "offline": {"runner_id": "site-1", "started_at": finished - TimeDelta::seconds(20),
+                    "finished_at": finished,
+                    "violations": [{"kind": "queue", "details": {"people": 9},
+                                    "idempotency_key": format!("{execution}:violation:1")}]}
+    });
+    let first = app
+        .call("branch_rules_set_NextRunTime", &token, body.clone())
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let next: DateTime<Utc> =
+        serde_json::from_value(first.body["next_run_time"].clone()).expect("a time");
+    let expected = res_shared::schedule::Schedule::parse("0 * * * *", None, None, None)
+        .expect("schedule")
+        .next_run(finished, false)
+        .expect("next run")
+        .next_run_time;
+    assert_eq!(next, expected, "scheduled from when the offline run ended");
+    let again = app.call("branch_rules_set_NextRunTime", &token, body).await;
+    assert_eq!(again.body, first.body, "the outbox may deliver twice");
+
+    let (state, _) = status(&app, execution).await;
+    assert_eq!(state, "completed");
+    let (offline, runs, violations): (bool, i64, i64) = sqlx::query_as(
+        "SELECT e.offline, br.run_count, (SELECT count(*) FROM violations WHERE execution_id = e.id) \
+         FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",
+    )
+    .bind(execution)
+    .fetch_one(&app.pool)
+    .await
+    .expect("row");
+    assert!(offline);
+    assert_eq!(runs, 1, "counted once");
+    assert_eq!(violations, 1, "the violation arrived once");
+
+    let backwards = app
+        .call(
+            "branch_rules_set_NextRunTime",
+            &token,
+            json!({"branch_rule_id": rule, "is_last_run_failed": false,
+                   "execution_id": Uuid::new_v4(), "claim_token": "t",
+                   "offline": {"runner_id": "site-1", "started_at": now, "finished_at": now - TimeDelta::hours(1)}}),
+        )
+        .await;
+    assert_eq!(backwards.status, 422, "{}", backwards.body);
+    assert!(backwards.body.to_string().contains("offline.finished_at"));
+}
