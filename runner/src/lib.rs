@@ -3,4 +3,5 @@
 
 pub mod cloud;
 pub mod commands;
+pub mod plan;
 pub mod workflow;

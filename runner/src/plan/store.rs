@@ -1,0 +1,212 @@
+//! The shared plan: one lock around the plan, the writer behind it, and a notification
+//! the scheduler sleeps on so a change wakes it at once.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{PlanResponse, SetNextRunTimeResponse};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use super::Plan;
+use super::file::{self, PlanFileError};
+use super::merge::{MergeOutcome, MergeSettings, merge};
+use super::writer::{Writer, WriterStats};
+
+/// The plan of a running daemon.
+#[derive(Debug)]
+pub struct PlanStore {
+    plan: Arc<RwLock<Plan>>,
+    writer: Writer,
+    changed: Notify,
+    path: PathBuf,
+}
+
+/// How the plan file looked at start.
+#[derive(Debug)]
+pub enum Loaded {
+    /// No file: a first start.
+    Missing,
+    /// Read with this many branch rules.
+    Read(usize),
+    /// Unreadable; the runner starts empty.
+    Ignored(PlanFileError),
+}
+
+impl PlanStore {
+    /// Opens the plan at `path` (never failing on its content), resets every local running
+    /// flag (crash recovery), and starts the writer.
+    pub fn open(path: &Path, min_write_interval: Duration) -> std::io::Result<(PlanStore, Loaded)> {
+        let (mut plan, loaded) = match file::load(path) {
+            Ok(None) => (Plan::default(), Loaded::Missing),
+            Ok(Some(stored)) => {
+                let count = stored.plan.len();
+                (stored.plan, Loaded::Read(count))
+            }
+            Err(error) => (Plan::default(), Loaded::Ignored(error)),
+        };
+        let mut reset = 0;
+        for entry in plan.workflows.values_mut() {
+            if entry.workflow.is_currently_running {
+                entry.workflow.is_currently_running = false;
+                reset += 1;
+            }
+        }
+        tracing::info!("🔄 Reset {reset} workflow(s) is_currently_running flag");
+        let plan = Arc::new(RwLock::new(plan));
+        let writer = Writer::start(Arc::clone(&plan), path.to_owned(), min_write_interval)?;
+        let store = PlanStore {
+            plan,
+            writer,
+            changed: Notify::new(),
+            path: path.to_owned(),
+        };
+        if reset > 0 {
+            store.writer.request();
+        }
+        Ok((store, loaded))
+    }
+
+    /// Reads the plan.
+    pub fn read(&self) -> RwLockReadGuard<'_, Plan> {
+        self.plan.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Plan> {
+        self.plan.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes the plan, then persists it and wakes the scheduler.
+    pub fn update<T>(&self, change: impl FnOnce(&mut Plan) -> T) -> T {
+        let result = change(&mut self.write());
+        self.writer.request();
+        self.changed.notify_waiters();
+        result
+    }
+
+    /// Waits until the plan changes.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// The notification itself (to register interest before checking the plan).
+    pub fn notify(&self) -> &Notify {
+        &self.changed
+    }
+
+    /// Merges a server answer, logging what changed.
+    pub fn merge(
+        &self,
+        response: PlanResponse,
+        now: DateTime<Utc>,
+        settings: MergeSettings,
+    ) -> MergeOutcome {
+        let full = response.full;
+        let (outcome, size) = self.update(|plan| {
+            let outcome = merge(plan, response, now, settings);
+            (outcome, plan.len())
+        });
+        for (id, before, after) in &outcome.rescheduled {
+            tracing::info!(
+                "🔄 Updated workflow {id}: next_run_time {} → {}",
+                show(*before),
+                show(*after)
+            );
+        }
+        for id in &outcome.missing {
+            tracing::warn!(branch_rule_id = %id, "the server no longer lists this rule; it is not scheduled");
+        }
+        for id in &outcome.pruned {
+            tracing::info!(branch_rule_id = %id, "pruned from the plan");
+        }
+        tracing::debug!(
+            full,
+            size,
+            added = outcome.added.len(),
+            kept_local = outcome.kept_local.len(),
+            "plan refreshed"
+        );
+        outcome
+    }
+
+    /// Marks a rule running (a worker took it) or not.
+    pub fn set_running(&self, id: Uuid, running: bool, now: DateTime<Utc>) {
+        self.update(|plan| {
+            if let Some(entry) = plan.workflows.get_mut(&id) {
+                entry.workflow.is_currently_running = running;
+                entry.local.updated_at = Some(now);
+            }
+        });
+    }
+
+    /// Applies the answer to a run's report (from the functions, or computed here when
+    /// `local` because they were unreachable).
+    pub fn apply_report(
+        &self,
+        answer: &SetNextRunTimeResponse,
+        failed: bool,
+        local: bool,
+        now: DateTime<Utc>,
+    ) {
+        let before = self.update(|plan| {
+            let entry = plan.workflows.get_mut(&answer.branch_rule_id)?;
+            let before = entry.workflow.next_run_time;
+            let w = &mut entry.workflow;
+            w.next_run_time = Some(answer.next_run_time);
+            w.last_run_time = Some(answer.last_run_time);
+            w.is_currently_running = false;
+            w.run_count = answer.run_count;
+            w.is_last_run_failed = failed;
+            w.resume_at = None;
+            entry.local.updated_at = Some(now);
+            entry.local.local_next_run = local;
+            Some(before)
+        });
+        if let Some(before) = before {
+            tracing::info!(
+                "✅ Updated execution plan: workflow {}",
+                answer.branch_rule_id
+            );
+            if before != Some(answer.next_run_time) {
+                tracing::info!(
+                    "🔄 Updated workflow {}: next_run_time {} → {}",
+                    answer.branch_rule_id,
+                    show(before),
+                    answer.next_run_time.to_rfc3339()
+                );
+            }
+        }
+    }
+
+    /// Notes that a rule's execution paused until `resume_at` (released, resumes then).
+    pub fn set_paused(&self, id: Uuid, resume_at: DateTime<Utc>, now: DateTime<Utc>) {
+        self.update(|plan| {
+            if let Some(entry) = plan.workflows.get_mut(&id) {
+                entry.workflow.is_currently_running = false;
+                entry.workflow.resume_at = Some(resume_at);
+                entry.local.updated_at = Some(now);
+            }
+        });
+    }
+
+    /// Writes the plan now (shutdown); false if it did not finish within `timeout`.
+    pub fn flush(&self, timeout: Duration) -> bool {
+        self.writer.flush(timeout)
+    }
+
+    /// The writer's monitoring figures.
+    pub fn writer_stats(&self) -> Arc<WriterStats> {
+        self.writer.stats()
+    }
+
+    /// Where the plan is stored.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn show(time: Option<DateTime<Utc>>) -> String {
+    time.map_or_else(|| "none".to_owned(), |t| t.to_rfc3339())
+}

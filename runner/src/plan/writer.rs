@@ -1,0 +1,195 @@
+//! The plan writer: a thread that takes write requests, debounces them, and writes the
+//! latest plan atomically, so callers never wait for the disk.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::Plan;
+use super::file::{encode, write_atomic};
+
+/// Pending write requests beyond this are merged into the one already queued.
+const QUEUE_CAPACITY: usize = 64;
+
+/// What the writer reports for monitoring.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    /// The thread was started.
+    pub started: AtomicBool,
+    /// The thread is running.
+    pub alive: AtomicBool,
+    /// Requests not yet written.
+    pub queued: AtomicUsize,
+    /// Writes done.
+    pub writes: AtomicUsize,
+    /// Writes that failed.
+    pub failures: AtomicUsize,
+}
+
+enum Request {
+    Write,
+    Flush(mpsc::Sender<()>),
+}
+
+/// Handle to the writer thread.
+#[derive(Debug)]
+pub struct Writer {
+    sender: SyncSender<Request>,
+    stats: Arc<WriterStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Request::Write => "Write",
+            Request::Flush(_) => "Flush",
+        })
+    }
+}
+
+impl Writer {
+    /// Starts the thread writing `plan` to `path` at most once per `min_interval`.
+    pub fn start(
+        plan: Arc<RwLock<Plan>>,
+        path: PathBuf,
+        min_interval: Duration,
+    ) -> std::io::Result<Writer> {
+        let (sender, receiver) = mpsc::sync_channel(QUEUE_CAPACITY);
+        let stats = Arc::new(WriterStats::default());
+        let thread_stats = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
+            .name("plan-writer".into())
+            .spawn(move || {
+                thread_stats.alive.store(true, Ordering::SeqCst);
+                run(&plan, &path, min_interval, &receiver, &thread_stats);
+                thread_stats.alive.store(false, Ordering::SeqCst);
+            })?;
+        stats.started.store(true, Ordering::SeqCst);
+        Ok(Writer {
+            sender,
+            stats,
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a write (returns at once).
+    pub fn request(&self) {
+        match self.sender.try_send(Request::Write) {
+            Ok(()) => {
+                self.stats.queued.fetch_add(1, Ordering::SeqCst);
+                tracing::debug!("💾 Queued execution plan write");
+            }
+            // A write is queued already; it will carry this change too.
+            Err(TrySendError::Full(_)) => {}
+            Err(TrySendError::Disconnected(_)) => {
+                tracing::error!("the plan writer thread is gone; the plan is not persisted");
+            }
+        }
+    }
+
+    /// Writes now and waits for it (shutdown).
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (done, wait) = mpsc::channel();
+        if self.sender.send(Request::Flush(done)).is_err() {
+            return false;
+        }
+        wait.recv_timeout(timeout).is_ok()
+    }
+
+    /// Monitoring figures.
+    pub fn stats(&self) -> Arc<WriterStats> {
+        Arc::clone(&self.stats)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread after its last write.
+        let (sender, _) = mpsc::sync_channel(0);
+        drop(std::mem::replace(&mut self.sender, sender));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(
+    plan: &RwLock<Plan>,
+    path: &std::path::Path,
+    min_interval: Duration,
+    receiver: &Receiver<Request>,
+    stats: &WriterStats,
+) {
+    let mut last_write: Option<Instant> = None;
+    while let Ok(first) = receiver.recv() {
+        let mut flushes = Vec::new();
+        let mut pending = usize::from(matches!(first, Request::Write));
+        if let Request::Flush(done) = first {
+            flushes.push(done);
+        }
+        // Debounce: requests arriving before the interval is over share one write.
+        if flushes.is_empty()
+            && let Some(at) = last_write
+        {
+            let wait_until = at + min_interval;
+            loop {
+                let now = Instant::now();
+                if now >= wait_until {
+                    break;
+                }
+                match receiver.recv_timeout(wait_until - now) {
+                    Ok(Request::Write) => pending += 1,
+                    Ok(Request::Flush(done)) => {
+                        flushes.push(done);
+                        break;
+                    }
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            }
+        }
+        while let Ok(request) = receiver.try_recv() {
+            match request {
+                Request::Write => pending += 1,
+                Request::Flush(done) => flushes.push(done),
+            }
+        }
+        let started = Instant::now();
+        let encoded = {
+            let plan = plan
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            encode(&plan, Utc::now())
+        };
+        let result = encoded
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_atomic(path, &bytes).map(|()| bytes.len()));
+        match result {
+            Ok(bytes) => {
+                stats.writes.fetch_add(1, Ordering::SeqCst);
+                tracing::debug!(
+                    bytes,
+                    ms = started.elapsed().as_millis() as u64,
+                    "plan written"
+                );
+            }
+            Err(error) => {
+                stats.failures.fetch_add(1, Ordering::SeqCst);
+                tracing::error!(path = %path.display(), %error, "cannot write the execution plan (disk space? permissions?)");
+            }
+        }
+        last_write = Some(Instant::now());
+        let queued = stats.queued.load(Ordering::SeqCst);
+        let written = pending.min(queued);
+        stats.queued.fetch_sub(written, Ordering::SeqCst);
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
