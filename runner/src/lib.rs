@@ -3,5 +3,6 @@
 
 pub mod cloud;
 pub mod commands;
+pub mod daemon;
 pub mod plan;
 pub mod workflow;

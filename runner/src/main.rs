@@ -18,6 +18,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the daemon: sync the plan, schedule, run workflows, report.
+    Run(res_runner::commands::run::RunArgs),
+    /// Read the local plan: `show` every rule, or `why` one rule is (not) ready.
+    Plan(res_runner::commands::plan::PlanArgs),
     /// Compute when a rule runs next, exactly as the cloud function would.
     NextRun(res_runner::commands::next_run::NextRunArgs),
 }
@@ -25,6 +29,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Run(args) => res_runner::commands::run::run(args),
+        Command::Plan(args) => res_runner::commands::plan::run(args),
         Command::NextRun(args) => res_runner::commands::next_run::run(args),
     }
 }

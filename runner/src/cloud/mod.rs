@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use res_shared::wire::{
     ClaimRequest, ClaimResponse, ErrorBody, HeartbeatRequest, HeartbeatResponse, PauseRequest,
-    PauseResponse, PlanRequest, PlanResponse, SetNextRunTimeRequest, SetNextRunTimeResponse,
-    ViolationRequest, ViolationResponse,
+    PauseResponse, PlanRequest, PlanResponse, RegisterRequest, RegisterResponse,
+    SetNextRunTimeRequest, SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -123,6 +123,14 @@ impl FunctionsClient {
         request: &ViolationRequest,
     ) -> Result<ViolationResponse, CloudError> {
         self.call("violations_create", request).await
+    }
+
+    /// `runner_register`.
+    pub async fn register(
+        &self,
+        request: &RegisterRequest,
+    ) -> Result<RegisterResponse, CloudError> {
+        self.call("runner_register", request).await
     }
 
     /// `executions_pause`.

@@ -1,3 +1,5 @@
-//! The runner's subcommands, one module each.
+//! The binary's subcommands.
 
 pub mod next_run;
+pub mod plan;
+pub mod run;

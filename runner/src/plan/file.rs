@@ -111,8 +111,10 @@ mod tests {
         fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("plan.json");
         assert!(load(&path).expect("no file is fine").is_none());
-        let mut plan = Plan::default();
-        plan.cursor = Some("c9".into());
+        let plan = Plan {
+            cursor: Some("c9".into()),
+            ..Plan::default()
+        };
         write_atomic(&path, &encode(&plan, Utc::now()).expect("encodes")).expect("writes");
         let back = load(&path).expect("reads").expect("a plan");
         assert_eq!(back.plan.cursor.as_deref(), Some("c9"));

@@ -18,13 +18,16 @@ pub struct MergeSettings {
     pub first: bool,
 }
 
+/// A changed next run: (branch rule, before, after).
+pub type Rescheduled = (Uuid, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
 /// What a merge changed, for logs and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergeOutcome {
     /// New branch rules.
     pub added: Vec<Uuid>,
     /// Branch rules whose `next_run_time` changed: (id, before, after).
-    pub rescheduled: Vec<(Uuid, Option<DateTime<Utc>>, Option<DateTime<Utc>>)>,
+    pub rescheduled: Vec<Rescheduled>,
     /// Branch rules where a local value was kept over the server's.
     pub kept_local: Vec<Uuid>,
     /// Branch rules the server stopped listing (newly).

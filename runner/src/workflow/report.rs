@@ -116,6 +116,37 @@ pub struct ExecutionReport {
 }
 
 impl ExecutionReport {
+    /// A run that failed before its first node (an invalid workflow config, a rule missing
+    /// from the plan).
+    pub fn failed_before_start(
+        execution_id: Uuid,
+        root_execution_id: Uuid,
+        attempt: i32,
+        message: String,
+    ) -> ExecutionReport {
+        let now = Utc::now();
+        ExecutionReport {
+            execution_id,
+            root_execution_id,
+            attempt,
+            status: ExecutionStatus::Failed,
+            started_at: now,
+            segment_started_at: now,
+            finished_at: now,
+            active_ms: 0,
+            resumed_count: 0,
+            nodes: Vec::new(),
+            aggregated_actions_details: Vec::new(),
+            consolidation: None,
+            error: Some(RunError {
+                node_id: None,
+                message,
+            }),
+            resume_at: None,
+            metrics: None,
+        }
+    }
+
     /// The final status, or `None` for a paused execution (no report to the scheduler yet).
     pub fn finish_status(&self) -> Option<FinishStatus> {
         match self.status {

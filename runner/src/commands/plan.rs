@@ -1,0 +1,262 @@
+//! `res-runner plan show` and `plan why <id>`: read the plan file and explain, criterion by
+//! criterion, whether each rule may run — also while the daemon is stopped.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::{Args, Subcommand};
+use res_shared::schedule::Blocker;
+use uuid::Uuid;
+
+use crate::plan::file;
+use crate::plan::{Entry, Plan, ready};
+
+/// Arguments of `res-runner plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The runner's state directory (where plan.json is).
+    #[arg(
+        long,
+        env = "RES_RUNNER_STATE_DIR",
+        default_value = "/var/lib/res-runner",
+        global = true
+    )]
+    state_dir: PathBuf,
+    /// Judge readiness at this instant (RFC 3339) instead of now.
+    #[arg(long, global = true)]
+    at: Option<DateTime<Utc>>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: PlanCommand,
+}
+
+/// `plan` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Every rule in the local plan: next run, ready or why not.
+    Show,
+    /// Why one rule is or is not ready, check by check.
+    Why {
+        /// The branch rule id.
+        branch_rule_id: Uuid,
+    },
+}
+
+/// Runs a `plan` subcommand.
+pub fn run(args: PlanArgs) -> ExitCode {
+    let path = args.state_dir.join("plan.json");
+    let plan = match file::load(&path) {
+        Ok(Some(stored)) => stored.plan,
+        Ok(None) => {
+            eprintln!(
+                "res-runner: no plan at {} (has the runner fetched one yet? is --state-dir right?)",
+                path.display()
+            );
+            return ExitCode::from(2);
+        }
+        Err(error) => {
+            eprintln!("res-runner: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let now = args.at.unwrap_or_else(Utc::now);
+    match args.command {
+        PlanCommand::Show => show(&plan, now, args.json),
+        PlanCommand::Why { branch_rule_id } => why(&plan, branch_rule_id, now, args.json),
+    }
+}
+
+fn time(t: Option<DateTime<Utc>>) -> String {
+    t.map_or_else(
+        || "never".to_owned(),
+        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+    )
+}
+
+fn names(plan: &Plan, entry: &Entry) -> (String, String) {
+    let w = &entry.workflow;
+    (
+        plan.lookups.branches.get(&w.branch_id).map_or_else(
+            || format!("branch {} (not in plan)", w.branch_id),
+            |b| b.name.clone(),
+        ),
+        plan.lookups.rules.get(&w.rule_id).map_or_else(
+            || format!("rule {} (not in plan)", w.rule_id),
+            |r| r.name.clone(),
+        ),
+    )
+}
+
+fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
+    let mut rows = Vec::new();
+    for entry in plan.workflows.values() {
+        let Some(why) = ready::explain(plan, entry.workflow.id, now) else {
+            continue;
+        };
+        let (branch, rule) = names(plan, entry);
+        rows.push((entry, branch, rule, why));
+    }
+    rows.sort_by_key(|(entry, ..)| entry.workflow.next_run_time);
+    if json {
+        let out: Vec<_> = rows
+            .iter()
+            .map(|(entry, branch, rule, why)| {
+                serde_json::json!({
+                    "id": entry.workflow.id, "branch": branch, "rule": rule,
+                    "next_run_time": entry.workflow.next_run_time,
+                    "is_currently_running": entry.workflow.is_currently_running,
+                    "ready": why.ready, "blockers": why.blockers,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(out));
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "{} rule(s); fetched {}; judged at {}",
+        plan.len(),
+        time(plan.fetched_at),
+        time(Some(now))
+    );
+    for (entry, branch, rule, why) in rows {
+        let state = if why.ready {
+            "READY".to_owned()
+        } else {
+            let mut reasons: Vec<String> = why.blockers.iter().map(short).collect();
+            if why.missing_since.is_some() {
+                reasons.push("not in the server's plan".into());
+            }
+            format!("waiting: {}", reasons.join(", "))
+        };
+        println!(
+            "{}  {:<20} {:<24} next {}  {}",
+            entry.workflow.id,
+            truncate(&branch, 20),
+            truncate(&rule, 24),
+            time(entry.workflow.next_run_time),
+            state
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn truncate(text: &str, width: usize) -> String {
+    text.chars().take(width).collect()
+}
+
+fn short(blocker: &Blocker) -> String {
+    match blocker {
+        Blocker::Inactive => "inactive".into(),
+        Blocker::Archived => "archived".into(),
+        Blocker::ForceStopped => "force-stopped".into(),
+        Blocker::AlreadyRunning => "running".into(),
+        Blocker::BranchInactive => "branch inactive".into(),
+        Blocker::RuleNotActive { status } => format!("rule {}", status.as_str()),
+        Blocker::NotDue { next_run_time } => format!("due {}", time(Some(*next_run_time))),
+        Blocker::Paused { resume_at } => format!("paused until {}", time(Some(*resume_at))),
+        Blocker::OutsideWindow { next_start } => format!("window opens {}", time(*next_start)),
+    }
+}
+
+fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
+    let (Some(entry), Some(why)) = (plan.workflows.get(&id), ready::explain(plan, id, now)) else {
+        eprintln!(
+            "res-runner: branch rule {id} is not in the local plan ({} rules). Is it assigned to \
+             this runner's branches, and has the runner refreshed since it was created?",
+            plan.len()
+        );
+        return ExitCode::from(1);
+    };
+    if json {
+        println!("{}", serde_json::to_string(&why).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    let w = &entry.workflow;
+    let (branch, rule) = names(plan, entry);
+    let blocked = |f: &dyn Fn(&Blocker) -> bool| why.blockers.iter().any(f);
+    let check = |ok: bool| if ok { "ok  " } else { "FAIL" };
+    println!("Branch rule {id}: {rule} at {branch}");
+    println!("Judged at {}", time(Some(now)));
+    println!("  [{}] is_active = {}", check(w.is_active), w.is_active);
+    println!(
+        "  [{}] is_archived = {}",
+        check(!w.is_archived),
+        w.is_archived
+    );
+    println!(
+        "  [{}] is_force_stopped = {}",
+        check(!w.is_force_stopped),
+        w.is_force_stopped
+    );
+    let branch_ok = !blocked(&|b| matches!(b, Blocker::BranchInactive));
+    println!("  [{}] branch is active", check(branch_ok));
+    let rule_ok = !blocked(&|b| matches!(b, Blocker::RuleNotActive { .. }));
+    let status = plan
+        .lookups
+        .rules
+        .get(&w.rule_id)
+        .map_or("unknown (not in plan)", |r| r.status.as_str());
+    println!("  [{}] rule status = {status}", check(rule_ok));
+    println!(
+        "  [{}] is_currently_running = {}",
+        check(!w.is_currently_running),
+        w.is_currently_running
+    );
+    let due_ok = !blocked(&|b| matches!(b, Blocker::NotDue { .. }));
+    println!(
+        "  [{}] next_run_time {} is past",
+        check(due_ok),
+        time(w.next_run_time)
+    );
+    if let Some(resume) = w.resume_at {
+        let ok = !blocked(&|b| matches!(b, Blocker::Paused { .. }));
+        println!(
+            "  [{}] paused execution resumes at {}",
+            check(ok),
+            time(Some(resume))
+        );
+    }
+    let window_ok = !blocked(&|b| matches!(b, Blocker::OutsideWindow { .. }));
+    let window = match (w.operation_time_from, w.operation_time_to) {
+        (Some(from), Some(to)) => format!("{from}–{to} {}", w.timezone),
+        _ => "none (always open)".into(),
+    };
+    let opens = why.blockers.iter().find_map(|b| match b {
+        Blocker::OutsideWindow { next_start } => Some(format!(" (opens {})", time(*next_start))),
+        _ => None,
+    });
+    println!(
+        "  [{}] inside operation window {window}{}",
+        check(window_ok),
+        opens.unwrap_or_default()
+    );
+    if let Some(since) = why.missing_since {
+        println!(
+            "  [FAIL] the server stopped listing this rule at {}; it is not scheduled",
+            time(Some(since))
+        );
+    }
+    if why.local_next_run {
+        println!(
+            "  note: next_run_time was computed on this runner while the functions were unreachable"
+        );
+    }
+    if !why.missing_lookups.is_empty() {
+        println!(
+            "  note: missing from the plan's lookup tables: {}",
+            why.missing_lookups.join(", ")
+        );
+    }
+    println!(
+        "{}",
+        if why.ready {
+            "READY: the runner starts it within a second."
+        } else {
+            "NOT READY."
+        }
+    );
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,262 @@
+//! `res-runner run` configuration: a TOML file, then environment variables over it
+//! (`RES_RUNNER_<KEY>` for every key, and the reference system's names for its settings),
+//! checked at start with messages that name the key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The reference system's environment variables and the keys they set.
+pub const LEGACY_ENV: [(&str, &str); 4] = [
+    ("EXECUTION_PLAN_REFRESH_SECONDS", "plan_refresh_seconds"),
+    (
+        "PLAN_MIN_WRITE_INTERVAL_SECONDS",
+        "plan_min_write_interval_seconds",
+    ),
+    ("PLAN_WORKFLOW_MAX_AGE_HOURS", "plan_workflow_max_age_hours"),
+    ("PLAN_ACTION_DETAILS_CAP", "plan_action_details_cap"),
+];
+
+/// The prefix of environment overrides.
+pub const ENV_PREFIX: &str = "RES_RUNNER_";
+
+/// A token that never appears in logs or debug output.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "<empty>"
+        } else {
+            "<redacted>"
+        })
+    }
+}
+
+/// Every setting of the runner daemon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Base URL of the functions, e.g. `https://x.example/functions/v1`.
+    pub functions_url: String,
+    /// The runner's API token (a runner key scoped to its branches).
+    pub token: Secret,
+    /// This runner's name in claims and logs.
+    pub runner_id: String,
+    /// Where the plan, outbox and shutdown marker live.
+    pub state_dir: PathBuf,
+    /// Workers running jobs in parallel.
+    pub workers: usize,
+    /// Seconds between plan refreshes (reference: `EXECUTION_PLAN_REFRESH_SECONDS`).
+    pub plan_refresh_seconds: u64,
+    /// Minimum seconds between plan file writes.
+    pub plan_min_write_interval_seconds: u64,
+    /// Hours before a rule the server stopped listing is pruned.
+    pub plan_workflow_max_age_hours: u64,
+    /// Prepared workflows (loaded configs with their action details) kept in memory.
+    pub plan_action_details_cap: usize,
+    /// Jobs queued per scheduler cycle at most.
+    pub max_jobs_per_cycle: usize,
+    /// Longest the scheduler sleeps without a reason to wake.
+    pub safety_tick_seconds: u64,
+    /// A rule processed this recently is not queued again.
+    pub recent_seconds: u64,
+    /// Claim lease; heartbeats go every third of it.
+    pub lease_seconds: u32,
+    /// No new job starts while host memory use is at or above this percentage.
+    pub memory_limit_percent: f64,
+    /// Run due rules from the local plan when the functions are unreachable: only for a
+    /// runner that is the sole runner of its branches.
+    pub offline_execution: bool,
+    /// On shutdown, running jobs get this long to finish before they are cancelled.
+    pub shutdown_grace_seconds: u64,
+    /// Address of the status endpoint (`/`, `/healthz`, `/metrics`, `/status`).
+    pub status_listen: SocketAddr,
+    /// Timeout of each call to the functions.
+    pub request_timeout_seconds: u64,
+    /// Delays up to this long wait in place; longer ones pause the execution.
+    pub delay_in_place_max_seconds: u64,
+    /// Between SIGTERM and SIGKILL for `command` detectors.
+    pub stop_grace_seconds: u64,
+    /// Warn when the runner's clock and the server's differ by more than this.
+    pub clock_skew_warn_seconds: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            functions_url: String::new(),
+            token: Secret::default(),
+            runner_id: String::new(),
+            state_dir: PathBuf::from("/var/lib/res-runner"),
+            workers: 4,
+            plan_refresh_seconds: 20,
+            plan_min_write_interval_seconds: 1,
+            plan_workflow_max_age_hours: 24,
+            plan_action_details_cap: 1500,
+            max_jobs_per_cycle: 10,
+            safety_tick_seconds: 60,
+            recent_seconds: 30,
+            lease_seconds: 60,
+            memory_limit_percent: 90.0,
+            offline_execution: false,
+            shutdown_grace_seconds: 30,
+            status_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
+            request_timeout_seconds: 15,
+            delay_in_place_max_seconds: 60,
+            stop_grace_seconds: 10,
+            clock_skew_warn_seconds: 5,
+        }
+    }
+}
+
+/// Why the configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file or an environment variable could not be read as configuration.
+    #[error("{0}")]
+    Read(String),
+    /// Values that parse but make no sense, every one listed.
+    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Reads `path` (if given; a named file must exist), applies environment overrides
+    /// from `env` (the process environment in production), and checks the result.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(path) = path {
+            if !path.exists() {
+                return Err(ConfigError::Read(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        let figment = figment
+            .merge(Env::raw().filter_map(|key| {
+                LEGACY_ENV
+                    .iter()
+                    .find(|(legacy, _)| key == *legacy)
+                    .map(|(_, ours)| (*ours).into())
+            }))
+            .merge(Env::prefixed(ENV_PREFIX));
+        let config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Read(e.to_string()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Every problem with the values.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        let mut need = |ok: bool, message: &str| {
+            if !ok {
+                problems.push(message.to_owned());
+            }
+        };
+        need(
+            !self.functions_url.trim().is_empty(),
+            "functions_url is required (e.g. https://<project>/functions/v1)",
+        );
+        if !self.functions_url.trim().is_empty() {
+            let parsed = reqwest::Url::parse(&self.functions_url);
+            need(
+                parsed
+                    .as_ref()
+                    .is_ok_and(|u| matches!(u.scheme(), "http" | "https")),
+                &format!(
+                    "functions_url '{}' is not an http(s) URL",
+                    self.functions_url
+                ),
+            );
+        }
+        need(
+            !self.token.0.trim().is_empty(),
+            "token is required (a runner API key)",
+        );
+        need(
+            !self.runner_id.trim().is_empty() && self.runner_id.len() <= 200,
+            "runner_id is required (1-200 characters)",
+        );
+        need(self.workers >= 1, "workers must be at least 1");
+        need(
+            self.plan_refresh_seconds >= 1,
+            "plan_refresh_seconds must be at least 1",
+        );
+        need(
+            self.max_jobs_per_cycle >= 1,
+            "max_jobs_per_cycle must be at least 1",
+        );
+        need(
+            self.safety_tick_seconds >= 1,
+            "safety_tick_seconds must be at least 1",
+        );
+        need(
+            self.plan_action_details_cap >= 1,
+            "plan_action_details_cap must be at least 1",
+        );
+        need(
+            (1..=600).contains(&self.lease_seconds),
+            "lease_seconds must be between 1 and 600",
+        );
+        need(
+            self.memory_limit_percent > 0.0 && self.memory_limit_percent <= 100.0,
+            "memory_limit_percent must be in (0, 100]",
+        );
+        need(
+            self.request_timeout_seconds >= 1,
+            "request_timeout_seconds must be at least 1",
+        );
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// `plan_refresh_seconds` as a duration.
+    pub fn refresh_interval(&self) -> Duration {
+        Duration::from_secs(self.plan_refresh_seconds)
+    }
+
+    /// The plan file.
+    pub fn plan_path(&self) -> PathBuf {
+        self.state_dir.join("plan.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_listed_together_and_the_token_never_shows() {
+        let config = Config {
+            token: Secret("s3cret".into()),
+            workers: 0,
+            memory_limit_percent: 120.0,
+            functions_url: "ftp://x".into(),
+            ..Config::default()
+        };
+        let message = config.check().expect_err("invalid").to_string();
+        for part in [
+            "workers",
+            "memory_limit_percent",
+            "functions_url 'ftp://x'",
+            "runner_id",
+        ] {
+            assert!(message.contains(part), "{part} in {message}");
+        }
+        assert!(!format!("{config:?}").contains("s3cret"));
+    }
+}

@@ -1,0 +1,117 @@
+//! Delivers the outbox in order whenever the functions answer; stops at the first item
+//! that cannot be delivered yet, so nothing overtakes an earlier item.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::Daemon;
+use super::outbox::{Item, Stored};
+use crate::cloud::CloudError;
+
+/// Longest wait between attempts while the functions fail.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Runs until shutdown.
+pub async fn run(daemon: Arc<Daemon>) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let delivered_all = deliver(&daemon).await;
+        let wait = if delivered_all {
+            backoff = Duration::from_secs(1);
+            // Nothing left: wait for a new item (or look again now and then).
+            Duration::from_secs(30)
+        } else {
+            let wait = backoff;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            wait
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = daemon.outbox.added(), if delivered_all => {}
+            () = daemon.shutdown.cancelled() => {
+                // One last attempt, so a report made during shutdown is not left behind.
+                deliver(&daemon).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Delivers what it can; true when the outbox is empty afterwards.
+pub async fn deliver(daemon: &Daemon) -> bool {
+    // One delivery at a time (the refresher also delivers before it fetches).
+    let _one = daemon.delivering.lock().await;
+    let pending = match daemon.outbox.pending() {
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::error!(%error, "cannot read the outbox");
+            return false;
+        }
+    };
+    for stored in pending {
+        match send(daemon, &stored).await {
+            Ok(()) => {
+                if let Err(error) = daemon.outbox.remove(&stored) {
+                    tracing::error!(%error, path = %stored.path.display(), "delivered but cannot remove it; it will be sent again (harmless: deliveries are idempotent)");
+                    return false;
+                }
+            }
+            Err(error) if error.is_transient() => {
+                daemon.set_reachable(false);
+                tracing::debug!(%error, depth = daemon.outbox.depth(), "outbox delivery waits for the functions");
+                return false;
+            }
+            Err(error) => {
+                let moved = daemon.outbox.reject(&stored);
+                tracing::error!(%error, moved_to = ?moved.ok(), "the functions refused an outbox item for good; kept aside for inspection");
+            }
+        }
+    }
+    daemon.outbox.depth() == 0
+}
+
+async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
+    let Some(item) = &stored.item else {
+        return Err(CloudError::Invalid {
+            function: "outbox",
+            message: format!("{} is unreadable", stored.path.display()),
+        });
+    };
+    match item {
+        Item::Violation(request) => {
+            daemon.client.create_violation(request).await?;
+            tracing::info!(execution_id = %request.execution_id, key = %request.idempotency_key, "outbox: violation delivered");
+        }
+        Item::Report(request) => {
+            let answer = daemon.client.set_next_run_time(request).await?;
+            daemon.set_reachable(true);
+            // The server's answer replaces a schedule computed here, unless a later local
+            // run (still queued behind this report) already moved the rule further on.
+            let local_is_later = daemon
+                .plan
+                .read()
+                .workflows
+                .get(&request.branch_rule_id)
+                .is_some_and(|e| {
+                    e.local.local_next_run
+                        && e.workflow
+                            .next_run_time
+                            .is_some_and(|t| t > answer.next_run_time)
+                });
+            if !local_is_later {
+                daemon
+                    .plan
+                    .apply_report(&answer, request.is_last_run_failed, false, Utc::now());
+            }
+            tracing::info!(
+                branch_rule_id = %request.branch_rule_id,
+                execution_id = ?request.execution_id,
+                next_run_time = %answer.next_run_time,
+                "outbox: report delivered"
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,261 @@
+//! `res-runner run`: the long-running service on a site's camera host. It keeps the
+//! execution plan in sync, starts due rules within a second, runs them with the workflow
+//! engine on a pool of workers, reports back (through a durable outbox when the functions
+//! are away), and tells operators what it is doing.
+
+pub mod config;
+pub mod delivery;
+pub mod marker;
+pub mod memory;
+pub mod outbox;
+pub mod pool;
+pub mod prepared;
+pub mod queue;
+pub mod refresher;
+pub mod scheduler;
+pub mod services;
+pub mod status;
+pub mod telemetry;
+pub mod worker;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::cloud::FunctionsClient;
+use crate::plan::store::{Loaded, PlanStore};
+use crate::workflow::engine::{Engine, EngineSettings};
+use crate::workflow::executors::Executors;
+use config::Config;
+use outbox::Outbox;
+use queue::JobQueue;
+use telemetry::{Activity, Metrics};
+
+/// Everything the daemon's tasks share.
+#[derive(Debug)]
+pub struct Daemon {
+    /// Settings.
+    pub config: Config,
+    /// This start of the process (claims carry it; `runner_register` crashes older ones).
+    pub boot_id: String,
+    /// The functions.
+    pub client: FunctionsClient,
+    /// The plan.
+    pub plan: PlanStore,
+    /// Waiting and active jobs.
+    pub queue: Mutex<JobQueue>,
+    /// Wakes workers when a job is queued.
+    pub job_added: Notify,
+    /// Undelivered reports and violations.
+    pub outbox: Arc<Outbox>,
+    /// Held while the outbox is being delivered.
+    pub delivering: tokio::sync::Mutex<()>,
+    /// Runs workflows.
+    pub engine: Engine,
+    /// Loaded workflows by branch rule.
+    pub prepared: prepared::PreparedCache,
+    /// Metrics.
+    pub metrics: Metrics,
+    /// Running and recent jobs.
+    pub activity: Activity,
+    /// Stop taking jobs.
+    pub shutdown: CancellationToken,
+    /// Cancel running jobs (after the shutdown grace).
+    pub abort: CancellationToken,
+    /// The functions answered the last call.
+    pub cloud_reachable: AtomicBool,
+    /// This boot is registered with the functions.
+    pub registered: AtomicBool,
+    /// The first plan refresh (which trusts the server completely) is done.
+    pub first_refresh_done: AtomicBool,
+    /// Last successful plan refresh.
+    pub last_refresh: Mutex<Option<DateTime<Utc>>>,
+    /// Host memory probe.
+    pub memory: memory::MemoryProbe,
+    /// When the daemon started.
+    pub started_at: DateTime<Utc>,
+    /// How the plan file looked at start.
+    pub plan_at_start: String,
+    /// How the last process ended.
+    pub last_stop: String,
+}
+
+impl Daemon {
+    /// Sets the daemon up: state directory, plan (crash recovery), outbox, engine. Nothing
+    /// runs yet.
+    pub fn open(config: Config) -> anyhow::Result<Arc<Daemon>> {
+        std::fs::create_dir_all(&config.state_dir).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot create state_dir {}: {e}",
+                config.state_dir.display()
+            )
+        })?;
+        let last_stop = marker::report_last_stop(&config.state_dir);
+        let (plan, loaded) = PlanStore::open(
+            &config.plan_path(),
+            Duration::from_secs(config.plan_min_write_interval_seconds),
+        )?;
+        let plan_at_start = match loaded {
+            Loaded::Missing => "no plan file (first start)".to_owned(),
+            Loaded::Read(n) => format!("{n} branch rule(s) from the plan file"),
+            Loaded::Ignored(error) => {
+                tracing::error!(%error, "starting with an empty plan");
+                format!("plan file ignored: {error}")
+            }
+        };
+        tracing::info!(plan = %plan_at_start, "execution plan loaded");
+        let outbox = Arc::new(Outbox::open(&config.state_dir.join("outbox"))?);
+        if outbox.depth() > 0 {
+            tracing::info!(
+                items = outbox.depth(),
+                "outbox has undelivered items from before"
+            );
+        }
+        let client = FunctionsClient::new(
+            &config.functions_url,
+            &config.token.0,
+            Duration::from_secs(config.request_timeout_seconds),
+        )?;
+        let engine = Engine::new(
+            Executors::standard(),
+            EngineSettings {
+                delay_in_place_max: Duration::from_secs(config.delay_in_place_max_seconds),
+                stop_grace: Duration::from_secs(config.stop_grace_seconds),
+                ..EngineSettings::default()
+            },
+        );
+        Ok(Arc::new(Daemon {
+            boot_id: Uuid::new_v4().to_string(),
+            queue: Mutex::new(JobQueue::new(Duration::from_secs(config.recent_seconds))),
+            job_added: Notify::new(),
+            delivering: tokio::sync::Mutex::new(()),
+            prepared: prepared::PreparedCache::new(config.plan_action_details_cap),
+            metrics: Metrics::default(),
+            activity: Activity::default(),
+            shutdown: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            cloud_reachable: AtomicBool::new(false),
+            registered: AtomicBool::new(false),
+            first_refresh_done: AtomicBool::new(false),
+            last_refresh: Mutex::new(None),
+            memory: memory::MemoryProbe::new(config.memory_limit_percent),
+            started_at: Utc::now(),
+            client,
+            plan,
+            outbox,
+            engine,
+            plan_at_start,
+            last_stop,
+            config,
+        }))
+    }
+
+    /// The queue, locked.
+    pub fn queue(&self) -> std::sync::MutexGuard<'_, JobQueue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes whether the functions answered.
+    pub fn set_reachable(&self, reachable: bool) {
+        self.cloud_reachable.store(reachable, Ordering::SeqCst);
+    }
+
+    /// Refreshes the gauges that are read rather than counted.
+    pub fn sample_gauges(&self) {
+        let (queued, active) = {
+            let queue = self.queue();
+            (queue.len(), queue.active())
+        };
+        let m = &self.metrics;
+        m.queue_size.set(queued as i64);
+        m.active_jobs.set(active as i64);
+        let writer = self.plan.writer_stats();
+        m.write_thread_alive
+            .set(i64::from(writer.alive.load(Ordering::SeqCst)));
+        m.write_queue_size
+            .set(writer.queued.load(Ordering::SeqCst) as i64);
+        m.plan_workflows.set(self.plan.read().len() as i64);
+        m.outbox_depth.set(self.outbox.depth() as i64);
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully.
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    crate::cloud::install_crypto();
+    let daemon = Daemon::open(config)?;
+    let listener = tokio::net::TcpListener::bind(daemon.config.status_listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen on status_listen {}: {e}",
+                daemon.config.status_listen
+            )
+        })?;
+    tracing::info!(
+        runner_id = %daemon.config.runner_id,
+        boot_id = %daemon.boot_id,
+        functions_url = %daemon.config.functions_url,
+        workers = daemon.config.workers,
+        offline_execution = daemon.config.offline_execution,
+        status = %format!("http://{}/", listener.local_addr()?),
+        "res-runner starting"
+    );
+    let status = tokio::spawn(status::serve(Arc::clone(&daemon), listener));
+    // The first refresh (and the registration) come before any job: the server is trusted
+    // completely then.
+    refresher::first_refresh(&daemon).await;
+    let refresher = tokio::spawn(refresher::run(Arc::clone(&daemon)));
+    let delivery = tokio::spawn(delivery::run(Arc::clone(&daemon)));
+    let pool = tokio::spawn(pool::run(
+        Arc::clone(&daemon),
+        worker::handler(Arc::clone(&daemon)),
+    ));
+    let scheduler = tokio::spawn(scheduler::run(Arc::clone(&daemon)));
+    let watchdog = tokio::spawn(marker::watchdog(Arc::clone(&daemon)));
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+
+    let signal = marker::wait_for_signal().await;
+    let shutdown_started_at = Utc::now();
+    tracing::info!(
+        signal,
+        "shutting down: no new jobs; running ones get {} s",
+        daemon.config.shutdown_grace_seconds
+    );
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    daemon.shutdown.cancel();
+    let dropped = daemon.queue().clear();
+    for job in &dropped {
+        daemon
+            .plan
+            .set_running(job.branch_rule_id, false, Utc::now());
+    }
+    let grace = Duration::from_secs(daemon.config.shutdown_grace_seconds);
+    let stop_grace = Duration::from_secs(daemon.config.stop_grace_seconds);
+    if tokio::time::timeout(grace, pool::drained(&daemon))
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown grace over: cancelling running jobs");
+        daemon.abort.cancel();
+        // Cancelled jobs still stop their detectors and report.
+        let _ = tokio::time::timeout(stop_grace + Duration::from_secs(10), pool::drained(&daemon))
+            .await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(30), pool).await;
+    scheduler.abort();
+    refresher.abort();
+    delivery.abort();
+    watchdog.abort();
+    status.abort();
+    if !daemon.plan.flush(Duration::from_secs(10)) {
+        tracing::error!("the plan could not be written at shutdown");
+    }
+    marker::write(&daemon.config.state_dir, shutdown_started_at, signal)?;
+    tracing::info!(outbox = daemon.outbox.depth(), "res-runner stopped");
+    Ok(())
+}

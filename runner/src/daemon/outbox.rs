@@ -1,0 +1,186 @@
+//! The outbox: reports and violations the functions could not take, kept on disk one file
+//! each (written atomically) and delivered in order when they answer again. Nothing in it
+//! is lost across restarts; an item the functions refuse for good is moved aside, not
+//! dropped.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use res_shared::wire::{SetNextRunTimeRequest, ViolationRequest};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::plan::file::write_atomic;
+
+/// Something to deliver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "request", rename_all = "snake_case")]
+pub enum Item {
+    /// A finished run (`branch_rules_set_NextRunTime`).
+    Report(SetNextRunTimeRequest),
+    /// A violation (`violations_create`).
+    Violation(ViolationRequest),
+}
+
+/// The durable queue.
+#[derive(Debug)]
+pub struct Outbox {
+    dir: PathBuf,
+    next: Mutex<u64>,
+    depth: AtomicUsize,
+    added: Notify,
+}
+
+/// A stored item.
+#[derive(Debug)]
+pub struct Stored {
+    /// Its file.
+    pub path: PathBuf,
+    /// The item (`None` if the file is unreadable; it is moved aside).
+    pub item: Option<Item>,
+}
+
+impl Outbox {
+    /// Opens (creating) the outbox in `dir`.
+    pub fn open(dir: &Path) -> io::Result<Outbox> {
+        fs::create_dir_all(dir)?;
+        let files = list(dir)?;
+        let next = files
+            .iter()
+            .filter_map(|p| sequence(p))
+            .max()
+            .map_or(1, |n| n + 1);
+        Ok(Outbox {
+            dir: dir.to_owned(),
+            next: Mutex::new(next),
+            depth: AtomicUsize::new(files.len()),
+            added: Notify::new(),
+        })
+    }
+
+    /// Stores an item durably, after everything stored before it.
+    pub fn push(&self, item: &Item) -> io::Result<()> {
+        let bytes = serde_json::to_vec(item).map_err(io::Error::other)?;
+        let mut next = self
+            .next
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let path = self.dir.join(format!("{:016}.json", *next));
+        write_atomic(&path, &bytes)?;
+        *next += 1;
+        self.depth.fetch_add(1, Ordering::SeqCst);
+        drop(next);
+        self.added.notify_one();
+        Ok(())
+    }
+
+    /// Items waiting, oldest first.
+    pub fn pending(&self) -> io::Result<Vec<Stored>> {
+        let files = list(&self.dir)?;
+        self.depth.store(files.len(), Ordering::SeqCst);
+        Ok(files
+            .into_iter()
+            .map(|path| {
+                let item = fs::read(&path)
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+                Stored { path, item }
+            })
+            .collect())
+    }
+
+    /// Removes a delivered item.
+    pub fn remove(&self, stored: &Stored) -> io::Result<()> {
+        fs::remove_file(&stored.path)?;
+        self.depth.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Moves an item the functions refused for good to `rejected/`, for a person to look at.
+    pub fn reject(&self, stored: &Stored) -> io::Result<PathBuf> {
+        let dir = self.dir.join("rejected");
+        fs::create_dir_all(&dir)?;
+        let name = stored
+            .path
+            .file_name()
+            .map_or_else(|| "item.json".into(), |n| n.to_owned());
+        let target = dir.join(name);
+        fs::rename(&stored.path, &target)?;
+        self.depth.fetch_sub(1, Ordering::SeqCst);
+        Ok(target)
+    }
+
+    /// Items waiting.
+    pub fn depth(&self) -> usize {
+        self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when an item is pushed.
+    pub async fn added(&self) {
+        self.added.notified().await;
+    }
+}
+
+fn sequence(path: &Path) -> Option<u64> {
+    path.file_stem()?.to_str()?.parse().ok()
+}
+
+fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && sequence(p).is_some())
+        .collect();
+    files.sort_by_key(|p| sequence(p));
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn violation(key: &str) -> Item {
+        Item::Violation(ViolationRequest {
+            execution_id: Uuid::nil(),
+            claim_token: "t".into(),
+            kind: "queue".into(),
+            details: serde_json::json!({}),
+            idempotency_key: key.into(),
+        })
+    }
+
+    #[test]
+    fn items_come_back_in_order_after_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("res-outbox-{}", Uuid::new_v4()));
+        let outbox = Outbox::open(&dir).expect("opens");
+        for key in ["a", "b", "c"] {
+            outbox.push(&violation(key)).expect("stored");
+        }
+        let first = outbox.pending().expect("lists");
+        outbox.remove(&first[0]).expect("removes");
+        drop(outbox);
+
+        let reopened = Outbox::open(&dir).expect("reopens");
+        assert_eq!(reopened.depth(), 2);
+        reopened.push(&violation("d")).expect("stored");
+        let keys: Vec<String> = reopened
+            .pending()
+            .expect("lists")
+            .into_iter()
+            .filter_map(|s| match s.item {
+                Some(Item::Violation(v)) => Some(v.idempotency_key),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(keys, ["b", "c", "d"]);
+        let pending = reopened.pending().expect("lists");
+        let moved = reopened.reject(&pending[0]).expect("moved aside");
+        assert!(moved.exists());
+        assert_eq!(reopened.depth(), 2);
+        fs::remove_dir_all(&dir).ok();
+    }
+}

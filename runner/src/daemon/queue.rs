@@ -1,0 +1,156 @@
+//! The job queue (reference 001): a rule is queued only if it is not queued already, not
+//! being run, and not processed within the last few seconds.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+/// A queued rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    /// The branch rule.
+    pub branch_rule_id: Uuid,
+    /// When it became due (for dispatch lag).
+    pub due_at: DateTime<Utc>,
+}
+
+/// Why a rule was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// It is in the queue.
+    Queued,
+    /// A worker is running it.
+    Active,
+    /// It finished moments ago (the plan may not show its new next run yet).
+    Recent,
+}
+
+/// Queue state; callers hold it behind a lock.
+#[derive(Debug)]
+pub struct JobQueue {
+    order: VecDeque<Uuid>,
+    queued: HashMap<Uuid, Job>,
+    active: HashSet<Uuid>,
+    recent: HashMap<Uuid, Instant>,
+    recent_window: Duration,
+}
+
+impl JobQueue {
+    /// An empty queue that refuses rules processed within `recent_window`.
+    pub fn new(recent_window: Duration) -> JobQueue {
+        JobQueue {
+            order: VecDeque::new(),
+            queued: HashMap::new(),
+            active: HashSet::new(),
+            recent: HashMap::new(),
+            recent_window,
+        }
+    }
+
+    /// Queues a job unless it is queued, active or recent.
+    pub fn push(&mut self, job: Job, now: Instant) -> Result<(), Refused> {
+        let id = job.branch_rule_id;
+        if self.queued.contains_key(&id) {
+            return Err(Refused::Queued);
+        }
+        if self.active.contains(&id) {
+            return Err(Refused::Active);
+        }
+        if self
+            .recent
+            .get(&id)
+            .is_some_and(|at| now.duration_since(*at) < self.recent_window)
+        {
+            return Err(Refused::Recent);
+        }
+        self.queued.insert(id, job);
+        self.order.push_back(id);
+        Ok(())
+    }
+
+    /// Takes the oldest job and marks it active.
+    pub fn pop(&mut self) -> Option<Job> {
+        while let Some(id) = self.order.pop_front() {
+            if let Some(job) = self.queued.remove(&id) {
+                self.active.insert(id);
+                return Some(job);
+            }
+        }
+        None
+    }
+
+    /// A worker is done with a rule.
+    pub fn finish(&mut self, id: Uuid, now: Instant) {
+        self.active.remove(&id);
+        self.recent.insert(id, now);
+        let window = self.recent_window;
+        self.recent.retain(|_, at| now.duration_since(*at) < window);
+    }
+
+    /// Whether a rule is queued or active (the scheduler skips those).
+    pub fn holds(&self, id: Uuid) -> bool {
+        self.queued.contains_key(&id) || self.active.contains(&id)
+    }
+
+    /// Jobs waiting.
+    pub fn len(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// Whether no job waits.
+    pub fn is_empty(&self) -> bool {
+        self.queued.is_empty()
+    }
+
+    /// Jobs being run.
+    pub fn active(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Drops every waiting job (shutdown).
+    pub fn clear(&mut self) -> Vec<Job> {
+        self.order.clear();
+        self.queued.drain().map(|(_, job)| job).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: Uuid) -> Job {
+        Job {
+            branch_rule_id: id,
+            due_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_rule_is_never_queued_twice_nor_while_active_nor_just_after() {
+        let mut queue = JobQueue::new(Duration::from_secs(30));
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let t0 = Instant::now();
+        assert_eq!(queue.push(job(a), t0), Ok(()));
+        assert_eq!(queue.push(job(a), t0), Err(Refused::Queued));
+        assert_eq!(queue.push(job(b), t0), Ok(()));
+        assert_eq!(
+            queue.pop().map(|j| j.branch_rule_id),
+            Some(a),
+            "first in, first out"
+        );
+        assert_eq!(queue.push(job(a), t0), Err(Refused::Active));
+        assert!(queue.holds(a));
+        queue.finish(a, t0);
+        assert!(!queue.holds(a));
+        assert_eq!(
+            queue.push(job(a), t0 + Duration::from_secs(29)),
+            Err(Refused::Recent)
+        );
+        assert_eq!(queue.push(job(a), t0 + Duration::from_secs(30)), Ok(()));
+        assert_eq!((queue.len(), queue.active()), (2, 0));
+        assert_eq!(queue.clear().len(), 2);
+        assert!(queue.pop().is_none());
+    }
+}

@@ -1,0 +1,139 @@
+//! Keeps the plan in sync: registers this boot, fetches the plan every
+//! `plan_refresh_seconds` (a delta after the first), backs off on errors, and measures
+//! clock skew against the server's time.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use res_shared::wire::{PlanRequest, RegisterRequest};
+
+use super::Daemon;
+use crate::plan::merge::MergeSettings;
+
+/// Longest wait between attempts while the functions fail.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Registers and fetches once before jobs start; failures are logged, and the runner
+/// continues from its stored plan.
+pub async fn first_refresh(daemon: &Daemon) {
+    if let Err(error) = refresh(daemon).await {
+        tracing::warn!(%error, "first plan refresh failed; running from the stored plan and retrying");
+    }
+}
+
+/// Runs until shutdown.
+pub async fn run(daemon: Arc<Daemon>) {
+    let interval = daemon.config.refresh_interval();
+    let mut backoff = interval;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        match refresh(&daemon).await {
+            Ok(()) => backoff = interval,
+            Err(error) => {
+                daemon.metrics.plan_refresh_failures.inc();
+                backoff = (backoff * 2).min(MAX_BACKOFF).max(interval);
+                tracing::warn!(%error, retry_in_s = backoff.as_secs(), "plan refresh failed");
+            }
+        }
+    }
+}
+
+async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
+    // Undelivered reports first: a plan fetched over them would bring back schedules they
+    // already moved on, and a rule could run twice.
+    if daemon.outbox.depth() > 0 && !super::delivery::deliver(daemon).await {
+        return Err(crate::cloud::CloudError::Unreachable {
+            function: "outbox",
+            message: format!(
+                "{} outbox item(s) still undelivered; the plan is refreshed after them",
+                daemon.outbox.depth()
+            ),
+        });
+    }
+    if !daemon.registered.load(Ordering::SeqCst) {
+        register(daemon).await?;
+    }
+    let first = !daemon.first_refresh_done.load(Ordering::SeqCst);
+    let since = if first {
+        None
+    } else {
+        daemon.plan.read().cursor.clone()
+    };
+    let response = daemon
+        .client
+        .plan(&PlanRequest {
+            runner_id: daemon.config.runner_id.clone(),
+            since,
+        })
+        .await;
+    let response = match response {
+        Ok(response) => response,
+        Err(error) => {
+            daemon.set_reachable(!error.is_transient());
+            return Err(error);
+        }
+    };
+    daemon.set_reachable(true);
+    let now = Utc::now();
+    check_skew(daemon, response.generated_at, now);
+    let refresh =
+        TimeDelta::from_std(daemon.config.refresh_interval()).unwrap_or(TimeDelta::seconds(20));
+    let max_age =
+        TimeDelta::hours(i64::try_from(daemon.config.plan_workflow_max_age_hours).unwrap_or(24));
+    let outcome = daemon.plan.merge(
+        response,
+        now,
+        MergeSettings {
+            refresh_interval: refresh,
+            max_age,
+            first,
+        },
+    );
+    if first {
+        tracing::info!(
+            workflows = daemon.plan.read().len(),
+            added = outcome.added.len(),
+            "first plan refresh: the server's plan is taken as is"
+        );
+    }
+    daemon.first_refresh_done.store(true, Ordering::SeqCst);
+    *daemon
+        .last_refresh
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
+    Ok(())
+}
+
+async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
+    let answer = daemon
+        .client
+        .register(&RegisterRequest {
+            runner_id: daemon.config.runner_id.clone(),
+            boot_id: daemon.boot_id.clone(),
+        })
+        .await?;
+    check_skew(daemon, answer.server_time, Utc::now());
+    if answer.crashed.is_empty() {
+        tracing::info!("registered with the functions");
+    } else {
+        tracing::warn!(crashed = ?answer.crashed, "registered; executions of this runner's earlier boots were marked crashed");
+    }
+    daemon.registered.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+fn check_skew(daemon: &Daemon, server: DateTime<Utc>, local: DateTime<Utc>) {
+    let skew = (local - server).num_milliseconds() as f64 / 1000.0;
+    daemon.metrics.clock_skew_seconds.set(skew);
+    if skew.abs() > daemon.config.clock_skew_warn_seconds as f64 {
+        tracing::warn!(
+            skew_seconds = format!("{skew:.1}"),
+            "this host's clock differs from the server's; schedules may start early or late"
+        );
+    }
+}

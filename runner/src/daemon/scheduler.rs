@@ -1,0 +1,103 @@
+//! The master loop: sleeps until the next rule is due, a window opens, the plan changes or
+//! the safety tick, then queues ready rules (at most `max_jobs_per_cycle` per cycle).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use super::Daemon;
+use super::queue::Job;
+use crate::plan::ready;
+
+/// Runs until shutdown.
+pub async fn run(daemon: Arc<Daemon>) {
+    let safety = Duration::from_secs(daemon.config.safety_tick_seconds);
+    let mut throttled_since: Option<Instant> = None;
+    loop {
+        // Interest first, check second: a change between the two still wakes us.
+        let changed = daemon.plan.notify().notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if daemon.shutdown.is_cancelled() {
+            return;
+        }
+        let now = Utc::now();
+        let sleep = match daemon.memory.over_limit() {
+            Some(used) => {
+                daemon.metrics.memory_throttled.set(1);
+                if throttled_since.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                    tracing::warn!(
+                        used_percent = format!("{used:.1}"),
+                        limit_percent = daemon.memory.limit_percent(),
+                        "memory throttling: no new job starts"
+                    );
+                    throttled_since = Some(Instant::now());
+                }
+                Duration::from_secs(1)
+            }
+            None => {
+                daemon.metrics.memory_throttled.set(0);
+                throttled_since = None;
+                let queued = dispatch(&daemon, now);
+                let wake = ready::next_wake(&daemon.plan.read(), now);
+                if queued == daemon.config.max_jobs_per_cycle {
+                    // More may be ready: come back as soon as a worker frees up.
+                    safety
+                } else {
+                    until(wake, now).min(safety)
+                }
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(sleep) => {}
+            () = changed => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Queues the rules ready at `now`; returns how many.
+pub fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
+    let jobs: Vec<Job> = {
+        let plan = daemon.plan.read();
+        let queue = daemon.queue();
+        let ids = ready::ready(&plan, now, daemon.config.max_jobs_per_cycle, &|id| {
+            queue.holds(id)
+        });
+        ids.into_iter()
+            .map(|id| Job {
+                branch_rule_id: id,
+                due_at: plan
+                    .workflows
+                    .get(&id)
+                    .and_then(|e| e.workflow.resume_at.or(e.workflow.next_run_time))
+                    .map_or(now, |due| due.min(now)),
+            })
+            .collect()
+    };
+    let mut queued = 0;
+    {
+        let mut queue = daemon.queue();
+        for job in jobs {
+            if queue.push(job, Instant::now()).is_ok() {
+                queued += 1;
+            }
+        }
+    }
+    if queued > 0 {
+        tracing::debug!(queued, "jobs queued");
+        for _ in 0..queued {
+            daemon.job_added.notify_one();
+        }
+    }
+    queued
+}
+
+/// Time from `now` to `wake` (zero when past), or a long time when nothing is scheduled.
+fn until(wake: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Duration {
+    match wake {
+        Some(at) => (at - now).to_std().unwrap_or(Duration::ZERO) + Duration::from_millis(5),
+        None => Duration::MAX,
+    }
+}

@@ -1,0 +1,139 @@
+//! Execution services of the daemon: through the functions, falling back to the outbox for
+//! violations when they are unreachable, and a collecting stand-in for offline runs.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use res_shared::wire::{OfflineViolation, ViolationRequest};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use super::outbox::{Item, Outbox};
+use crate::cloud::FunctionsClient;
+use crate::workflow::services::{CloudServices, ExecutionServices, ServiceError};
+
+/// A claimed execution's services; a violation the functions cannot take now goes to the
+/// outbox with its idempotency key and counts as recorded.
+pub struct ClaimedServices {
+    cloud: CloudServices,
+    outbox: Arc<Outbox>,
+    execution_id: Uuid,
+    claim_token: String,
+}
+
+impl ClaimedServices {
+    /// Services for one claim.
+    pub fn new(
+        client: FunctionsClient,
+        outbox: Arc<Outbox>,
+        execution_id: Uuid,
+        claim_token: String,
+    ) -> ClaimedServices {
+        ClaimedServices {
+            cloud: CloudServices::new(client, execution_id, claim_token.clone()),
+            outbox,
+            execution_id,
+            claim_token,
+        }
+    }
+}
+
+impl ExecutionServices for ClaimedServices {
+    fn create_violation<'a>(
+        &'a self,
+        kind: &'a str,
+        details: Value,
+        idempotency_key: String,
+    ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
+        Box::pin(async move {
+            // Earlier items must arrive first: with a backlog, join it.
+            if self.outbox.depth() == 0 {
+                match self
+                    .cloud
+                    .create_violation(kind, details.clone(), idempotency_key.clone())
+                    .await
+                {
+                    Err(ServiceError::Cloud(error)) if error.is_transient() => {
+                        tracing::warn!(%error, "functions unreachable; violation kept in the outbox");
+                    }
+                    other => return other,
+                }
+            }
+            self.outbox
+                .push(&Item::Violation(ViolationRequest {
+                    execution_id: self.execution_id,
+                    claim_token: self.claim_token.clone(),
+                    kind: kind.to_owned(),
+                    details,
+                    idempotency_key,
+                }))
+                .map_err(|e| {
+                    ServiceError::Unavailable(format!("cannot store the violation: {e}"))
+                })?;
+            // The id is the server's to give; this one names the queued record.
+            Ok(Uuid::new_v4())
+        })
+    }
+
+    fn pause(
+        &self,
+        delay_seconds: u32,
+        context: Box<RawValue>,
+    ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>> {
+        self.cloud.pause(delay_seconds, context)
+    }
+}
+
+/// Services of a run made without a claim: violations are collected and travel with the
+/// run's report; pausing is impossible (the engine waits in place when it can).
+#[derive(Debug, Default)]
+pub struct OfflineServices {
+    violations: Mutex<Vec<OfflineViolation>>,
+}
+
+impl OfflineServices {
+    /// The violations found.
+    pub fn take(&self) -> Vec<OfflineViolation> {
+        std::mem::take(
+            &mut self
+                .violations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+}
+
+impl ExecutionServices for OfflineServices {
+    fn create_violation<'a>(
+        &'a self,
+        kind: &'a str,
+        details: Value,
+        idempotency_key: String,
+    ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
+        Box::pin(async move {
+            self.violations
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(OfflineViolation {
+                    kind: kind.to_owned(),
+                    details,
+                    idempotency_key,
+                });
+            Ok(Uuid::new_v4())
+        })
+    }
+
+    fn pause(
+        &self,
+        _delay_seconds: u32,
+        _context: Box<RawValue>,
+    ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>> {
+        Box::pin(async {
+            Err(ServiceError::Unavailable(
+                "an offline run cannot pause (the functions are unreachable)".into(),
+            ))
+        })
+    }
+}

@@ -1,0 +1,365 @@
+//! One job: claim the rule, keep the claim alive, run the workflow, report — or, when the
+//! functions are unreachable and this runner may, run it offline and report later.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use res_shared::schedule::Blocker;
+use res_shared::wire::{
+    ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatRequest, OfflineRun,
+    SetNextRunTimeRequest,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use super::Daemon;
+use super::outbox::Item;
+use super::pool::Handler;
+use super::queue::Job;
+use super::services::{ClaimedServices, OfflineServices};
+use super::telemetry::{JobResult, RunningJob};
+use crate::cloud::CloudError;
+use crate::plan::ready;
+use crate::workflow::engine::Execution;
+use crate::workflow::prepare::Prepared;
+use crate::workflow::report::ExecutionReport;
+
+/// The pool's handler: [`run_job`] in a span with the rule id.
+pub fn handler(daemon: Arc<Daemon>) -> Handler {
+    Arc::new(move |job: Job| {
+        let daemon = Arc::clone(&daemon);
+        let span = tracing::info_span!("job", branch_rule_id = %job.branch_rule_id);
+        Box::pin(async move { run_job(&daemon, job).await }.instrument(span))
+    })
+}
+
+/// What came of a job, for the status page and metrics.
+struct Outcome {
+    execution_id: Option<Uuid>,
+    status: String,
+    next_run_time: Option<DateTime<Utc>>,
+    offline: bool,
+    error: Option<String>,
+}
+
+impl Outcome {
+    fn skipped(status: &str, error: String) -> Outcome {
+        Outcome {
+            execution_id: None,
+            status: status.to_owned(),
+            next_run_time: None,
+            offline: false,
+            error: Some(error),
+        }
+    }
+}
+
+/// Runs one job to its end.
+pub async fn run_job(daemon: &Daemon, job: Job) {
+    let id = job.branch_rule_id;
+    let started_at = Utc::now();
+    daemon.plan.set_running(id, true, started_at);
+    daemon.activity.started(RunningJob {
+        branch_rule_id: id,
+        execution_id: None,
+        started_at,
+    });
+    let outcome = claim_and_run(daemon, job).await;
+    daemon.metrics.count(&outcome.status);
+    tracing::info!(
+        execution_id = ?outcome.execution_id,
+        status = %outcome.status,
+        next_run_time = ?outcome.next_run_time,
+        offline = outcome.offline,
+        duration_ms = (Utc::now() - started_at).num_milliseconds(),
+        "job finished"
+    );
+    daemon.activity.finished(JobResult {
+        branch_rule_id: id,
+        execution_id: outcome.execution_id,
+        status: outcome.status,
+        started_at,
+        duration_ms: (Utc::now() - started_at).num_milliseconds(),
+        next_run_time: outcome.next_run_time,
+        offline: outcome.offline,
+        error: outcome.error,
+    });
+}
+
+async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
+    let id = job.branch_rule_id;
+    let claim = daemon
+        .client
+        .claim(&ClaimRequest {
+            branch_rule_id: id,
+            runner_id: daemon.config.runner_id.clone(),
+            lease_seconds: Some(daemon.config.lease_seconds),
+            boot_id: Some(daemon.boot_id.clone()),
+        })
+        .await;
+    match claim {
+        Ok(claim) => {
+            daemon.set_reachable(true);
+            let lag = (Utc::now() - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
+            daemon.metrics.dispatch_lag_seconds.observe(lag);
+            daemon.activity.claimed(id, claim.execution_id);
+            let span = tracing::info_span!("execution", execution_id = %claim.execution_id);
+            run_claimed(daemon, job, claim).instrument(span).await
+        }
+        Err(error) if error.is_transient() => {
+            daemon.set_reachable(false);
+            if daemon.config.offline_execution {
+                tracing::warn!(%error, "functions unreachable: running from the local plan (offline_execution)");
+                run_offline(daemon, job).await
+            } else {
+                tracing::warn!(%error, "functions unreachable: not running (offline_execution is off)");
+                daemon.plan.set_running(id, false, Utc::now());
+                Outcome::skipped("skipped_offline", error.to_string())
+            }
+        }
+        Err(error) => {
+            lost_claim(daemon, id, &error);
+            Outcome::skipped("claim_lost", error.to_string())
+        }
+    }
+}
+
+/// Another runner has the rule, or the server disagrees that it is due: move on, and take
+/// the server's view of when it is due.
+fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
+    tracing::info!(%error, "claim not granted; moving on");
+    let refusal = match error {
+        CloudError::Rejected { body, .. } => {
+            serde_json::from_value::<ClaimRefusal>(body.clone()).ok()
+        }
+        _ => None,
+    };
+    let due = refusal.as_ref().and_then(|r| {
+        r.blockers.iter().find_map(|b| match b {
+            Blocker::NotDue { next_run_time } => Some(*next_run_time),
+            _ => None,
+        })
+    });
+    daemon.plan.update(|plan| {
+        if let Some(entry) = plan.workflows.get_mut(&id) {
+            entry.workflow.is_currently_running = false;
+            if let Some(due) = due {
+                entry.workflow.next_run_time = Some(due);
+            }
+        }
+    });
+}
+
+/// Loads the rule's workflow from the plan.
+fn prepare(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Entry), String> {
+    let plan = daemon.plan.read();
+    let entry = plan
+        .workflows
+        .get(&id)
+        .ok_or_else(|| format!("branch rule {id} is no longer in the plan"))?;
+    let version = plan.cursor.clone().unwrap_or_default();
+    let prepared = daemon
+        .prepared
+        .get_or_load(&daemon.engine, entry, &plan.lookups, &version)
+        .map_err(|e| e.to_string())?;
+    Ok((prepared, entry.clone()))
+}
+
+async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> Outcome {
+    let id = job.branch_rule_id;
+    let cancel = daemon.abort.child_token();
+    let heartbeat = tokio::spawn(heartbeat(
+        daemon.client.clone(),
+        claim.execution_id,
+        claim.claim_token.clone(),
+        Duration::from_secs(u64::from(daemon.config.lease_seconds)) / 3,
+        cancel.clone(),
+    ));
+    let report = match prepare(daemon, id) {
+        Ok((prepared, _)) => {
+            let execution = prepared.execution(&claim);
+            let services = ClaimedServices::new(
+                daemon.client.clone(),
+                Arc::clone(&daemon.outbox),
+                claim.execution_id,
+                claim.claim_token.clone(),
+            );
+            daemon
+                .engine
+                .run(&execution, &services, cancel.clone())
+                .await
+        }
+        Err(message) => ExecutionReport::failed_before_start(
+            claim.execution_id,
+            claim.root_execution_id,
+            claim.attempt,
+            message,
+        ),
+    };
+    heartbeat.abort();
+    if report.status == ExecutionStatus::Paused {
+        let resume_at = report.resume_at.unwrap_or_else(Utc::now);
+        daemon.plan.set_paused(id, resume_at, Utc::now());
+        return Outcome {
+            execution_id: Some(claim.execution_id),
+            status: "paused".into(),
+            next_run_time: Some(resume_at),
+            offline: false,
+            error: None,
+        };
+    }
+    let Some(request) = report.next_run_request(id, &claim.claim_token) else {
+        daemon.plan.set_running(id, false, Utc::now());
+        return Outcome::skipped(
+            "unreported",
+            format!("no report for status {:?}", report.status),
+        );
+    };
+    let next = report_run(daemon, request).await;
+    Outcome {
+        execution_id: Some(claim.execution_id),
+        status: report.status.as_str().to_owned(),
+        next_run_time: next,
+        offline: false,
+        error: report.error.map(|e| e.message),
+    }
+}
+
+/// Sends a report now, or keeps it in the outbox and schedules locally. Returns the next
+/// run time the rule got.
+async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<DateTime<Utc>> {
+    let id = request.branch_rule_id;
+    let failed = request.is_last_run_failed;
+    let finished_at = request
+        .offline
+        .as_ref()
+        .map_or_else(Utc::now, |o| o.finished_at);
+    // Behind a backlog the report waits its turn, so reports arrive in order.
+    if daemon.outbox.depth() == 0 {
+        match daemon.client.set_next_run_time(&request).await {
+            Ok(answer) => {
+                daemon.set_reachable(true);
+                daemon.plan.apply_report(&answer, failed, false, Utc::now());
+                return Some(answer.next_run_time);
+            }
+            Err(error) if error.is_transient() => {
+                daemon.set_reachable(false);
+                tracing::warn!(%error, "functions unreachable: report kept in the outbox, next run computed here");
+            }
+            Err(error) => {
+                tracing::error!(%error, "the report was refused");
+                daemon.plan.set_running(id, false, Utc::now());
+                return None;
+            }
+        }
+    } else {
+        tracing::warn!(
+            backlog = daemon.outbox.depth(),
+            "report kept in the outbox behind earlier items, next run computed here"
+        );
+    }
+    if let Err(error) = daemon.outbox.push(&Item::Report(request)) {
+        tracing::error!(%error, "cannot store the report in the outbox; it is lost");
+    }
+    let answer = {
+        let plan = daemon.plan.read();
+        plan.workflows
+            .get(&id)
+            .map(|entry| ready::local_next_run(entry, finished_at, failed))
+    }?;
+    daemon.plan.apply_report(&answer, failed, true, Utc::now());
+    Some(answer.next_run_time)
+}
+
+/// Runs a due rule without a claim (sole runner, functions unreachable).
+async fn run_offline(daemon: &Daemon, job: Job) -> Outcome {
+    let id = job.branch_rule_id;
+    let execution_id = Uuid::new_v4();
+    let claim_token = format!("offline-{}", Uuid::new_v4().simple());
+    let started_at = Utc::now();
+    daemon.activity.claimed(id, execution_id);
+    let lag = (started_at - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
+    daemon.metrics.dispatch_lag_seconds.observe(lag);
+    let services = OfflineServices::default();
+    let report = match prepare(daemon, id) {
+        Ok((prepared, entry)) => {
+            let execution = Execution {
+                execution_id,
+                root_execution_id: execution_id,
+                attempt: 1,
+                workflow: Arc::clone(&prepared.workflow),
+                branch_rule: Arc::clone(&prepared.branch_rule),
+                details: Arc::clone(&prepared.details),
+                deadline: ready::deadline(&entry, started_at),
+                max_runtime: prepared.max_runtime,
+                resume: None,
+            };
+            daemon
+                .engine
+                .run(&execution, &services, daemon.abort.child_token())
+                .instrument(tracing::info_span!("execution", %execution_id, offline = true))
+                .await
+        }
+        Err(message) => {
+            ExecutionReport::failed_before_start(execution_id, execution_id, 1, message)
+        }
+    };
+    let Some(mut request) = report.next_run_request(id, &claim_token) else {
+        daemon.plan.set_running(id, false, Utc::now());
+        return Outcome::skipped(
+            "unreported",
+            format!("no report for status {:?}", report.status),
+        );
+    };
+    request.offline = Some(OfflineRun {
+        runner_id: daemon.config.runner_id.clone(),
+        started_at,
+        finished_at: report.finished_at,
+        violations: services.take(),
+    });
+    let next = report_run(daemon, request).await;
+    Outcome {
+        execution_id: Some(execution_id),
+        status: report.status.as_str().to_owned(),
+        next_run_time: next,
+        offline: true,
+        error: report.error.map(|e| e.message),
+    }
+}
+
+/// Beats every `every`; cancels the run when the server asks or the lease is lost.
+async fn heartbeat(
+    client: crate::cloud::FunctionsClient,
+    execution_id: Uuid,
+    claim_token: String,
+    every: Duration,
+    cancel: CancellationToken,
+) {
+    let request = HeartbeatRequest {
+        execution_id,
+        claim_token,
+        status: Some(ExecutionStatus::Running),
+    };
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
+    loop {
+        tick.tick().await;
+        match client.heartbeat(&request).await {
+            Ok(answer) if answer.cancel_requested => {
+                tracing::warn!("the server asked to stop this execution");
+                cancel.cancel();
+                return;
+            }
+            Ok(_) => {}
+            Err(error) if error.is_transient() => {
+                tracing::warn!(%error, "heartbeat failed; the run goes on (its report may arrive late)");
+            }
+            Err(error) => {
+                tracing::error!(%error, "lease lost: stopping this execution");
+                cancel.cancel();
+                return;
+            }
+        }
+    }
+}
