@@ -68,11 +68,22 @@ impl CloudError {
 }
 
 /// A client for the functions of one deployment.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FunctionsClient {
     base: String,
     token: String,
     http: reqwest::Client,
+}
+
+// The token is a secret: debug output (and so any log of a struct holding a client) shows
+// only where the client points.
+impl std::fmt::Debug for FunctionsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionsClient")
+            .field("base", &self.base)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
 }
 
 impl FunctionsClient {

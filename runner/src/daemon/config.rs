@@ -148,7 +148,8 @@ impl Config {
                     .find(|(legacy, _)| key == *legacy)
                     .map(|(_, ours)| (*ours).into())
             }))
-            .merge(Env::prefixed(ENV_PREFIX));
+            // These two are command-line options (`--config`, `--log-format`), not keys.
+            .merge(Env::prefixed(ENV_PREFIX).ignore(&["config", "log_format"]));
         let config: Config = figment
             .extract()
             .map_err(|e| ConfigError::Read(e.to_string()))?;

@@ -383,7 +383,12 @@ async fn above_the_memory_limit_no_job_starts() {
             &detector(0.0, 0),
         )
         .await;
-    let mut runner = Runner::start(&site, "site-1", &[("MEMORY_LIMIT_PERCENT", "0.01")]);
+    let mut runner = Runner::start_with_env(
+        &site,
+        "site-1",
+        &[("MEMORY_LIMIT_PERCENT", "0.01")],
+        &[("RES_RUNNER_LOG_FORMAT", "json")],
+    );
     eventually("throttling is visible", WAIT, || async {
         runner
             .get("/metrics")
@@ -393,7 +398,21 @@ async fn above_the_memory_limit_no_job_starts() {
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(site.executions(rule).await.is_empty());
-    assert!(runner.log().contains("memory throttling"));
+    let log = runner.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memory throttling"))),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&site.token),
+        "the token never appears in logs"
+    );
     assert!(runner.stop());
 }
 
@@ -428,4 +447,39 @@ fn bad_configuration_is_refused_with_every_problem_named() {
         "{}",
         String::from_utf8_lossy(&typo.stderr)
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn systemd_hears_ready_watchdog_and_stopping() {
+    let site = Site::start().await;
+    let socket_path = site.dir.join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).expect("notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let path = socket_path.display().to_string();
+    let mut runner = Runner::start_with_env(
+        &site,
+        "site-1",
+        &[],
+        &[
+            ("NOTIFY_SOCKET", path.as_str()),
+            ("WATCHDOG_USEC", "400000"),
+        ],
+    );
+    let mut heard = Vec::new();
+    let mut buffer = [0u8; 512];
+    while !(heard.iter().any(|m: &String| m.contains("READY=1"))
+        && heard.iter().any(|m| m.contains("WATCHDOG=1")))
+    {
+        let n = socket.recv(&mut buffer).expect("a notification");
+        heard.push(String::from_utf8_lossy(&buffer[..n]).into_owned());
+    }
+    assert!(runner.stop());
+    loop {
+        let n = socket.recv(&mut buffer).expect("a notification");
+        if String::from_utf8_lossy(&buffer[..n]).contains("STOPPING=1") {
+            break;
+        }
+    }
 }

@@ -190,6 +190,7 @@ pub struct Runner {
     /// Its status endpoint, `http://127.0.0.1:<port>`.
     pub status: String,
     settings: Vec<(String, String)>,
+    env: Vec<(String, String)>,
 }
 
 fn free_port() -> u16 {
@@ -202,6 +203,16 @@ fn free_port() -> u16 {
 impl Runner {
     /// Starts a runner named `name` with short intervals; `extra` overrides settings.
     pub fn start(site: &Site, name: &str, extra: &[(&str, &str)]) -> Runner {
+        Runner::start_with_env(site, name, extra, &[])
+    }
+
+    /// [`Runner::start`] with more environment variables (e.g. systemd's).
+    pub fn start_with_env(
+        site: &Site,
+        name: &str,
+        extra: &[(&str, &str)],
+        env: &[(&str, &str)],
+    ) -> Runner {
         let state_dir = site.dir.join(name);
         let port = free_port();
         let mut settings: Vec<(String, String)> = vec![
@@ -232,6 +243,10 @@ impl Runner {
             state_dir,
             status: format!("http://127.0.0.1:{port}"),
             settings,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         runner.spawn();
         runner
@@ -252,6 +267,7 @@ impl Runner {
         for (k, v) in &self.settings {
             command.env(format!("RES_RUNNER_{k}"), v);
         }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         self.child = Some(command.spawn().expect("res-runner starts"));
     }
 
