@@ -30,6 +30,11 @@ pub fn zone(entry: &Entry) -> Zone {
 
 /// The readiness inputs of an entry.
 pub fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
+    rule_state_in(entry, lookups, zone(entry))
+}
+
+/// [`rule_state`] with the zone already resolved.
+fn rule_state_in(entry: &Entry, lookups: &PlanLookups, zone: Zone) -> RuleState {
     let workflow = &entry.workflow;
     RuleState {
         is_active: workflow.is_active,
@@ -47,7 +52,7 @@ pub fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
         next_run_time: workflow.next_run_time,
         paused_until: workflow.resume_at,
         window: window(entry),
-        zone: zone(entry),
+        zone,
     }
 }
 
@@ -86,27 +91,72 @@ pub fn ready(
     limit: usize,
     exclude: &dyn Fn(Uuid) -> bool,
 ) -> Vec<Uuid> {
-    let mut due: Vec<(Option<DateTime<Utc>>, Uuid)> = plan
+    // Cheap checks and the sort first; the shared readiness rule (with its zone
+    // conversion) only for as many candidates as it takes to fill `limit`.
+    let mut due: Vec<(Option<DateTime<Utc>>, Uuid, &Entry)> = plan
         .workflows
         .iter()
         .filter(|(_, entry)| due_at(entry).is_none_or(|at| at <= now))
         .filter(|(id, entry)| may_run(entry, &plan.lookups) && !exclude(**id))
-        .filter(|(_, entry)| rule_state(entry, &plan.lookups).is_ready(now))
-        .map(|(id, entry)| (due_at(entry), *id))
+        .map(|(id, entry)| (due_at(entry), *id, entry))
         .collect();
-    due.sort_unstable();
-    due.into_iter().take(limit).map(|(_, id)| id).collect()
+    // Only the longest overdue few are needed: order a head of them, and the rest only
+    // if too many of the head are outside their windows.
+    let key = |c: &(Option<DateTime<Utc>>, Uuid, &Entry)| (c.0, c.1);
+    let head_len = limit.saturating_mul(8).min(due.len());
+    if head_len < due.len() {
+        due.select_nth_unstable_by_key(head_len, key);
+    }
+    let (head, tail) = due.split_at_mut(head_len);
+    head.sort_unstable_by_key(key);
+    let mut zones = ZoneCache::default();
+    let mut chosen = Vec::with_capacity(limit.min(head_len));
+    let mut take = |candidates: &[(Option<DateTime<Utc>>, Uuid, &Entry)],
+                    chosen: &mut Vec<Uuid>| {
+        for (_, id, entry) in candidates {
+            if chosen.len() == limit {
+                return;
+            }
+            let state = rule_state_in(entry, &plan.lookups, zones.get(&entry.workflow.timezone));
+            if state.is_ready(now) {
+                chosen.push(*id);
+            }
+        }
+    };
+    take(head, &mut chosen);
+    if chosen.len() < limit && !tail.is_empty() {
+        tail.sort_unstable_by_key(key);
+        take(tail, &mut chosen);
+    }
+    chosen
+}
+
+/// Zones by name for one pass over the plan (a site has a handful).
+#[derive(Default)]
+struct ZoneCache(Vec<(String, Zone)>);
+
+impl ZoneCache {
+    fn get(&mut self, name: &str) -> Zone {
+        if let Some((_, zone)) = self.0.iter().find(|(n, _)| n == name) {
+            return *zone;
+        }
+        let zone = Zone::parse(name).unwrap_or(Zone::DEFAULT);
+        self.0.push((name.to_owned(), zone));
+        zone
+    }
 }
 
 /// The earliest time after `now` at which some rule may become ready: a due time or the
 /// opening of a window for a rule that is already due. `None` when nothing is scheduled.
 pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let mut zones = ZoneCache::default();
     plan.workflows
         .values()
         .filter(|entry| may_run(entry, &plan.lookups))
         .filter_map(|entry| match due_at(entry) {
             Some(at) if at > now => Some(at),
-            _ => window(entry).and_then(|w| w.next_start_after(now, zone(entry))),
+            _ => window(entry)
+                .and_then(|w| w.next_start_after(now, zones.get(&entry.workflow.timezone))),
         })
         .min()
 }
@@ -180,5 +230,108 @@ pub fn local_next_run(entry: &Entry, now: DateTime<Utc>, failed: bool) -> SetNex
         run_count: entry.workflow.run_count + 1,
         degenerate: next.next_run.degenerate,
         warnings: next.problem.into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{NaiveTime, TimeDelta, TimeZone};
+    use res_shared::wire::{Branch, Rule, Workflow};
+
+    use super::*;
+    use crate::plan::Local;
+
+    fn plan(n: usize, now: DateTime<Utc>) -> Plan {
+        let branch = Uuid::new_v4();
+        let rule = Uuid::new_v4();
+        let mut plan = Plan::default();
+        plan.lookups.branches.insert(
+            branch,
+            Branch {
+                id: branch,
+                brand_id: Uuid::nil(),
+                name: "b".into(),
+                is_active: true,
+                timezone: None,
+            },
+        );
+        plan.lookups.rules.insert(
+            rule,
+            Rule {
+                id: rule,
+                name: "r".into(),
+                status: RuleStatus::Active,
+                cron_expression: None,
+            },
+        );
+        let zones = ["Asia/Riyadh", "Europe/Berlin", "America/New_York", "Nowhere/Unknown"];
+        for i in 0..n {
+            let hour = |h: usize| NaiveTime::from_hms_opt((h % 24) as u32, 0, 0);
+            let window = match i % 4 {
+                0 => (None, None),
+                1 => (hour(i), hour(i + 9)),
+                2 => (hour(i + 20), hour(i + 2)),
+                _ => (hour(i + 3), hour(i + 4)),
+            };
+            let workflow: Workflow = serde_json::from_value(serde_json::json!({
+                "id": Uuid::new_v4(), "branch_id": branch, "rule_id": rule, "brand_rule_id": null,
+                "is_active": i % 13 != 0, "is_archived": false, "is_force_stopped": i % 17 == 0,
+                "is_currently_running": i % 11 == 0,
+                "next_run_time": if i % 7 == 0 { None } else { Some(now + TimeDelta::minutes(i as i64 % 90 - 60)) },
+                "resume_at": if i % 19 == 0 { Some(now + TimeDelta::minutes(i as i64 % 5 - 2)) } else { None },
+                "last_run_time": null, "operation_time_from": window.0, "operation_time_to": window.1,
+                "cron_expression": "* * * * *", "timezone": zones[i % zones.len()],
+                "workflow_config": null, "run_count": 0, "failure_count": 0,
+                "is_last_run_failed": false, "updated_at": now
+            }))
+            .expect("workflow");
+            let local = Local {
+                missing_since: (i % 23 == 0).then_some(now),
+                ..Local::default()
+            };
+            plan.workflows.insert(workflow.id, Entry { workflow, local });
+        }
+        plan
+    }
+
+    #[test]
+    fn selection_equals_the_shared_readiness_rule_longest_overdue_first() {
+        let now = Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0).single().expect("valid");
+        let plan = plan(2_000, now);
+        let mut expected: Vec<(Option<DateTime<Utc>>, Uuid)> = plan
+            .workflows
+            .values()
+            .filter(|e| e.local.missing_since.is_none())
+            .filter(|e| rule_state(e, &plan.lookups).is_ready(now))
+            .map(|e| (due_at(e), e.workflow.id))
+            .collect();
+        expected.sort_unstable();
+        assert!(expected.len() > 100, "the plan has plenty ready: {}", expected.len());
+        for limit in [1, 10, 57, 5_000] {
+            let chosen = ready(&plan, now, limit, &|_| false);
+            let want: Vec<Uuid> = expected.iter().take(limit).map(|(_, id)| *id).collect();
+            assert_eq!(chosen, want, "limit {limit}");
+        }
+        let skip = expected[0].1;
+        assert!(!ready(&plan, now, 10, &|id| id == skip).contains(&skip));
+    }
+
+    #[test]
+    fn the_next_wake_is_the_earliest_due_time_or_window_opening() {
+        let now = Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0).single().expect("valid");
+        let plan = plan(500, now);
+        let wake = next_wake(&plan, now).expect("something is scheduled");
+        assert!(wake > now);
+        // Nothing becomes ready between now and the wake-up.
+        let mut t = now + TimeDelta::seconds(1);
+        let before = ready(&plan, now, usize::MAX, &|_| false);
+        while t < wake {
+            let at_t = ready(&plan, t, usize::MAX, &|_| false);
+            assert!(
+                at_t.iter().all(|id| before.contains(id)),
+                "a rule became ready at {t}, before the wake-up at {wake}"
+            );
+            t += TimeDelta::seconds(30);
+        }
     }
 }

@@ -1,0 +1,155 @@
+//! The plan at 10,000 branch rules: merging a full server answer, writing the plan file,
+//! and selecting ready rules (and the next wake-up) — what every scheduler cycle does.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use res_runner::plan::file::{encode, write_atomic};
+use res_runner::plan::merge::{MergeSettings, merge};
+use res_runner::plan::{Plan, ready};
+use res_shared::schedule::RuleStatus;
+use res_shared::wire::{Branch, PlanLookups, PlanResponse, Rule, Workflow};
+use serde_json::json;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+const RULES: usize = 10_000;
+const BRANCHES: usize = 100;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0)
+        .single()
+        .expect("valid")
+}
+
+/// 100 branches × 100 rules; `due` of them are due at `now`, the rest later today; every
+/// third has an overnight window, every third a day window.
+fn response(due: usize) -> PlanResponse {
+    let config: Arc<RawValue> = Arc::from(
+        RawValue::from_string(
+            json!({"start_node": "detect", "nodes": {"detect": {"type": "detection", "action_template_id": Uuid::nil()}}, "edges": [], "consolidation_logic": "any(d['violations'] > 0 for d in aggregated_actions_details)"})
+                .to_string(),
+        )
+        .expect("raw"),
+    );
+    let branches: Vec<Uuid> = (0..BRANCHES).map(|_| Uuid::new_v4()).collect();
+    let rules: Vec<Uuid> = (0..RULES / BRANCHES).map(|_| Uuid::new_v4()).collect();
+    let mut lookups = PlanLookups::default();
+    for id in &branches {
+        lookups.branches.insert(
+            *id,
+            Branch {
+                id: *id,
+                brand_id: Uuid::nil(),
+                name: "Branch".into(),
+                is_active: true,
+                timezone: None,
+            },
+        );
+    }
+    for id in &rules {
+        lookups.rules.insert(
+            *id,
+            Rule {
+                id: *id,
+                name: "Rule".into(),
+                status: RuleStatus::Active,
+                cron_expression: Some("*/30 * * * *".into()),
+            },
+        );
+    }
+    let workflows = (0..RULES)
+        .map(|i| {
+            let (from, to) = match i % 3 {
+                0 => (None, None),
+                1 => (Some("08:00"), Some("23:00")),
+                _ => (Some("22:00"), Some("13:00")),
+            };
+            let next = if i < due { now() - TimeDelta::seconds(i as i64 % 50) } else { now() + TimeDelta::seconds(60 + i as i64) };
+            let mut w: Workflow = serde_json::from_value(json!({
+                "id": Uuid::new_v4(), "branch_id": branches[i % BRANCHES], "rule_id": rules[i / BRANCHES],
+                "brand_rule_id": null, "is_active": true, "is_archived": false, "is_force_stopped": false,
+                "is_currently_running": false, "next_run_time": next, "last_run_time": null,
+                "operation_time_from": from.map(|t| format!("{t}:00")), "operation_time_to": to.map(|t| format!("{t}:00")),
+                "cron_expression": "*/30 * * * *", "timezone": "Asia/Riyadh", "workflow_config": null,
+                "run_count": 3, "failure_count": 0, "is_last_run_failed": false, "updated_at": now()
+            }))
+            .expect("workflow");
+            w.workflow_config = Some(Arc::clone(&config));
+            w
+        })
+        .collect();
+    PlanResponse {
+        generated_at: now(),
+        cursor: "c1".into(),
+        full: true,
+        workflows,
+        removed: vec![],
+        lookups,
+    }
+}
+
+fn settings(first: bool) -> MergeSettings {
+    MergeSettings {
+        refresh_interval: TimeDelta::seconds(20),
+        max_age: TimeDelta::hours(24),
+        first,
+    }
+}
+
+fn plan_of(response: PlanResponse) -> Plan {
+    let mut plan = Plan::default();
+    merge(&mut plan, response, now(), settings(true));
+    plan
+}
+
+fn bench(c: &mut Criterion) {
+    let full = response(100);
+    let existing = plan_of(full.clone());
+    let mut group = c.benchmark_group("plan-10k");
+    group.sample_size(20);
+    group.bench_function("merge-full", |b| {
+        b.iter_batched(
+            || (existing.clone(), full.clone()),
+            |(mut plan, answer)| {
+                merge(
+                    &mut plan,
+                    answer,
+                    now() + TimeDelta::seconds(30),
+                    settings(false),
+                )
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let dir = std::env::temp_dir().join(format!("res-bench-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("plan.json");
+    let bytes = encode(&existing, now()).expect("encodes").len();
+    eprintln!("plan file: {bytes} bytes for {RULES} rules");
+    group.bench_function("write", |b| {
+        b.iter(|| {
+            let encoded = encode(black_box(&existing), now()).expect("encodes");
+            write_atomic(&path, &encoded).expect("writes");
+        })
+    });
+    let nothing = |_: Uuid| false;
+    group.bench_function("ready-100-due", |b| {
+        b.iter(|| ready::ready(black_box(&existing), now(), 10, &nothing))
+    });
+    let all_due = plan_of(response(RULES));
+    group.bench_function("ready-all-due", |b| {
+        b.iter(|| ready::ready(black_box(&all_due), now(), 10, &nothing))
+    });
+    group.bench_function("next-wake", |b| {
+        b.iter(|| ready::next_wake(black_box(&existing), now()))
+    });
+    group.finish();
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
