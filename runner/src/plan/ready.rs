@@ -1,6 +1,8 @@
 //! Which branch rules may start now, when the next one may, and why a rule may not — the
 //! same readiness rules the claim function applies, read from the local plan.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{
     Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Zone, fallback_next_run,
@@ -66,22 +68,41 @@ fn due_at(entry: &Entry) -> Option<DateTime<Utc>> {
     }
 }
 
-/// Whether the cheap checks pass (everything but time and window).
-fn may_run(entry: &Entry, lookups: &PlanLookups) -> bool {
-    let w = &entry.workflow;
-    entry.local.missing_since.is_none()
-        && w.is_active
-        && !w.is_archived
-        && !w.is_force_stopped
-        && !w.is_currently_running
-        && lookups
-            .branches
-            .get(&w.branch_id)
-            .is_some_and(|b| b.is_active)
-        && lookups
-            .rules
-            .get(&w.rule_id)
-            .is_some_and(|r| r.status == RuleStatus::Active)
+/// The active branches and rules of a plan, gathered once per pass.
+struct Active {
+    branches: HashSet<Uuid>,
+    rules: HashSet<Uuid>,
+}
+
+impl Active {
+    fn of(lookups: &PlanLookups) -> Active {
+        Active {
+            branches: lookups
+                .branches
+                .values()
+                .filter(|b| b.is_active)
+                .map(|b| b.id)
+                .collect(),
+            rules: lookups
+                .rules
+                .values()
+                .filter(|r| r.status == RuleStatus::Active)
+                .map(|r| r.id)
+                .collect(),
+        }
+    }
+
+    /// Whether the cheap checks pass (everything but time and window).
+    fn may_run(&self, entry: &Entry) -> bool {
+        let w = &entry.workflow;
+        entry.local.missing_since.is_none()
+            && w.is_active
+            && !w.is_archived
+            && !w.is_force_stopped
+            && !w.is_currently_running
+            && self.branches.contains(&w.branch_id)
+            && self.rules.contains(&w.rule_id)
+    }
 }
 
 /// Up to `limit` ready rules, longest overdue first, skipping `exclude` (queued or active).
@@ -93,11 +114,12 @@ pub fn ready(
 ) -> Vec<Uuid> {
     // Cheap checks and the sort first; the shared readiness rule (with its zone
     // conversion) only for as many candidates as it takes to fill `limit`.
+    let active = Active::of(&plan.lookups);
     let mut due: Vec<(Option<DateTime<Utc>>, Uuid, &Entry)> = plan
         .workflows
         .iter()
         .filter(|(_, entry)| due_at(entry).is_none_or(|at| at <= now))
-        .filter(|(id, entry)| may_run(entry, &plan.lookups) && !exclude(**id))
+        .filter(|(id, entry)| active.may_run(entry) && !exclude(**id))
         .map(|(id, entry)| (due_at(entry), *id, entry))
         .collect();
     // Only the longest overdue few are needed: order a head of them, and the rest only
@@ -150,9 +172,10 @@ impl ZoneCache {
 /// opening of a window for a rule that is already due. `None` when nothing is scheduled.
 pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let mut zones = ZoneCache::default();
+    let active = Active::of(&plan.lookups);
     plan.workflows
         .values()
-        .filter(|entry| may_run(entry, &plan.lookups))
+        .filter(|entry| active.may_run(entry))
         .filter_map(|entry| match due_at(entry) {
             Some(at) if at > now => Some(at),
             _ => window(entry)
@@ -264,7 +287,12 @@ mod tests {
                 cron_expression: None,
             },
         );
-        let zones = ["Asia/Riyadh", "Europe/Berlin", "America/New_York", "Nowhere/Unknown"];
+        let zones = [
+            "Asia/Riyadh",
+            "Europe/Berlin",
+            "America/New_York",
+            "Nowhere/Unknown",
+        ];
         for i in 0..n {
             let hour = |h: usize| NaiveTime::from_hms_opt((h % 24) as u32, 0, 0);
             let window = match i % 4 {
@@ -289,14 +317,18 @@ mod tests {
                 missing_since: (i % 23 == 0).then_some(now),
                 ..Local::default()
             };
-            plan.workflows.insert(workflow.id, Entry { workflow, local });
+            plan.workflows
+                .insert(workflow.id, Entry { workflow, local });
         }
         plan
     }
 
     #[test]
     fn selection_equals_the_shared_readiness_rule_longest_overdue_first() {
-        let now = Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0).single().expect("valid");
+        let now = Utc
+            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
+            .single()
+            .expect("valid");
         let plan = plan(2_000, now);
         let mut expected: Vec<(Option<DateTime<Utc>>, Uuid)> = plan
             .workflows
@@ -306,7 +338,11 @@ mod tests {
             .map(|e| (due_at(e), e.workflow.id))
             .collect();
         expected.sort_unstable();
-        assert!(expected.len() > 100, "the plan has plenty ready: {}", expected.len());
+        assert!(
+            expected.len() > 100,
+            "the plan has plenty ready: {}",
+            expected.len()
+        );
         for limit in [1, 10, 57, 5_000] {
             let chosen = ready(&plan, now, limit, &|_| false);
             let want: Vec<Uuid> = expected.iter().take(limit).map(|(_, id)| *id).collect();
@@ -318,7 +354,10 @@ mod tests {
 
     #[test]
     fn the_next_wake_is_the_earliest_due_time_or_window_opening() {
-        let now = Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0).single().expect("valid");
+        let now = Utc
+            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
+            .single()
+            .expect("valid");
         let plan = plan(500, now);
         let wake = next_wake(&plan, now).expect("something is scheduled");
         assert!(wake > now);
