@@ -1,7 +1,6 @@
 //! The plan at 10,000 branch rules: merging a full server answer, writing the plan file,
 //! and selecting ready rules (and the next wake-up) — what every scheduler cycle does.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
 
