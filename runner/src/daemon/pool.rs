@@ -25,6 +25,7 @@ pub async fn run(daemon: Arc<Daemon>, handler: Handler) {
         match ended {
             Err(error) if error.is_panic() => {
                 tracing::error!("a worker died (panic); starting a replacement");
+                daemon.metrics.worker_restarts.inc();
                 if !daemon.shutdown.is_cancelled() {
                     workers.spawn(worker(Arc::clone(&daemon), Arc::clone(&handler), next));
                     next += 1;

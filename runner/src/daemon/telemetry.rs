@@ -54,6 +54,8 @@ pub struct Metrics {
     pub dispatch_lag_seconds: Histogram,
     /// Plan fetches that failed.
     pub plan_refresh_failures: Counter,
+    /// Workers that died and were replaced.
+    pub worker_restarts: Counter,
 }
 
 impl Default for Metrics {
@@ -74,6 +76,7 @@ impl Default for Metrics {
                 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 15.0, 30.0, 60.0,
             ]),
             plan_refresh_failures: Counter::default(),
+            worker_restarts: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
