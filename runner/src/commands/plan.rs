@@ -125,7 +125,7 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
         let state = if why.ready {
             "READY".to_owned()
         } else {
-            let mut reasons: Vec<String> = why.blockers.iter().map(short).collect();
+            let mut reasons: Vec<String> = why.blockers.iter().map(ready::describe).collect();
             if why.missing_since.is_some() {
                 reasons.push("not in the server's plan".into());
             }
@@ -145,20 +145,6 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
 
 fn truncate(text: &str, width: usize) -> String {
     text.chars().take(width).collect()
-}
-
-fn short(blocker: &Blocker) -> String {
-    match blocker {
-        Blocker::Inactive => "inactive".into(),
-        Blocker::Archived => "archived".into(),
-        Blocker::ForceStopped => "force-stopped".into(),
-        Blocker::AlreadyRunning => "running".into(),
-        Blocker::BranchInactive => "branch inactive".into(),
-        Blocker::RuleNotActive { status } => format!("rule {}", status.as_str()),
-        Blocker::NotDue { next_run_time } => format!("due {}", time(Some(*next_run_time))),
-        Blocker::Paused { resume_at } => format!("paused until {}", time(Some(*resume_at))),
-        Blocker::OutsideWindow { next_start } => format!("window opens {}", time(*next_start)),
-    }
 }
 
 fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {

@@ -200,20 +200,6 @@ fn time(t: Option<DateTime<Utc>>) -> String {
     )
 }
 
-fn blocker(b: &Blocker) -> String {
-    match b {
-        Blocker::Inactive => "branch rule inactive".into(),
-        Blocker::Archived => "archived".into(),
-        Blocker::ForceStopped => "force-stopped".into(),
-        Blocker::AlreadyRunning => "running".into(),
-        Blocker::BranchInactive => "branch inactive".into(),
-        Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),
-        Blocker::NotDue { next_run_time } => format!("due {}", time(Some(*next_run_time))),
-        Blocker::Paused { resume_at } => format!("paused until {}", time(Some(*resume_at))),
-        Blocker::OutsideWindow { next_start } => format!("window opens {}", time(*next_start)),
-    }
-}
-
 /// The HTML status page.
 pub fn render(s: &Status) -> String {
     let mut html = String::with_capacity(16 * 1024);
@@ -265,7 +251,7 @@ pub fn render(s: &Status) -> String {
         let why = if rule.ready {
             "<b class=ok>ready</b>".to_owned()
         } else {
-            let mut reasons: Vec<String> = rule.blockers.iter().map(blocker).collect();
+            let mut reasons: Vec<String> = rule.blockers.iter().map(ready::describe).collect();
             if let Some(since) = rule.missing_since {
                 reasons.push(format!(
                     "not in the server's plan since {}",

@@ -329,14 +329,7 @@ async fn kill_9_mid_run_crashes_the_execution_and_the_next_boot_retries_it() {
         )
         .await;
     // The first boot's detector is slow enough to be killed in the middle.
-    sqlx::query(
-        "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
-         WHERE kind = 'detection'",
-    )
-    .bind(detector(60.0, 0))
-    .execute(&site.app.pool)
-    .await
-    .expect("slow detector");
+    site.set_detector(&detector(60.0, 0)).await;
     let mut runner = Runner::start(&site, "site-1", &[("SHUTDOWN_GRACE_SECONDS", "1")]);
     eventually("the run started", WAIT, || async {
         site.executions(rule).await.iter().any(|e| e.1 == "running")
@@ -344,14 +337,7 @@ async fn kill_9_mid_run_crashes_the_execution_and_the_next_boot_retries_it() {
     .await;
     runner.kill();
     let crashed = site.executions(rule).await[0].0;
-    sqlx::query(
-        "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
-         WHERE kind = 'detection'",
-    )
-    .bind(detector(0.0, 0))
-    .execute(&site.app.pool)
-    .await
-    .expect("fast detector");
+    site.set_detector(&detector(0.0, 0)).await;
     runner.restart();
     eventually("the retry completed", WAIT, || async {
         site.executions(rule)

@@ -163,6 +163,18 @@ impl Site {
         .expect("rule row")
     }
 
+    /// Replaces the script of every detection template.
+    pub async fn set_detector(&self, script: &str) {
+        sqlx::query(
+            "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
+             WHERE kind = 'detection'",
+        )
+        .bind(script)
+        .execute(&self.app.pool)
+        .await
+        .expect("detector script");
+    }
+
     /// Violations recorded for a rule.
     pub async fn violations(&self, rule: Uuid) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM violations WHERE branch_rule_id = $1")
