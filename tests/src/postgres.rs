@@ -13,7 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use uuid::Uuid;
 
-/// The PostgreSQL server tests create their databases on.
+/// A PostgreSQL server: the one tests create their databases on, or one started with
+/// [`start_in`].
 #[derive(Debug)]
 pub struct PgServer {
     /// Connection URL with `{db}` where the database name goes.
@@ -133,6 +134,18 @@ fn url_template(url: &str) -> Result<String, String> {
 }
 
 fn start_throwaway() -> Result<PgServer, String> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    start_in(&std::env::temp_dir().join(format!("res-pg-{}-{nanos}", std::process::id())))
+}
+
+/// Starts a PostgreSQL server in `dir` (created; its data, socket and log live there). It
+/// listens only on a unix socket in `dir`, and a detached watchdog stops it and removes
+/// `dir` once this process exits, however it exits. As root, the server runs as the
+/// `postgres` user (or `nobody`), which must be able to reach `dir`.
+pub fn start_in(dir: &Path) -> Result<PgServer, String> {
     let bin = find_bin_dir().ok_or(
         "DATABASE_URL is not set and the PostgreSQL server binaries (initdb, pg_ctl) are \
          neither on PATH nor under /usr/lib/postgresql/*/bin; install the PostgreSQL server \
@@ -142,7 +155,7 @@ fn start_throwaway() -> Result<PgServer, String> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or_default();
-    let dir = std::env::temp_dir().join(format!("res-pg-{}-{nanos}", std::process::id()));
+    let dir = dir.to_path_buf();
     let data = dir.join("data");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // initdb and postgres refuse to run as root: hand the directory to an unprivileged

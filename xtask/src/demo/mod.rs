@@ -1,0 +1,300 @@
+//! `cargo xtask demo`: PostgreSQL (throwaway, project-local, or `DATABASE_URL`), migrations
+//! and demo data, `res-functions serve`, one `res-runner` with the demo detector, and a live
+//! line per execution. Ctrl-C stops everything and leaves nothing running.
+
+mod children;
+mod live;
+mod seed;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use chrono::Utc;
+use clap::Args;
+use sqlx::postgres::PgPoolOptions;
+
+use children::Process;
+
+/// Options of `cargo xtask demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Port of the functions (`http://127.0.0.1:<port>/functions/v1`).
+    #[arg(long, default_value_t = 54321)]
+    functions_port: u16,
+    /// Port of the runner's status page.
+    #[arg(long, default_value_t = 9464)]
+    status_port: u16,
+    /// Stop by itself after this many seconds (default: run until Ctrl-C).
+    #[arg(long = "for")]
+    run_for: Option<u64>,
+    /// Use release builds.
+    #[arg(long)]
+    release: bool,
+    /// Use binaries already built in this directory instead of building them.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Where the demo keeps its state and logs [default: .res/demo in the workspace].
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// Builds (or finds) `res-functions` and `res-runner`.
+fn binaries(args: &DemoArgs, root: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &args.bin_dir {
+        return Ok(dir.clone());
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!("building res-functions and res-runner …");
+    let mut build = Command::new(cargo);
+    build.current_dir(root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "res-functions",
+        "-p",
+        "res-runner",
+        "--bins",
+    ]);
+    if args.release {
+        build.arg("--release");
+    }
+    let status = build.status().context("cannot run cargo build")?;
+    if !status.success() {
+        bail!("cargo build failed");
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    Ok(target.join(if args.release { "release" } else { "debug" }))
+}
+
+fn port_free(port: u16, flag: &str) -> anyhow::Result<()> {
+    TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))
+        .map(drop)
+        .with_context(|| format!("port {port} is in use; pick another with {flag}"))
+}
+
+/// Runs the demo until Ctrl-C (or `--for`).
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    res_tests::functions::install_tls();
+    let root = workspace_root();
+    let state = args
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| root.join(".res").join("demo"));
+    port_free(args.functions_port, "--functions-port")?;
+    port_free(args.status_port, "--status-port")?;
+    let bin = binaries(&args, &root)?;
+    for name in ["res-functions", "res-runner"] {
+        if !bin.join(name).is_file() {
+            bail!(
+                "{} is missing (build it, or point --bin-dir at it)",
+                bin.join(name).display()
+            );
+        }
+    }
+    // A fresh state each run: the demo's data is throwaway.
+    if state.exists() {
+        std::fs::remove_dir_all(&state)
+            .with_context(|| format!("cannot clear {}", state.display()))?;
+    }
+    std::fs::create_dir_all(&state)?;
+    let state = state.canonicalize()?;
+    let detector = root
+        .join("infra/local/demo-detector.sh")
+        .canonicalize()
+        .context("infra/local/demo-detector.sh")?;
+
+    let database_url = match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => {
+            println!("using DATABASE_URL (demo data is added to it)");
+            url
+        }
+        _ => {
+            println!("starting PostgreSQL in {} …", state.join("pg").display());
+            let server =
+                res_tests::postgres::start_in(&state.join("pg")).map_err(|e| anyhow::anyhow!(e))?;
+            server.url("postgres")
+        }
+    };
+    let functions_log = state.join("functions.log");
+    let migrate = Command::new(bin.join("res-functions"))
+        .arg("migrate")
+        .env("DATABASE_URL", &database_url)
+        .output()
+        .context("res-functions migrate")?;
+    if !migrate.status.success() {
+        bail!(
+            "migrations failed: {}",
+            String::from_utf8_lossy(&migrate.stderr)
+        );
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&database_url)
+        .await
+        .context("connect")?;
+    let seeded = seed::seed(&pool, &detector).await?;
+    let key = |role: &str, branches: &[uuid::Uuid]| -> anyhow::Result<String> {
+        let mut command = Command::new(bin.join("res-functions"));
+        command
+            .args([
+                "create-api-key",
+                "--name",
+                &format!("demo-{role}"),
+                "--role",
+                role,
+            ])
+            .env("DATABASE_URL", &database_url);
+        for branch in branches {
+            command.args(["--branch", &branch.to_string()]);
+        }
+        let output = command.output().context("res-functions create-api-key")?;
+        if !output.status.success() {
+            bail!(
+                "create-api-key failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    };
+    let runner_token = key("runner", &seeded.branches)?;
+    let service_token = key("service", &[])?;
+
+    let functions_url = format!("http://127.0.0.1:{}/functions/v1", args.functions_port);
+    let mut functions = {
+        let mut command = Command::new(bin.join("res-functions"));
+        command
+            .args([
+                "serve",
+                "--bind",
+                &format!("127.0.0.1:{}", args.functions_port),
+            ])
+            .env("DATABASE_URL", &database_url);
+        Process::start("res-functions", command, &functions_log)?
+    };
+    wait_healthy(&format!("{functions_url}/health"), &mut functions).await?;
+    let runner_state = state.join("runner");
+    let mut runner = {
+        let mut command = Command::new(bin.join("res-runner"));
+        command
+            .arg("run")
+            .env("RES_RUNNER_FUNCTIONS_URL", &functions_url)
+            .env("RES_RUNNER_TOKEN", &runner_token)
+            .env("RES_RUNNER_RUNNER_ID", "demo-runner")
+            .env("RES_RUNNER_STATE_DIR", &runner_state)
+            .env(
+                "RES_RUNNER_STATUS_LISTEN",
+                format!("127.0.0.1:{}", args.status_port),
+            )
+            .env("RES_RUNNER_PLAN_REFRESH_SECONDS", "5")
+            .env("RES_RUNNER_RECENT_SECONDS", "5");
+        Process::start("res-runner", command, &state.join("runner.log"))?
+    };
+
+    let example = seeded
+        .rules
+        .first()
+        .map(|(id, _)| id.to_string())
+        .unwrap_or_default();
+    println!();
+    println!("RES is running locally. Ctrl-C stops everything.");
+    println!(
+        "  runner status page  http://127.0.0.1:{}/",
+        args.status_port
+    );
+    println!(
+        "  the plan            curl -s {functions_url}/get-execution-plan-v2 -H 'Authorization: Bearer {service_token}' -d '{{\"runner_id\": \"me\"}}'"
+    );
+    println!(
+        "  why a rule waits    {} plan why {example} --state-dir {}",
+        bin.join("res-runner").display(),
+        runner_state.display()
+    );
+    println!(
+        "  logs                {}  {}",
+        functions_log.display(),
+        state.join("runner.log").display()
+    );
+    println!("  database            {database_url}");
+    println!("  rules               {}", seeded.rules.len());
+    for (id, name) in &seeded.rules {
+        println!("    {id}  {name}");
+    }
+    println!();
+    println!(
+        "finished    rule                                 status                      took  next run (UTC)"
+    );
+
+    let mut since = Utc::now() - chrono::TimeDelta::minutes(1);
+    let stop_at = args
+        .run_for
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    let result = loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break Ok(()),
+            () = async {
+                match stop_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => break Ok(()),
+            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                match live::print_new(&pool, since).await {
+                    Ok(latest) => since = latest,
+                    Err(error) => eprintln!("cannot read executions: {error}"),
+                }
+                if let Some(status) = runner.exited() {
+                    break Err(anyhow::anyhow!("res-runner exited ({status}); see {}", runner.log.display()));
+                }
+                if let Some(status) = functions.exited() {
+                    break Err(anyhow::anyhow!("res-functions exited ({status}); see {}", functions.log.display()));
+                }
+            }
+        }
+    };
+    println!();
+    println!("stopping …");
+    runner.stop(Duration::from_secs(40)).await;
+    let _ = live::print_new(&pool, since).await;
+    functions.stop(Duration::from_secs(10)).await;
+    pool.close().await;
+    println!(
+        "  PostgreSQL stops as this process exits; state was in {}",
+        state.display()
+    );
+    result
+}
+
+async fn wait_healthy(url: &str, functions: &mut Process) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    for _ in 0..100 {
+        if client
+            .get(url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(());
+        }
+        if let Some(status) = functions.exited() {
+            bail!(
+                "res-functions exited ({status}); see {}",
+                functions.log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!(
+        "res-functions did not become healthy; see {}",
+        functions.log.display()
+    )
+}
