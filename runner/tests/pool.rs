@@ -49,7 +49,20 @@ async fn a_worker_that_panics_is_replaced_and_its_job_released() {
         daemon.job_added.notify_one();
     };
     push(doomed);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let settled = || {
+        daemon.metrics.worker_restarts.get() == 1
+            && daemon.metrics.alive_workers.get() == 2
+            && !daemon.queue().holds(doomed)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !settled() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        daemon.metrics.worker_restarts.get(),
+        1,
+        "the death was noticed"
+    );
     assert_eq!(
         daemon.metrics.alive_workers.get(),
         2,

@@ -6,3 +6,4 @@
 
 pub mod functions;
 pub mod postgres;
+pub mod processes;

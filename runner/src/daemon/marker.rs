@@ -44,27 +44,43 @@ pub fn write(
 }
 
 /// Reads and removes the marker, logs how the last run ended, and returns that as text.
+/// A marker older than the plan file is stale: the process that wrote it stopped
+/// gracefully, but a later one wrote the plan and then ended without a marker.
 pub fn report_last_stop(state_dir: &Path) -> String {
     let marker_path = path(state_dir);
-    let had_plan = state_dir.join("plan.json").exists();
+    let plan_written = std::fs::metadata(state_dir.join("plan.json"))
+        .and_then(|m| m.modified())
+        .ok()
+        .map(DateTime::<Utc>::from);
     let text = match std::fs::read(&marker_path) {
         Ok(bytes) => match serde_json::from_slice::<Marker>(&bytes) {
+            Ok(marker)
+                if plan_written.is_some_and(|at| {
+                    at > marker.shutdown_started_at + chrono::TimeDelta::seconds(60)
+                }) =>
+            {
+                tracing::warn!(marker_at = %marker.shutdown_started_at, plan_written = ?plan_written, "stale shutdown marker (older than the plan file): the last run ended without a graceful shutdown");
+                format!(
+                    "crash: stale shutdown marker from {} (pid {}); the plan was written later",
+                    marker.shutdown_started_at.to_rfc3339(),
+                    marker.pid
+                )
+            }
             Ok(marker) => {
-                let text = format!(
+                tracing::info!(pid = marker.pid, signal = %marker.signal, at = %marker.shutdown_started_at, "last stop was graceful");
+                format!(
                     "graceful: pid {} stopped on {} at {}",
                     marker.pid,
                     marker.signal,
                     marker.shutdown_started_at.to_rfc3339()
-                );
-                tracing::info!(pid = marker.pid, signal = %marker.signal, at = %marker.shutdown_started_at, "last stop was graceful");
-                text
+                )
             }
             Err(error) => {
                 tracing::warn!(%error, path = %marker_path.display(), "unreadable shutdown marker; treating the last stop as a crash");
                 "crash (the shutdown marker was unreadable)".to_owned()
             }
         },
-        Err(_) if had_plan => {
+        Err(_) if plan_written.is_some() => {
             tracing::warn!(
                 "no shutdown marker: the last run ended without a graceful shutdown (crash, kill -9 or power loss)"
             );

@@ -49,11 +49,13 @@ async fn worker(daemon: Arc<Daemon>, handler: Handler, n: usize) {
         if let Some(job) = next {
             // Another worker may be idle while this one runs.
             daemon.job_added.notify_one();
-            let guard = JobGuard {
+            let mut guard = JobGuard {
                 daemon: &daemon,
                 job,
+                completed: false,
             };
             handler(job).await;
+            guard.completed = true;
             drop(guard);
             continue;
         }
@@ -68,16 +70,19 @@ async fn worker(daemon: Arc<Daemon>, handler: Handler, n: usize) {
 }
 
 /// Frees the job in the queue and the plan however the handler ends, a panic included.
+/// (A panicking task's future is dropped by the runtime after the panic was caught, so
+/// `thread::panicking()` cannot tell; `completed` does.)
 struct JobGuard<'a> {
     daemon: &'a Daemon,
     job: Job,
+    completed: bool,
 }
 
 impl Drop for JobGuard<'_> {
     fn drop(&mut self) {
         let id = self.job.branch_rule_id;
         self.daemon.queue().finish(id, std::time::Instant::now());
-        if std::thread::panicking() {
+        if !self.completed {
             self.daemon.plan.set_running(id, false, chrono::Utc::now());
         }
         self.daemon.job_added.notify_one();

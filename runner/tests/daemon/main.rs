@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use res_shared::schedule::Schedule;
-use support::{Runner, Site, detector, eventually, plan_command};
+use support::{Site, detector, eventually, plan_command, runner, runner_with_env};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -29,7 +29,7 @@ async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
             &detector(0.0, 2),
         )
         .await;
-    let mut runner = Runner::start(&site, "site-1", &[]);
+    let mut runner = runner(&site, "site-1", &[]);
     eventually("the rule ran", WAIT, || async {
         site.executions(rule)
             .await
@@ -128,8 +128,8 @@ async fn two_runners_on_the_same_branch_never_run_a_rule_twice() {
             .await,
         );
     }
-    let mut a = Runner::start(&site, "runner-a", &[]);
-    let mut b = Runner::start(&site, "runner-b", &[]);
+    let mut a = runner(&site, "runner-a", &[]);
+    let mut b = runner(&site, "runner-b", &[]);
     eventually("every rule ran", WAIT, || async {
         let mut all = true;
         for rule in &rules {
@@ -176,7 +176,7 @@ async fn a_corrupt_plan_file_is_reported_and_the_runner_starts_empty() {
     )
     .expect("write");
     std::fs::write(state_dir.join("shutdown-marker.json"), b"not json").expect("write");
-    let mut runner = Runner::start(&site, "site-1", &[]);
+    let mut runner = runner(&site, "site-1", &[]);
     eventually("the rule ran", WAIT, || async {
         site.executions(rule)
             .await
@@ -207,7 +207,7 @@ async fn reports_wait_in_the_outbox_across_a_restart_and_arrive_once() {
     let rule = site
         .rule(cron, Utc::now() - TimeDelta::minutes(1), &detector(2.0, 1))
         .await;
-    let mut runner = Runner::start(&site, "site-1", &[]);
+    let mut runner = runner(&site, "site-1", &[]);
     eventually("the run started", WAIT, || async {
         site.executions(rule).await.iter().any(|e| e.1 == "running")
     })
@@ -277,7 +277,7 @@ async fn a_sole_runner_runs_due_rules_offline_and_reports_them_later() {
     let rule = site
         .rule(cron, Utc::now() + TimeDelta::seconds(4), &detector(0.0, 1))
         .await;
-    let mut runner = Runner::start(&site, "site-1", &[("OFFLINE_EXECUTION", "true")]);
+    let mut runner = runner(&site, "site-1", &[("OFFLINE_EXECUTION", "true")]);
     eventually("the plan is fetched", WAIT, || async {
         runner.status().await.is_some_and(|s| s["workflows"] == 1)
     })
@@ -330,7 +330,7 @@ async fn kill_9_mid_run_crashes_the_execution_and_the_next_boot_retries_it() {
         .await;
     // The first boot's detector is slow enough to be killed in the middle.
     site.set_detector(&detector(60.0, 0)).await;
-    let mut runner = Runner::start(&site, "site-1", &[("SHUTDOWN_GRACE_SECONDS", "1")]);
+    let mut runner = runner(&site, "site-1", &[("SHUTDOWN_GRACE_SECONDS", "1")]);
     eventually("the run started", WAIT, || async {
         site.executions(rule).await.iter().any(|e| e.1 == "running")
     })
@@ -369,7 +369,7 @@ async fn above_the_memory_limit_no_job_starts() {
             &detector(0.0, 0),
         )
         .await;
-    let mut runner = Runner::start_with_env(
+    let mut runner = runner_with_env(
         &site,
         "site-1",
         &[("MEMORY_LIMIT_PERCENT", "0.01")],
@@ -444,7 +444,7 @@ async fn systemd_hears_ready_watchdog_and_stopping() {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .expect("timeout");
     let path = socket_path.display().to_string();
-    let mut runner = Runner::start_with_env(
+    let mut runner = runner_with_env(
         &site,
         "site-1",
         &[],

@@ -2,12 +2,12 @@
 //! front of them (to take the cloud away), and `res-runner run` as a child process.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use chrono::{DateTime, Utc};
 use res_tests::functions::{RuleSpec, Seed, TestApp};
-use serde_json::{Value, json};
+pub use res_tests::processes::{Runner, RunnerSpec, eventually};
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -192,177 +192,29 @@ pub fn detector(sleep: f64, violations: u32) -> String {
     )
 }
 
-/// A `res-runner run` child process.
-pub struct Runner {
-    child: Option<Child>,
-    /// Its state directory.
-    pub state_dir: PathBuf,
-    /// Its log file.
-    pub log: PathBuf,
-    /// Its status endpoint, `http://127.0.0.1:<port>`.
-    pub status: String,
-    settings: Vec<(String, String)>,
-    env: Vec<(String, String)>,
+/// A runner named `name` for this site with short intervals; `extra` overrides settings.
+pub fn runner(site: &Site, name: &str, extra: &[(&str, &str)]) -> Runner {
+    runner_with_env(site, name, extra, &[])
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-impl Runner {
-    /// Starts a runner named `name` with short intervals; `extra` overrides settings.
-    pub fn start(site: &Site, name: &str, extra: &[(&str, &str)]) -> Runner {
-        Runner::start_with_env(site, name, extra, &[])
-    }
-
-    /// [`Runner::start`] with more environment variables (e.g. systemd's).
-    pub fn start_with_env(
-        site: &Site,
-        name: &str,
-        extra: &[(&str, &str)],
-        env: &[(&str, &str)],
-    ) -> Runner {
-        let state_dir = site.dir.join(name);
-        let port = free_port();
-        let mut settings: Vec<(String, String)> = vec![
-            ("FUNCTIONS_URL", site.proxy.url.as_str()),
-            ("TOKEN", site.token.as_str()),
-            ("RUNNER_ID", name),
-            ("PLAN_REFRESH_SECONDS", "1"),
-            ("PLAN_MIN_WRITE_INTERVAL_SECONDS", "0"),
-            ("RECENT_SECONDS", "1"),
-            ("LEASE_SECONDS", "3"),
-            ("REQUEST_TIMEOUT_SECONDS", "3"),
-            ("SHUTDOWN_GRACE_SECONDS", "5"),
-            ("STOP_GRACE_SECONDS", "1"),
-            ("WORKERS", "4"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        settings.push(("STATE_DIR".into(), state_dir.display().to_string()));
-        settings.push(("STATUS_LISTEN".into(), format!("127.0.0.1:{port}")));
-        for (k, v) in extra {
-            settings.retain(|(key, _)| key != k);
-            settings.push(((*k).to_owned(), (*v).to_owned()));
-        }
-        let mut runner = Runner {
-            child: None,
-            log: site.dir.join(format!("{name}.log")),
-            state_dir,
-            status: format!("http://127.0.0.1:{port}"),
-            settings,
-            env: env
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        };
-        runner.spawn();
-        runner
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_res-runner"));
-        command
-            .arg("run")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::from(log.try_clone().expect("log")))
-            .stderr(Stdio::from(log));
-        for (k, v) in &self.settings {
-            command.env(format!("RES_RUNNER_{k}"), v);
-        }
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        self.child = Some(command.spawn().expect("res-runner starts"));
-    }
-
-    /// Starts it again after a stop.
-    pub fn restart(&mut self) {
-        self.spawn();
-    }
-
-    /// SIGTERM, then waits; returns whether it exited successfully.
-    pub fn stop(&mut self) -> bool {
-        let Some(mut child) = self.child.take() else {
-            return false;
-        };
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return status.success();
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGKILL (a crash).
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// The log so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// `GET <status>/<path>`, `None` while it is not listening.
-    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let response = reqwest::Client::new()
-            .get(format!("{}{path}", self.status))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .ok()?;
-        let status = response.status().as_u16();
-        Some((status, response.text().await.ok()?))
-    }
-
-    /// `/status` as JSON.
-    pub async fn status(&self) -> Option<Value> {
-        let (_, body) = self.get("/status").await?;
-        serde_json::from_str(&body).ok()
-    }
-}
-
-impl Drop for Runner {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Polls `check` until it holds or `timeout` passes; panics with `what` then.
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for: {what}");
+/// [`runner`] with more environment variables (e.g. systemd's).
+pub fn runner_with_env(
+    site: &Site,
+    name: &str,
+    extra: &[(&str, &str)],
+    env: &[(&str, &str)],
+) -> Runner {
+    Runner::start(
+        RunnerSpec {
+            binary: Path::new(env!("CARGO_BIN_EXE_res-runner")),
+            dir: &site.dir,
+            name,
+            functions_url: &site.proxy.url,
+            token: &site.token,
+        },
+        extra,
+        env,
+    )
 }
 
 /// Runs `res-runner plan ...` against a state directory.

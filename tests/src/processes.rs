@@ -1,0 +1,282 @@
+//! The system's binaries as child processes for tests: `res-runner run` and
+//! `res-functions serve`, started with short intervals, stopped with SIGTERM or killed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A free local TCP port (bound and released; a race with other processes is unlikely).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A workspace binary next to the running test (`target/<profile>/<name>`), as
+/// `cargo test --workspace` builds every package's binaries.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join(name))
+        .expect("the target directory");
+    assert!(
+        path.is_file(),
+        "{} is not built; run the tests with `cargo test --workspace` (which builds it) or \
+         `cargo build --bins` first",
+        path.display()
+    );
+    path
+}
+
+fn log_file(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("log file")
+}
+
+/// SIGTERM, then waits up to 30 s (SIGKILL after); whether it exited successfully.
+fn terminate(child: &mut Child) -> bool {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return status.success();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Where and as whom a runner runs.
+#[derive(Debug, Clone, Copy)]
+pub struct RunnerSpec<'a> {
+    /// The `res-runner` binary.
+    pub binary: &'a Path,
+    /// Directory for its state (`<dir>/<name>`) and log (`<dir>/<name>.log`).
+    pub dir: &'a Path,
+    /// Its runner id.
+    pub name: &'a str,
+    /// The functions' base URL.
+    pub functions_url: &'a str,
+    /// Its token.
+    pub token: &'a str,
+}
+
+/// A `res-runner run` child process.
+#[derive(Debug)]
+pub struct Runner {
+    binary: PathBuf,
+    child: Option<Child>,
+    /// Its state directory.
+    pub state_dir: PathBuf,
+    /// Its log file.
+    pub log: PathBuf,
+    /// Its status endpoint, `http://127.0.0.1:<port>`.
+    pub status: String,
+    settings: Vec<(String, String)>,
+    env: Vec<(String, String)>,
+}
+
+impl Runner {
+    /// Starts a runner with test intervals (1 s refresh, 3 s lease); `extra` overrides
+    /// settings by key (`("WORKERS", "2")` → `RES_RUNNER_WORKERS=2`), `env` adds variables.
+    pub fn start(spec: RunnerSpec<'_>, extra: &[(&str, &str)], env: &[(&str, &str)]) -> Runner {
+        let state_dir = spec.dir.join(spec.name);
+        let port = free_port();
+        let mut settings: Vec<(String, String)> = [
+            ("FUNCTIONS_URL", spec.functions_url),
+            ("TOKEN", spec.token),
+            ("RUNNER_ID", spec.name),
+            ("PLAN_REFRESH_SECONDS", "1"),
+            ("PLAN_MIN_WRITE_INTERVAL_SECONDS", "0"),
+            ("RECENT_SECONDS", "1"),
+            ("LEASE_SECONDS", "3"),
+            ("REQUEST_TIMEOUT_SECONDS", "3"),
+            ("SHUTDOWN_GRACE_SECONDS", "5"),
+            ("STOP_GRACE_SECONDS", "1"),
+            ("WORKERS", "4"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        settings.push(("STATE_DIR".into(), state_dir.display().to_string()));
+        settings.push(("STATUS_LISTEN".into(), format!("127.0.0.1:{port}")));
+        for (k, v) in extra {
+            settings.retain(|(key, _)| key != k);
+            settings.push(((*k).to_owned(), (*v).to_owned()));
+        }
+        let mut runner = Runner {
+            binary: spec.binary.to_owned(),
+            child: None,
+            log: spec.dir.join(format!("{}.log", spec.name)),
+            state_dir,
+            status: format!("http://127.0.0.1:{port}"),
+            settings,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        };
+        runner.restart();
+        runner
+    }
+
+    /// Starts it (again, after a stop or kill).
+    pub fn restart(&mut self) {
+        let log = log_file(&self.log);
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("run")
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log));
+        for (k, v) in &self.settings {
+            command.env(format!("RES_RUNNER_{k}"), v);
+        }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        self.child = Some(command.spawn().expect("res-runner starts"));
+    }
+
+    /// SIGTERM, then waits; whether it exited successfully.
+    pub fn stop(&mut self) -> bool {
+        self.child
+            .take()
+            .is_some_and(|mut child| terminate(&mut child))
+    }
+
+    /// SIGKILL (a crash).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET <status>/<path>`; `None` while it is not listening.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.status))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.text().await.ok()?))
+    }
+
+    /// `/status` as JSON.
+    pub async fn status(&self) -> Option<Value> {
+        let (_, body) = self.get("/status").await?;
+        serde_json::from_str(&body).ok()
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `res-functions serve` as a child process on a fixed port, so it can be stopped and
+/// started again at the same address.
+#[derive(Debug)]
+pub struct FunctionsServer {
+    binary: PathBuf,
+    child: Option<Child>,
+    database_url: String,
+    port: u16,
+    log: PathBuf,
+}
+
+impl FunctionsServer {
+    /// Starts `binary serve` over `database_url` (already migrated), logging to `log`.
+    pub async fn start(binary: &Path, database_url: &str, log: &Path) -> FunctionsServer {
+        let mut server = FunctionsServer {
+            binary: binary.to_owned(),
+            child: None,
+            database_url: database_url.to_owned(),
+            port: free_port(),
+            log: log.to_owned(),
+        };
+        server.restart().await;
+        server
+    }
+
+    /// `http://127.0.0.1:<port>/functions/v1`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/functions/v1", self.port)
+    }
+
+    /// Starts it again (same port) and waits until it answers.
+    pub async fn restart(&mut self) {
+        let log = log_file(&self.log);
+        let child = Command::new(&self.binary)
+            .args(["serve", "--bind", &format!("127.0.0.1:{}", self.port)])
+            .env("DATABASE_URL", &self.database_url)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("res-functions starts");
+        self.child = Some(child);
+        let health = format!("{}/health", self.url());
+        eventually("res-functions answers", Duration::from_secs(30), || async {
+            reqwest::get(&health)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        })
+        .await;
+    }
+
+    /// SIGTERM, then waits; whether it exited successfully.
+    pub fn stop(&mut self) -> bool {
+        self.child
+            .take()
+            .is_some_and(|mut child| terminate(&mut child))
+    }
+}
+
+impl Drop for FunctionsServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `check` until it holds or `timeout` passes; panics naming `what` then.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
