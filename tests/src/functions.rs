@@ -286,6 +286,39 @@ impl<'a> Seed<'a> {
         .expect("template")
     }
 
+    /// A branch rule of `branch` whose workflow runs `script` (with `sh -c`) as a `command`
+    /// detector, then records a violation when the result says `violations > 0`.
+    pub async fn command_rule(&self, branch: Uuid, spec: RuleSpec<'_>, script: &str) -> Uuid {
+        let rule = self.branch_rule(branch, spec).await;
+        let detect = self
+            .template(
+                "Queue detector",
+                "detection",
+                &serde_json::json!({"executor": "command", "program": "sh", "args": ["-c", script]}),
+            )
+            .await;
+        let violation = self
+            .template(
+                "Queue violation",
+                "business",
+                &serde_json::json!({"kind": "queue_too_long"}),
+            )
+            .await;
+        self.workflow(
+            rule,
+            &serde_json::json!({
+                "start_node": "detect",
+                "nodes": {
+                    "detect": {"type": "detection", "action_template_id": detect},
+                    "violation": {"type": "business", "action": "create_violation", "action_template_id": violation}
+                },
+                "edges": [{"from": "detect", "to": "violation", "condition": "violations > 0"}]
+            }),
+        )
+        .await;
+        rule
+    }
+
     /// Replaces the workflow config of `branch_rule`'s rule.
     pub async fn workflow(&self, branch_rule: Uuid, config: &Value) {
         sqlx::query(

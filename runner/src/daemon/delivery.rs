@@ -30,6 +30,7 @@ pub async fn run(daemon: Arc<Daemon>) {
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = daemon.outbox.added(), if delivered_all => {}
+            () = daemon.reconnected.notified() => backoff = Duration::from_secs(1),
             () = daemon.shutdown.cancelled() => {
                 // One last attempt, so a report made during shutdown is not left behind.
                 deliver(&daemon).await;

@@ -55,6 +55,8 @@ pub struct Daemon {
     pub outbox: Arc<Outbox>,
     /// Held while the outbox is being delivered.
     pub delivering: tokio::sync::Mutex<()>,
+    /// The functions answer again after failing.
+    pub reconnected: Notify,
     /// Runs workflows.
     pub engine: Engine,
     /// Loaded workflows by branch rule.
@@ -134,6 +136,7 @@ impl Daemon {
             queue: Mutex::new(JobQueue::new(Duration::from_secs(config.recent_seconds))),
             job_added: Notify::new(),
             delivering: tokio::sync::Mutex::new(()),
+            reconnected: Notify::new(),
             prepared: prepared::PreparedCache::new(config.plan_action_details_cap),
             metrics: Metrics::default(),
             activity: Activity::default(),
@@ -160,9 +163,13 @@ impl Daemon {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Notes whether the functions answered.
+    /// Notes whether the functions answered; when they come back, the outbox and the
+    /// refresher are woken instead of waiting out their backoff.
     pub fn set_reachable(&self, reachable: bool) {
-        self.cloud_reachable.store(reachable, Ordering::SeqCst);
+        let was = self.cloud_reachable.swap(reachable, Ordering::SeqCst);
+        if reachable && !was {
+            self.reconnected.notify_waiters();
+        }
     }
 
     /// Refreshes the gauges that are read rather than counted.

@@ -94,6 +94,24 @@ impl JobQueue {
         self.queued.contains_key(&id) || self.active.contains(&id)
     }
 
+    /// Whether a rule would be refused at `now`: queued, active, or processed too recently.
+    pub fn refuses(&self, id: Uuid, now: Instant) -> bool {
+        self.holds(id)
+            || self
+                .recent
+                .get(&id)
+                .is_some_and(|at| now.duration_since(*at) < self.recent_window)
+    }
+
+    /// When the earliest "processed recently" refusal ends (the scheduler wakes then).
+    pub fn next_recent_expiry(&self, now: Instant) -> Option<Instant> {
+        self.recent
+            .values()
+            .map(|at| *at + self.recent_window)
+            .filter(|until| *until > now)
+            .min()
+    }
+
     /// Jobs waiting.
     pub fn len(&self) -> usize {
         self.queued.len()
@@ -147,6 +165,11 @@ mod tests {
         assert_eq!(
             queue.push(job(a), t0 + Duration::from_secs(29)),
             Err(Refused::Recent)
+        );
+        assert!(queue.refuses(a, t0 + Duration::from_secs(29)));
+        assert_eq!(
+            queue.next_recent_expiry(t0),
+            Some(t0 + Duration::from_secs(30))
         );
         assert_eq!(queue.push(job(a), t0 + Duration::from_secs(30)), Ok(()));
         assert_eq!((queue.len(), queue.active()), (2, 0));

@@ -30,6 +30,7 @@ pub async fn run(daemon: Arc<Daemon>) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
+            () = daemon.reconnected.notified() => {}
             () = daemon.shutdown.cancelled() => return,
         }
         match refresh(&daemon).await {

@@ -41,11 +41,16 @@ pub async fn run(daemon: Arc<Daemon>) {
                 throttled_since = None;
                 let queued = dispatch(&daemon, now);
                 let wake = ready::next_wake(&daemon.plan.read(), now);
+                // A due rule held back as "processed recently" is due again when that ends.
+                let recent = daemon
+                    .queue()
+                    .next_recent_expiry(Instant::now())
+                    .map(|at| at.saturating_duration_since(Instant::now()));
                 if queued == daemon.config.max_jobs_per_cycle {
                     // More may be ready: come back as soon as a worker frees up.
                     safety
                 } else {
-                    until(wake, now).min(safety)
+                    until(wake, now).min(safety).min(recent.unwrap_or(safety))
                 }
             }
         };
@@ -62,8 +67,9 @@ pub fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
     let jobs: Vec<Job> = {
         let plan = daemon.plan.read();
         let queue = daemon.queue();
+        let at = Instant::now();
         let ids = ready::ready(&plan, now, daemon.config.max_jobs_per_cycle, &|id| {
-            queue.holds(id)
+            queue.refuses(id, at)
         });
         ids.into_iter()
             .map(|id| Job {

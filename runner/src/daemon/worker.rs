@@ -145,6 +145,7 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
     daemon.plan.update(|plan| {
         if let Some(entry) = plan.workflows.get_mut(&id) {
             entry.workflow.is_currently_running = false;
+            entry.local.running_here = false;
             if let Some(due) = due {
                 entry.workflow.next_run_time = Some(due);
             }

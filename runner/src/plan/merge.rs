@@ -132,7 +132,9 @@ fn merge_entry(
     let local = std::mem::replace(&mut entry.workflow, server);
     let mut kept = false;
     // Rule 1: a run in progress here is not undone by a server that has not seen it yet.
-    if local.is_currently_running && !entry.workflow.is_currently_running {
+    // (A flag that came from the server, e.g. another runner's run whose lease then
+    // expired, follows the server.)
+    if entry.local.running_here && !entry.workflow.is_currently_running {
         entry.workflow.is_currently_running = true;
         kept = true;
     }
@@ -159,8 +161,8 @@ fn merge_entry(
         entry.workflow.last_run_time = local.last_run_time;
         entry.workflow.run_count = entry.workflow.run_count.max(local.run_count);
         entry.workflow.is_last_run_failed = local.is_last_run_failed;
-        if recent {
-            entry.workflow.is_currently_running = local.is_currently_running;
+        if recent && !local.is_currently_running {
+            entry.workflow.is_currently_running = false;
         }
     } else {
         entry.local.local_next_run = false;

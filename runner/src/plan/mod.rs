@@ -48,6 +48,10 @@ pub struct Local {
     pub missing_since: Option<DateTime<Utc>>,
     /// The next run was computed here (the functions were unreachable).
     pub local_next_run: bool,
+    /// A worker of this runner is running it (as opposed to the server saying some
+    /// runner is): only this survives a refresh that says otherwise.
+    #[serde(default)]
+    pub running_here: bool,
 }
 
 impl Plan {

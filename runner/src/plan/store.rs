@@ -53,6 +53,7 @@ impl PlanStore {
                 entry.workflow.is_currently_running = false;
                 reset += 1;
             }
+            entry.local.running_here = false;
         }
         tracing::info!("🔄 Reset {reset} workflow(s) is_currently_running flag");
         let plan = Arc::new(RwLock::new(plan));
@@ -136,6 +137,7 @@ impl PlanStore {
         self.update(|plan| {
             if let Some(entry) = plan.workflows.get_mut(&id) {
                 entry.workflow.is_currently_running = running;
+                entry.local.running_here = running;
                 entry.local.updated_at = Some(now);
             }
         });
@@ -160,6 +162,7 @@ impl PlanStore {
             w.run_count = answer.run_count;
             w.is_last_run_failed = failed;
             w.resume_at = None;
+            entry.local.running_here = false;
             entry.local.updated_at = Some(now);
             entry.local.local_next_run = local;
             Some(before)
@@ -185,6 +188,7 @@ impl PlanStore {
         self.update(|plan| {
             if let Some(entry) = plan.workflows.get_mut(&id) {
                 entry.workflow.is_currently_running = false;
+                entry.local.running_here = false;
                 entry.workflow.resume_at = Some(resume_at);
                 entry.local.updated_at = Some(now);
             }

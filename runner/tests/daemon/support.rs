@@ -7,7 +7,6 @@ use std::process::Command;
 use chrono::{DateTime, Utc};
 use res_tests::functions::{RuleSpec, Seed, TestApp};
 pub use res_tests::processes::{Runner, RunnerSpec, eventually};
-use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -96,44 +95,17 @@ impl Site {
     /// A rule due at `next_run_time` whose workflow runs `script` as a command detector and
     /// records a violation when it reports `violations > 0`.
     pub async fn rule(&self, cron: &str, next_run_time: DateTime<Utc>, script: &str) -> Uuid {
-        let seed = Seed::new(&self.app.pool);
-        let rule = seed
-            .branch_rule(
+        Seed::new(&self.app.pool)
+            .command_rule(
                 self.branch,
                 RuleSpec {
                     cron: Some(cron),
                     next_run_time: Some(next_run_time),
                     ..RuleSpec::default()
                 },
+                script,
             )
-            .await;
-        let detect = seed
-            .template(
-                "Queue detector",
-                "detection",
-                &json!({"executor": "command", "program": "sh", "args": ["-c", script]}),
-            )
-            .await;
-        let violation = seed
-            .template(
-                "Queue violation",
-                "business",
-                &json!({"kind": "queue_too_long"}),
-            )
-            .await;
-        seed.workflow(
-            rule,
-            &json!({
-                "start_node": "detect",
-                "nodes": {
-                    "detect": {"type": "detection", "action_template_id": detect},
-                    "violation": {"type": "business", "action": "create_violation", "action_template_id": violation}
-                },
-                "edges": [{"from": "detect", "to": "violation", "condition": "violations > 0"}]
-            }),
-        )
-        .await;
-        rule
+            .await
     }
 
     /// Executions of a rule: (id, status, retry_of, offline).

@@ -62,7 +62,13 @@ fn a_local_running_flag_survives_a_server_that_has_not_seen_the_claim() {
     let id = Uuid::new_v4();
     let mut local = workflow(id, t(0));
     local.is_currently_running = true;
-    let mut plan = plan_with(local, Local::default());
+    let mut plan = plan_with(
+        local,
+        Local {
+            running_here: true,
+            ..Local::default()
+        },
+    );
     let outcome = merge(
         &mut plan,
         response(false, vec![workflow(id, t(0))], vec![]),
@@ -267,4 +273,20 @@ fn the_first_refresh_trusts_the_server_completely() {
         plan.workflows[&stale].local.missing_since.is_some(),
         "even a delta answer is taken as the whole truth on the first refresh"
     );
+}
+
+#[test]
+fn a_running_flag_the_server_gave_follows_the_server() {
+    // Another runner's run, seen in an earlier refresh; its lease has since expired.
+    let id = Uuid::new_v4();
+    let mut seen = workflow(id, t(0));
+    seen.is_currently_running = true;
+    let mut plan = plan_with(seen, Local::default());
+    merge(
+        &mut plan,
+        response(false, vec![workflow(id, t(0))], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert!(!plan.workflows[&id].workflow.is_currently_running);
 }

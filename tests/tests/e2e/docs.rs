@@ -1,0 +1,264 @@
+//! Every `curl` example in docs/api.md, run against the functions process, must answer as
+//! documented: the same fields (recursively), the same flags, codes and error messages.
+//! Ids, tokens and times differ from run to run and are compared by type only.
+
+use std::process::Command;
+
+use res_tests::functions::RuleSpec;
+use serde_json::Value;
+
+use super::system::System;
+
+/// A fenced block of the document.
+struct Block {
+    lang: String,
+    text: String,
+    /// Line of the opening fence (1-based).
+    line: usize,
+    /// Line of the closing fence.
+    end: usize,
+}
+
+fn blocks(markdown: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Block> = None;
+    for (n, line) in markdown.lines().enumerate() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) => {
+                current = Some(Block {
+                    lang: lang.trim().to_owned(),
+                    text: String::new(),
+                    line: n + 1,
+                    end: 0,
+                });
+            }
+            (Some(block), Some(_)) => {
+                block.end = n + 1;
+                blocks.extend(current.take());
+            }
+            (Some(block), None) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+/// Parses documented JSON, where `…` stands for "more of the same" at the end of objects.
+fn documented_json(text: &str) -> Value {
+    let cleaned = text
+        .replace(", …}", r#", "…": null}"#)
+        .replace(", … }", r#", "…": null}"#);
+    // The first JSON value; a comment may go on in words after it.
+    serde_json::Deserializer::from_str(&cleaned)
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("documented JSON does not parse: {text}"))
+}
+
+fn id_like(key: &str) -> bool {
+    key.contains('…') || uuid::Uuid::parse_str(key).is_ok()
+}
+
+/// Whether `actual` has the documented shape; the first difference otherwise.
+fn conforms(doc: &Value, actual: &Value, path: &str) -> Result<(), String> {
+    const EXACT: [&str; 4] = ["code", "message", "status", "reason"];
+    // Free-form JSON the caller or operator chose (configs, results): any object will do.
+    const FREE: [&str; 5] = ["workflow_config", "config", "details", "result", "settings"];
+    if FREE.iter().any(|k| path.ends_with(&format!(".{k}"))) {
+        return if doc.is_object() == actual.is_object() {
+            Ok(())
+        } else {
+            Err(format!("{path}: documented {doc}, answered {actual}"))
+        };
+    }
+    match (doc, actual) {
+        (Value::Null, _) | (_, Value::Null) => Ok(()),
+        (Value::Object(d), Value::Object(a)) if !d.is_empty() && d.keys().all(|k| id_like(k)) => {
+            let sample = d.values().next().unwrap_or(&Value::Null);
+            a.iter()
+                .try_for_each(|(k, v)| conforms(sample, v, &format!("{path}.{k}")))
+        }
+        (Value::Object(d), Value::Object(a)) => {
+            // A documented object ending in `…` lists only some of its fields.
+            let open = d.contains_key("…");
+            let missing: Vec<&String> = d
+                .keys()
+                .filter(|k| *k != "…" && !a.contains_key(*k))
+                .collect();
+            let extra: Vec<&String> = a.keys().filter(|k| !open && !d.contains_key(*k)).collect();
+            if !missing.is_empty() || !extra.is_empty() {
+                return Err(format!(
+                    "{path}: documented fields missing from the answer {missing:?}, undocumented fields in it {extra:?}"
+                ));
+            }
+            d.iter().filter(|(k, _)| *k != "…").try_for_each(|(k, dv)| {
+                let av = &a[k];
+                if EXACT.contains(&k.as_str()) && dv.is_string() && dv != av {
+                    return Err(format!("{path}.{k}: documented {dv}, answered {av}"));
+                }
+                conforms(dv, av, &format!("{path}.{k}"))
+            })
+        }
+        (Value::Array(d), Value::Array(a)) => match d.first() {
+            Some(sample) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| conforms(sample, v, &format!("{path}[{i}]"))),
+            None => Ok(()),
+        },
+        (Value::Bool(d), Value::Bool(a)) if d != a => {
+            Err(format!("{path}: documented {d}, answered {a}"))
+        }
+        (Value::Bool(_), Value::Bool(_))
+        | (Value::Number(_), Value::Number(_))
+        | (Value::String(_), Value::String(_)) => Ok(()),
+        _ => Err(format!("{path}: documented {doc}, answered {actual}")),
+    }
+}
+
+/// All JSON values printed one after another.
+fn json_values(output: &str) -> Vec<Value> {
+    serde_json::Deserializer::from_str(output)
+        .into_iter::<Value>()
+        .map_while(Result::ok)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
+    let system = System::start().await;
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("*/30 * * * *"),
+                next_run_time: Some(chrono::Utc::now() - chrono::TimeDelta::minutes(1)),
+                ..RuleSpec::default()
+            },
+            &super::system::detector(0.0, 0),
+        )
+        .await;
+    let (template,): (uuid::Uuid,) =
+        sqlx::query_as("SELECT id FROM action_templates WHERE kind = 'detection'")
+            .fetch_one(&system.pool)
+            .await
+            .expect("template");
+    sqlx::query("INSERT INTO action_details (branch_rule_id, action_template_id, config) VALUES ($1, $2, $3)")
+        .bind(rule)
+        .bind(template)
+        .bind(serde_json::json!({"camera_ids": ["cam-17-entrance"], "stream_url": "rtsp://10.17.0.5/entrance"}))
+        .execute(&system.pool)
+        .await
+        .expect("action detail");
+    let markdown = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/api.md"))
+        .expect("docs/api.md");
+    let all = blocks(&markdown);
+    // Literal ids in the examples stand for the ones the claim example hands out.
+    let mut replacements: Vec<(String, String)> = Vec::new();
+    let mut ran = 0;
+    for (i, block) in all.iter().enumerate() {
+        if block.lang != "sh"
+            || !block.text.contains("curl ")
+            || block.text.contains("res-functions migrate")
+        {
+            continue;
+        }
+        let mut script = block.text.clone();
+        for (from, to) in &replacements {
+            script = script.replace(from.as_str(), to.as_str());
+        }
+        let output = Command::new("sh")
+            .args(["-c", &script])
+            .env("RES", system.functions.url())
+            .env("TOKEN", &system.token)
+            .env("RULE", rule.to_string())
+            .output()
+            .expect("sh runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "docs/api.md:{}: exit {}: {}",
+            block.line,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        ran += 1;
+        let comments: Vec<Value> = block
+            .text
+            .lines()
+            .filter_map(|l| l.split_once("# {").map(|(_, rest)| format!("{{{rest}")))
+            .map(|j| documented_json(&j))
+            .collect();
+        // The documented answer is the block right after, with only blank lines between.
+        let lines: Vec<&str> = markdown.lines().collect();
+        let next = all.get(i + 1).filter(|b| {
+            lines[block.end..b.line - 1]
+                .iter()
+                .all(|l| l.trim().is_empty())
+        });
+        if let Some(next) = next.filter(|b| b.lang == "json") {
+            let doc = documented_json(&next.text);
+            let actual = json_values(&stdout).pop().unwrap_or(Value::Null);
+            if let Err(difference) = conforms(&doc, &actual, "$") {
+                panic!("docs/api.md:{}: {difference}\nanswer: {stdout}", block.line);
+            }
+            if actual.get("claim_token").is_some() {
+                for (key, documented) in [
+                    ("execution_id", &doc["execution_id"]),
+                    ("claim_token", &doc["claim_token"]),
+                ] {
+                    if let (Some(d), Some(a)) = (documented.as_str(), actual[key].as_str()) {
+                        replacements.push((d.to_owned(), a.to_owned()));
+                    }
+                }
+            }
+        } else if let Some(next) = next.filter(|b| b.lang.is_empty()) {
+            // An HTTP exchange (`curl -si`): status line, documented headers, JSON body.
+            let (doc_head, doc_body) = next.text.split_once("\n\n").unwrap_or((&next.text, ""));
+            let (head, body) = stdout
+                .split_once("\r\n\r\n")
+                .unwrap_or_else(|| stdout.split_once("\n\n").unwrap_or((&stdout, "")));
+            let mut doc_lines = doc_head.lines();
+            let status = doc_lines
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("");
+            assert_eq!(
+                head.lines()
+                    .next()
+                    .and_then(|l| l.split_whitespace().nth(1)),
+                Some(status),
+                "docs/api.md:{}: {stdout}",
+                block.line
+            );
+            for header in doc_lines {
+                let name = header.split(':').next().unwrap_or("").to_lowercase();
+                assert!(
+                    head.to_lowercase().contains(&format!("{name}:")),
+                    "docs/api.md:{}: header {name} missing: {head}",
+                    block.line
+                );
+            }
+            if let Err(difference) = conforms(
+                &documented_json(doc_body.trim()),
+                &json_values(body).pop().unwrap_or(Value::Null),
+                "$",
+            ) {
+                panic!("docs/api.md:{}: {difference}\nanswer: {stdout}", block.line);
+            }
+        }
+        let outputs = json_values(&stdout);
+        for (n, doc) in comments.iter().enumerate() {
+            let actual = outputs.get(n).unwrap_or(&Value::Null);
+            if let Err(difference) = conforms(doc, actual, "$") {
+                panic!("docs/api.md:{}: {difference}\nanswer: {stdout}", block.line);
+            }
+        }
+    }
+    assert!(ran >= 9, "only {ran} curl examples found in docs/api.md");
+}

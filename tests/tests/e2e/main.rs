@@ -1,0 +1,274 @@
+//! End-to-end: PostgreSQL, `res-functions serve`, `res-runner run` processes and `command`
+//! detectors, talking over real sockets — including when parts of the system fail.
+
+mod docs;
+mod system;
+
+use std::time::Duration;
+
+use chrono::{NaiveTime, TimeDelta, Utc};
+use res_shared::schedule::Schedule;
+use res_tests::functions::RuleSpec;
+use res_tests::processes::eventually;
+use system::{System, detector};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn due(cron: &str) -> RuleSpec<'_> {
+    RuleSpec {
+        cron: Some(cron),
+        next_run_time: Some(Utc::now() - TimeDelta::seconds(10)),
+        ..RuleSpec::default()
+    }
+}
+
+fn predicted(cron: &str, from: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    Schedule::parse(cron, None, None, Some("Asia/Riyadh"))
+        .expect("schedule")
+        .next_run(from, false)
+        .expect("next run")
+        .next_run_time
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forty_rules_due_at_once_run_exactly_once_across_two_runners() {
+    let system = System::start().await;
+    let cron = "0 * * * *";
+    let mut rules = Vec::new();
+    for _ in 0..40 {
+        rules.push(system.rule(due(cron), &detector(0.1, 0)).await);
+    }
+    let mut a = system.runner("runner-a", &[]);
+    let mut b = system.runner("runner-b", &[]);
+    eventually("all 40 rules ran", WAIT, || async {
+        let runs: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM branch_rules WHERE run_count > 0 AND NOT is_currently_running",
+        )
+        .fetch_one(&system.pool)
+        .await
+        .expect("count");
+        runs == 40
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut by_runner = std::collections::BTreeMap::<String, usize>::new();
+    for rule in &rules {
+        let executions = system.executions(*rule).await;
+        assert_eq!(executions.len(), 1, "rule {rule} ran {executions:?}");
+        assert_eq!(executions[0].1, "completed");
+        *by_runner.entry(executions[0].4.clone()).or_default() += 1;
+        let (next, last, runs, running) = system.rule_row(*rule).await;
+        assert_eq!((runs, running), (1, false));
+        assert_eq!(
+            next,
+            Some(predicted(cron, last.expect("last run"))),
+            "rule {rule}"
+        );
+    }
+    assert!(a.stop() && b.stop());
+    eprintln!("executions per runner: {by_runner:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_killed_mid_detection_is_crashed_and_another_runner_retries_after_the_lease() {
+    let system = System::start().await;
+    let rule = system.rule(due("0 * * * *"), &detector(60.0, 0)).await;
+    let mut a = system.runner("runner-a", &[]);
+    eventually("runner-a is detecting", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "running")
+    })
+    .await;
+    // The retry should be quick: the detector is fast from now on.
+    sqlx::query(
+        "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
+         WHERE kind = 'detection'",
+    )
+    .bind(detector(0.0, 0))
+    .execute(&system.pool)
+    .await
+    .expect("fast detector");
+    let mut b = system.runner("runner-b", &[]);
+    a.kill();
+    eventually("runner-b retried the rule", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "completed")
+    })
+    .await;
+    let executions = system.executions(rule).await;
+    assert_eq!(executions.len(), 2, "{executions:?}");
+    let (crashed, retry) = (&executions[0], &executions[1]);
+    assert_eq!(
+        (crashed.1.as_str(), crashed.4.as_str()),
+        ("crashed", "runner-a")
+    );
+    assert_eq!(
+        retry.2,
+        Some(crashed.0),
+        "the retry links to the crashed attempt"
+    );
+    assert_eq!(retry.4, "runner-b");
+    assert!(b.stop());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_functions_a_sole_runner_keeps_scheduling_and_every_report_arrives_once() {
+    let mut system = System::start().await;
+    let cron = "*/4 * * * * *";
+    let rule = system.rule(due(cron), &detector(0.0, 1)).await;
+    let settings = [("OFFLINE_EXECUTION", "true"), ("LEASE_SECONDS", "5")];
+    let mut runner = system.runner("site-1", &settings);
+    eventually("a first run online", WAIT, || async {
+        system.rule_row(rule).await.2 >= 1
+    })
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    let offline_runs = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("job finished") && l.contains("offline=true"))
+            .count()
+    };
+    eventually("runs go on offline", WAIT, || async {
+        offline_runs(&runner.log()) >= 2
+    })
+    .await;
+    // A restart while the functions are still away: the outbox survives, runs go on.
+    assert!(runner.stop());
+    let before_restart = offline_runs(&runner.log());
+    runner.restart();
+    eventually("runs go on after the restart", WAIT, || async {
+        offline_runs(&runner.log()) >= before_restart + 2
+    })
+    .await;
+    system.functions.restart().await;
+    eventually("the outbox is delivered", WAIT, || async {
+        runner
+            .status()
+            .await
+            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+    })
+    .await;
+    assert!(runner.stop());
+    let offline_total = offline_runs(&runner.log());
+    let executions = system.executions(rule).await;
+    let recorded_offline = executions.iter().filter(|e| e.3).count();
+    assert_eq!(
+        recorded_offline, offline_total,
+        "every offline run arrived exactly once"
+    );
+    assert!(
+        executions.iter().all(|e| e.1 == "completed"),
+        "{executions:?}"
+    );
+    let violations: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM violations WHERE branch_rule_id = $1")
+            .bind(rule)
+            .fetch_one(&system.pool)
+            .await
+            .expect("violations");
+    assert_eq!(
+        violations as usize,
+        executions.len(),
+        "one violation per run, none twice"
+    );
+    let (_, _, runs, running) = system.rule_row(rule).await;
+    assert_eq!(runs as usize, executions.len());
+    assert!(!running);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_window_closing_mid_run_ends_it_with_its_partial_results() {
+    let system = System::start().await;
+    // The window (Riyadh wall clock, UTC+3) closes a few seconds from now.
+    let now = Utc::now() + TimeDelta::hours(3);
+    let from = (now - TimeDelta::hours(1)).time();
+    let to = (now + TimeDelta::seconds(6)).time();
+    if to < NaiveTime::from_hms_opt(0, 0, 10).expect("time") {
+        eprintln!("skipping the window test within seconds of local midnight");
+        return;
+    }
+    let rule = system
+        .rule(
+            due("* * * * *"),
+            "cat >/dev/null; echo '{\"people\": 4, \"partial\": true}'; sleep 60; echo '{\"people\": 9}'",
+        )
+        .await;
+    sqlx::query(
+        "UPDATE branch_rules SET operation_time_from = $2, operation_time_to = $3 WHERE id = $1",
+    )
+    .bind(rule)
+    .bind(from)
+    .bind(to)
+    .execute(&system.pool)
+    .await
+    .expect("window");
+    let mut runner = system.runner("site-1", &[]);
+    eventually("the run ended at the window's end", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 != "running" && e.1 != "scheduled")
+    })
+    .await;
+    let (status, result): (String, serde_json::Value) =
+        sqlx::query_as("SELECT status, result FROM executions WHERE branch_rule_id = $1")
+            .bind(rule)
+            .fetch_one(&system.pool)
+            .await
+            .expect("execution");
+    assert_eq!(status, "operation_window_exceeded");
+    assert_eq!(result["nodes"][0]["status"], "stopped");
+    assert_eq!(
+        result["nodes"][0]["result"]["people"], 4,
+        "the partial result is kept: {result}"
+    );
+    assert!(runner.stop());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_corrupt_plan_and_a_stale_marker_are_reported_and_the_runner_starts_anyway() {
+    let system = System::start().await;
+    let rule = system.rule(due("0 * * * *"), &detector(0.0, 0)).await;
+    let state = system.dir.join("site-1");
+    std::fs::create_dir_all(&state).expect("state dir");
+    std::fs::write(
+        state.join("shutdown-marker.json"),
+        br#"{"shutdown_started_at": "2026-01-01T00:00:00Z", "pid": 4242, "signal": "SIGTERM"}"#,
+    )
+    .expect("marker");
+    std::fs::write(state.join("plan.json"), b"\x00\x01 not a plan").expect("plan");
+    let mut runner = system.runner("site-1", &[]);
+    eventually("the rule ran", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "completed")
+    })
+    .await;
+    let status = runner.status().await.expect("status");
+    assert!(
+        status["last_stop"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("crash: stale shutdown marker")),
+        "{status}"
+    );
+    assert!(
+        status["plan_at_start"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("plan file ignored"))
+    );
+    let log = runner.log();
+    assert!(
+        log.contains("stale shutdown marker") && log.contains("not a valid plan file"),
+        "{log}"
+    );
+    assert!(runner.stop());
+}

@@ -1,0 +1,145 @@
+//! The whole system as processes: a fresh database migrated by `res-functions migrate`,
+//! `res-functions serve`, runner keys from `res-functions create-api-key`, and
+//! `res-runner run` processes on the same branch.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use chrono::{DateTime, Utc};
+use res_tests::functions::{RuleSpec, Seed};
+use res_tests::postgres::{TestDatabase, server};
+use res_tests::processes::{FunctionsServer, Runner, RunnerSpec, binary};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use uuid::Uuid;
+
+/// A running system.
+pub struct System {
+    /// Direct database access, to seed and to check.
+    pub pool: PgPool,
+    /// The functions process.
+    pub functions: FunctionsServer,
+    /// The branch every rule belongs to.
+    pub branch: Uuid,
+    /// A runner key for it.
+    pub token: String,
+    /// State and logs.
+    pub dir: PathBuf,
+    _database: TestDatabase,
+}
+
+/// Runs `res-functions <args>` against `database_url`; its stdout.
+pub fn functions_cli(database_url: &str, args: &[&str]) -> String {
+    let output = Command::new(binary("res-functions"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .output()
+        .expect("res-functions runs");
+    assert!(
+        output.status.success(),
+        "res-functions {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+impl System {
+    /// Database, migrations, functions, a brand in Asia/Riyadh with one branch, a runner key.
+    pub async fn start() -> System {
+        res_tests::functions::install_tls();
+        let database = server().create_database().await;
+        functions_cli(&database.url, &["migrate"]);
+        let pool = PgPoolOptions::new()
+            .max_connections(5)
+            .connect(&database.url)
+            .await
+            .expect("connect");
+        let dir = std::env::temp_dir().join(format!("res-e2e-{}", Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let functions = FunctionsServer::start(
+            &binary("res-functions"),
+            &database.url,
+            &dir.join("functions.log"),
+        )
+        .await;
+        let seed = Seed::new(&pool);
+        let branch = seed.branch(seed.brand("Asia/Riyadh").await, None).await;
+        let token = functions_cli(
+            &database.url,
+            &[
+                "create-api-key",
+                "--name",
+                "e2e",
+                "--role",
+                "runner",
+                "--branch",
+                &branch.to_string(),
+            ],
+        );
+        System {
+            pool,
+            functions,
+            branch,
+            token,
+            dir,
+            _database: database,
+        }
+    }
+
+    /// A runner named `name`; `extra` overrides settings (`("WORKERS", "2")`).
+    pub fn runner(&self, name: &str, extra: &[(&str, &str)]) -> Runner {
+        Runner::start(
+            RunnerSpec {
+                binary: &binary("res-runner"),
+                dir: &self.dir,
+                name,
+                functions_url: &self.functions.url(),
+                token: &self.token,
+            },
+            extra,
+            &[],
+        )
+    }
+
+    /// A rule whose workflow runs `script` (sh) as a `command` detector, then records a
+    /// violation when the result says `violations > 0`.
+    pub async fn rule(&self, spec: RuleSpec<'_>, script: &str) -> Uuid {
+        Seed::new(&self.pool)
+            .command_rule(self.branch, spec, script)
+            .await
+    }
+
+    /// Executions of a rule, oldest first: (id, status, retry_of, offline, runner_id).
+    pub async fn executions(&self, rule: Uuid) -> Vec<(Uuid, String, Option<Uuid>, bool, String)> {
+        sqlx::query_as(
+            "SELECT id, status, retry_of, offline, runner_id FROM executions \
+             WHERE branch_rule_id = $1 ORDER BY scheduled_at",
+        )
+        .bind(rule)
+        .fetch_all(&self.pool)
+        .await
+        .expect("executions")
+    }
+
+    /// `(next_run_time, last_run_time, run_count, is_currently_running)`.
+    pub async fn rule_row(
+        &self,
+        rule: Uuid,
+    ) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, i64, bool) {
+        sqlx::query_as(
+            "SELECT next_run_time, last_run_time, run_count, is_currently_running \
+             FROM branch_rules WHERE id = $1",
+        )
+        .bind(rule)
+        .fetch_one(&self.pool)
+        .await
+        .expect("rule row")
+    }
+}
+
+/// A detector that prints a result after `sleep` seconds.
+pub fn detector(sleep: f64, violations: u32) -> String {
+    format!(
+        "cat >/dev/null; sleep {sleep}; echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": {violations}}}'"
+    )
+}
