@@ -332,3 +332,39 @@ impl<'a> Seed<'a> {
         .expect("workflow config");
     }
 }
+
+/// A branch rule's `(next_run_time, last_run_time, run_count, is_currently_running)`.
+pub async fn rule_row(
+    pool: &PgPool,
+    rule: Uuid,
+) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, i64, bool) {
+    sqlx::query_as(
+        "SELECT next_run_time, last_run_time, run_count, is_currently_running \
+         FROM branch_rules WHERE id = $1",
+    )
+    .bind(rule)
+    .fetch_one(pool)
+    .await
+    .expect("rule row")
+}
+
+/// Replaces the script of every `command` detection template (see [`Seed::command_rule`]).
+pub async fn set_detector(pool: &PgPool, script: &str) {
+    sqlx::query(
+        "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
+         WHERE kind = 'detection'",
+    )
+    .bind(script)
+    .execute(pool)
+    .await
+    .expect("detector script");
+}
+
+/// The next run the shared crate predicts for `cron` (Asia/Riyadh, no window) after `from`.
+pub fn predicted_next_run(cron: &str, from: DateTime<Utc>) -> DateTime<Utc> {
+    res_shared::schedule::Schedule::parse(cron, None, None, Some("Asia/Riyadh"))
+        .expect("schedule")
+        .next_run(from, false)
+        .expect("next run")
+        .next_run_time
+}

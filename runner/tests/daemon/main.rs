@@ -6,18 +6,9 @@ mod support;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use res_shared::schedule::Schedule;
 use support::{Site, detector, eventually, plan_command, runner, runner_with_env};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn predicted(cron: &str, from: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
-    Schedule::parse(cron, None, None, Some("Asia/Riyadh"))
-        .expect("schedule")
-        .next_run(from, false)
-        .expect("next run")
-        .next_run_time
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
@@ -43,7 +34,10 @@ async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
     assert_eq!(runs, 1);
     assert!(!running);
     let last = last.expect("last run time");
-    assert_eq!(next, Some(predicted("0 * * * *", last)));
+    assert_eq!(
+        next,
+        Some(res_tests::functions::predicted_next_run("0 * * * *", last))
+    );
     assert_eq!(site.violations(rule).await, 1);
 
     // The local plan follows the report, and the operator surfaces say so.
@@ -227,7 +221,7 @@ async fn reports_wait_in_the_outbox_across_a_restart_and_arrive_once() {
             .expect("local next run");
     assert_eq!(
         local_next,
-        predicted(cron, finished),
+        res_tests::functions::predicted_next_run(cron, finished),
         "the fallback equals the function's rule"
     );
     assert!(

@@ -125,26 +125,12 @@ impl Site {
         &self,
         rule: Uuid,
     ) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, i64, bool) {
-        sqlx::query_as(
-            "SELECT next_run_time, last_run_time, run_count, is_currently_running \
-             FROM branch_rules WHERE id = $1",
-        )
-        .bind(rule)
-        .fetch_one(&self.app.pool)
-        .await
-        .expect("rule row")
+        res_tests::functions::rule_row(&self.app.pool, rule).await
     }
 
     /// Replaces the script of every detection template.
     pub async fn set_detector(&self, script: &str) {
-        sqlx::query(
-            "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
-             WHERE kind = 'detection'",
-        )
-        .bind(script)
-        .execute(&self.app.pool)
-        .await
-        .expect("detector script");
+        res_tests::functions::set_detector(&self.app.pool, script).await;
     }
 
     /// Violations recorded for a rule.

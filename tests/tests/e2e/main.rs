@@ -7,7 +7,6 @@ mod system;
 use std::time::Duration;
 
 use chrono::{NaiveTime, TimeDelta, Utc};
-use res_shared::schedule::Schedule;
 use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 use system::{System, detector};
@@ -20,14 +19,6 @@ fn due(cron: &str) -> RuleSpec<'_> {
         next_run_time: Some(Utc::now() - TimeDelta::seconds(10)),
         ..RuleSpec::default()
     }
-}
-
-fn predicted(cron: &str, from: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
-    Schedule::parse(cron, None, None, Some("Asia/Riyadh"))
-        .expect("schedule")
-        .next_run(from, false)
-        .expect("next run")
-        .next_run_time
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -61,7 +52,10 @@ async fn forty_rules_due_at_once_run_exactly_once_across_two_runners() {
         assert_eq!((runs, running), (1, false));
         assert_eq!(
             next,
-            Some(predicted(cron, last.expect("last run"))),
+            Some(res_tests::functions::predicted_next_run(
+                cron,
+                last.expect("last run")
+            )),
             "rule {rule}"
         );
     }
@@ -83,14 +77,7 @@ async fn a_runner_killed_mid_detection_is_crashed_and_another_runner_retries_aft
     })
     .await;
     // The retry should be quick: the detector is fast from now on.
-    sqlx::query(
-        "UPDATE action_templates SET config = jsonb_set(config, '{args,1}', to_jsonb($1::text)) \
-         WHERE kind = 'detection'",
-    )
-    .bind(detector(0.0, 0))
-    .execute(&system.pool)
-    .await
-    .expect("fast detector");
+    res_tests::functions::set_detector(&system.pool, &detector(0.0, 0)).await;
     let mut b = system.runner("runner-b", &[]);
     a.kill();
     eventually("runner-b retried the rule", WAIT, || async {

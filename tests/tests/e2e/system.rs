@@ -126,14 +126,7 @@ impl System {
         &self,
         rule: Uuid,
     ) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, i64, bool) {
-        sqlx::query_as(
-            "SELECT next_run_time, last_run_time, run_count, is_currently_running \
-             FROM branch_rules WHERE id = $1",
-        )
-        .bind(rule)
-        .fetch_one(&self.pool)
-        .await
-        .expect("rule row")
+        res_tests::functions::rule_row(&self.pool, rule).await
     }
 }
 
