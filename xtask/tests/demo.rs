@@ -2,6 +2,8 @@
 //! system comes up, executions stream in, and everything is gone afterwards.
 
 use std::process::Command;
+
+use chrono::Timelike;
 use std::time::{Duration, Instant};
 
 use res_tests::processes::{binary, free_port};
@@ -50,10 +52,14 @@ fn the_demo_runs_the_whole_system_and_leaves_nothing_behind() {
             .any(|l| l.contains("Camera health") && l.contains("failed")),
         "the failing detector shows as failed:\n{stdout}"
     );
-    assert!(
-        lines.iter().any(|l| l.contains("degenerate")),
-        "the degenerate rule is flagged:\n{stdout}"
-    );
+    // The degenerate rule runs at start unless Berlin is in its window's gap (02:00-04:00
+    // local, never later than 03:00 UTC).
+    if chrono::Utc::now().hour() >= 3 {
+        assert!(
+            lines.iter().any(|l| l.contains("degenerate")),
+            "the degenerate rule is flagged:\n{stdout}"
+        );
+    }
     // Nothing is left listening, and PostgreSQL's directory goes with the demo.
     let deadline = Instant::now() + Duration::from_secs(15);
     while state.join("pg").exists() && Instant::now() < deadline {
