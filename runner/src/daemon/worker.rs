@@ -67,13 +67,14 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
         started_at,
     });
     let outcome = claim_and_run(daemon, job).await;
+    let duration_ms = (Utc::now() - started_at).num_milliseconds();
     daemon.metrics.count(&outcome.status);
     tracing::info!(
         execution_id = ?outcome.execution_id,
         status = %outcome.status,
         next_run_time = ?outcome.next_run_time,
         offline = outcome.offline,
-        duration_ms = (Utc::now() - started_at).num_milliseconds(),
+        duration_ms,
         "job finished"
     );
     daemon.activity.finished(JobResult {
@@ -81,7 +82,7 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
         execution_id: outcome.execution_id,
         status: outcome.status,
         started_at,
-        duration_ms: (Utc::now() - started_at).num_milliseconds(),
+        duration_ms,
         next_run_time: outcome.next_run_time,
         offline: outcome.offline,
         error: outcome.error,

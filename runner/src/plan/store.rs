@@ -1,7 +1,7 @@
 //! The shared plan: one lock around the plan, the writer behind it, and a notification
 //! the scheduler sleeps on so a change wakes it at once.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -21,7 +21,6 @@ pub struct PlanStore {
     plan: Arc<RwLock<Plan>>,
     writer: Writer,
     changed: Notify,
-    path: PathBuf,
 }
 
 /// How the plan file looked at start.
@@ -62,7 +61,6 @@ impl PlanStore {
             plan,
             writer,
             changed: Notify::new(),
-            path: path.to_owned(),
         };
         if reset > 0 {
             store.writer.request();
@@ -203,11 +201,6 @@ impl PlanStore {
     /// The writer's monitoring figures.
     pub fn writer_stats(&self) -> Arc<WriterStats> {
         self.writer.stats()
-    }
-
-    /// Where the plan is stored.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
