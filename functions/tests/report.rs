@@ -42,6 +42,19 @@ async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
     }
 }
 
+/// The wall clock in Riyadh, the seeded brand's zone (UTC+3, no DST).
+fn riyadh_now() -> DateTime<Utc> {
+    Utc::now() + TimeDelta::hours(3)
+}
+
+/// A Riyadh operation window open now whatever the hour, so claims succeed at any time of day.
+fn window_open_now() -> (String, String) {
+    let now = riyadh_now();
+    let from = (now - TimeDelta::hours(1)).format("%H:00").to_string();
+    let to = (now + TimeDelta::hours(2)).format("%H:00").to_string();
+    (from, to)
+}
+
 async fn claimed() -> Claimed {
     claimed_with(RuleSpec::default()).await
 }
@@ -273,8 +286,9 @@ async fn violations_need_the_token_and_a_key_of_their_own() {
 
 #[tokio::test]
 async fn a_report_finishes_the_execution_and_schedules_with_the_shared_rules() {
+    let (from, to) = window_open_now();
     let c = claimed_with(RuleSpec {
-        window: Some(("00:00", "23:59")),
+        window: Some((&from, &to)),
         ..RuleSpec::default()
     })
     .await;
@@ -285,14 +299,9 @@ async fn a_report_finishes_the_execution_and_schedules_with_the_shared_rules() {
     assert_eq!(reply.body["degenerate"], false);
     assert!(reply.body.get("warnings").is_none());
     let last = time(&reply.body["last_run_time"]);
-    let expected = Schedule::parse(
-        "*/30 * * * *",
-        Some("00:00"),
-        Some("23:59"),
-        Some("Asia/Riyadh"),
-    )
-    .and_then(|s| s.next_run(last, false))
-    .expect("the shared rules answer");
+    let expected = Schedule::parse("*/30 * * * *", Some(&from), Some(&to), Some("Asia/Riyadh"))
+        .and_then(|s| s.next_run(last, false))
+        .expect("the shared rules answer");
     assert_eq!(time(&reply.body["next_run_time"]), expected.next_run_time);
     assert_eq!(c.execution_status().await, "completed");
     let (running, next, runs, failures, last_failed) = c.rule_row().await;
@@ -404,9 +413,14 @@ async fn an_invalid_stored_cron_releases_the_rule_in_thirty_minutes_with_a_warni
 
 #[tokio::test]
 async fn a_degenerate_rule_is_flagged() {
+    let (from, to) = window_open_now();
+    // Six hours on, the three-hour window is certainly closed.
+    let cron = (riyadh_now() + TimeDelta::hours(6))
+        .format("0 %-H * * *")
+        .to_string();
     let c = claimed_with(RuleSpec {
-        cron: Some("0 7 * * *"),
-        window: Some(("08:00", "18:00")),
+        cron: Some(&cron),
+        window: Some((&from, &to)),
         ..RuleSpec::default()
     })
     .await;
