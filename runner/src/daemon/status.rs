@@ -78,12 +78,10 @@ pub struct RuleRow {
 fn snapshot(daemon: &Daemon) -> Status {
     daemon.sample_gauges();
     let now = Utc::now();
-    let (workflows, mut rules) = {
+    let (workflows, rules) = {
         let plan = daemon.plan.read();
-        let rules: Vec<RuleRow> = plan
-            .workflows
-            .values()
-            .take(RULES_SHOWN)
+        let rules: Vec<RuleRow> = ready::listing(&plan, RULES_SHOWN)
+            .into_iter()
             .filter_map(|entry| {
                 let why = ready::explain(&plan, entry.workflow.id, now)?;
                 let w = &entry.workflow;
@@ -111,7 +109,6 @@ fn snapshot(daemon: &Daemon) -> Status {
             .collect();
         (plan.len(), rules)
     };
-    rules.sort_by_key(|r| r.next_run_time);
     let (queue_size, active_jobs) = {
         let queue = daemon.queue();
         (queue.len(), queue.active())
@@ -246,7 +243,16 @@ pub fn render(s: &Status) -> String {
             time(Some(job.started_at))
         );
     }
-    html.push_str("</table><h2>Rules</h2><table><tr><th>branch</th><th>rule</th><th>id</th><th>next run</th><th>ready?</th><th>last run</th></tr>");
+    html.push_str("</table><h2>Rules</h2>");
+    if s.rules.len() < s.workflows {
+        let _ = write!(
+            html,
+            "<p>Showing the {} running or soonest of {} rules; <code>res-runner plan why &lt;id&gt;</code> explains any rule.</p>",
+            s.rules.len(),
+            s.workflows
+        );
+    }
+    html.push_str("<table><tr><th>branch</th><th>rule</th><th>id</th><th>next run</th><th>ready?</th><th>last run</th></tr>");
     for rule in &s.rules {
         let why = if rule.ready {
             "<b class=ok>ready</b>".to_owned()

@@ -220,6 +220,27 @@ pub struct Explanation {
     pub local_next_run: bool,
 }
 
+/// The first `limit` entries in the order a technician reads them: running ones, then by next run,
+/// unscheduled last — so a capped list shows what happens soonest, not an arbitrary subset.
+pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
+    let mut entries: Vec<&Entry> = plan.workflows.values().collect();
+    let key = |e: &&Entry| {
+        let w = &e.workflow;
+        (
+            !w.is_currently_running,
+            w.next_run_time.is_none(),
+            w.next_run_time,
+            w.id,
+        )
+    };
+    if entries.len() > limit {
+        entries.select_nth_unstable_by_key(limit, key);
+        entries.truncate(limit);
+    }
+    entries.sort_unstable_by_key(key);
+    entries
+}
+
 /// Explains an entry's readiness at `now`.
 pub fn explain(plan: &Plan, id: Uuid, now: DateTime<Utc>) -> Option<Explanation> {
     let entry = plan.workflows.get(&id)?;
@@ -391,5 +412,52 @@ mod tests {
             );
             t += TimeDelta::seconds(30);
         }
+    }
+
+    #[test]
+    fn a_capped_listing_shows_running_rules_then_the_soonest() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
+            .single()
+            .expect("valid");
+        let plan = plan(2_000, now);
+        let shown = listing(&plan, 500);
+        assert_eq!(shown.len(), 500);
+        let running = plan
+            .workflows
+            .values()
+            .filter(|e| e.workflow.is_currently_running)
+            .count();
+        assert!(running > 0 && running < 500);
+        assert!(
+            shown[..running]
+                .iter()
+                .all(|e| e.workflow.is_currently_running)
+        );
+        let times: Vec<DateTime<Utc>> = shown[running..]
+            .iter()
+            .map(|e| {
+                e.workflow
+                    .next_run_time
+                    .expect("scheduled ones come before the rest")
+            })
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "sorted by next run");
+        let last_shown = times.last().copied().expect("some shown");
+        let shown_ids: HashSet<Uuid> = shown.iter().map(|e| e.workflow.id).collect();
+        for left_out in plan
+            .workflows
+            .values()
+            .filter(|e| !shown_ids.contains(&e.workflow.id))
+        {
+            assert!(!left_out.workflow.is_currently_running);
+            assert!(
+                left_out
+                    .workflow
+                    .next_run_time
+                    .is_none_or(|t| t >= last_shown)
+            );
+        }
+        assert_eq!(listing(&plan, 5_000).len(), 2_000);
     }
 }
