@@ -368,11 +368,10 @@ impl<'s, 'a> Evaluator<'s, 'a> {
             }
             other => {
                 let items = other.items().unwrap_or_default();
-                self.check_size(items.len().saturating_mul(count))?;
-                let mut out = Vec::with_capacity(items.len() * count);
-                for _ in 0..count {
-                    out.extend(items.iter().cloned());
-                }
+                let size = items.len().saturating_mul(count);
+                self.check_size(size)?;
+                // Built from the result size, not the count: `[] * 10**18` must not loop.
+                let out: Vec<Value<'a>> = items.iter().cycle().take(size).cloned().collect();
                 Ok(Value::List(Rc::new(out)))
             }
         }

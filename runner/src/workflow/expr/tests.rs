@@ -339,6 +339,26 @@ fn the_budget_stops_hostile_expressions() {
 }
 
 #[test]
+fn repeating_an_empty_sequence_a_huge_number_of_times_is_instant() {
+    // Found by the property test: the list path once looped `count` times even when
+    // there was nothing to copy, so `[] * 10**18` hung the evaluator.
+    let scope = Scope::new();
+    for (source, expected) in [
+        ("[] * 3113243720096251676", "[]"),
+        ("3113243720096251676 * []", "[]"),
+        ("'' * 3113243720096251676", "''"),
+        ("len([1, 2] * 3)", "6"),
+        ("[1, 2] * 2", "[1, 2, 1, 2]"),
+    ] {
+        let value = Expression::compile(source)
+            .expect("compiles")
+            .evaluate(&scope, Limits::default())
+            .map(|v| repr(&v));
+        assert_eq!(value.as_deref(), Ok(expected), "{source}");
+    }
+}
+
+#[test]
 fn scope_names_shadow_in_binding_order() {
     let data = json!({"a": 1});
     let mut scope = Scope::new();
