@@ -74,8 +74,7 @@ async fn the_deadline_is_the_end_of_the_current_window() {
     let branch = seed.branch(brand, None).await;
     // A window that is open right now (UTC) and closes within two hours.
     let now = app.db_now().await;
-    let from = (now - TimeDelta::hours(1)).format("%H:00").to_string();
-    let to = (now + TimeDelta::hours(2)).format("%H:00").to_string();
+    let (from, to) = support::window_around(now);
     let rule = seed
         .branch_rule(
             branch,

@@ -47,14 +47,6 @@ fn riyadh_now() -> DateTime<Utc> {
     Utc::now() + TimeDelta::hours(3)
 }
 
-/// A Riyadh operation window open now whatever the hour, so claims succeed at any time of day.
-fn window_open_now() -> (String, String) {
-    let now = riyadh_now();
-    let from = (now - TimeDelta::hours(1)).format("%H:00").to_string();
-    let to = (now + TimeDelta::hours(2)).format("%H:00").to_string();
-    (from, to)
-}
-
 async fn claimed() -> Claimed {
     claimed_with(RuleSpec::default()).await
 }
@@ -286,7 +278,7 @@ async fn violations_need_the_token_and_a_key_of_their_own() {
 
 #[tokio::test]
 async fn a_report_finishes_the_execution_and_schedules_with_the_shared_rules() {
-    let (from, to) = window_open_now();
+    let (from, to) = support::window_around(riyadh_now());
     let c = claimed_with(RuleSpec {
         window: Some((&from, &to)),
         ..RuleSpec::default()
@@ -413,7 +405,7 @@ async fn an_invalid_stored_cron_releases_the_rule_in_thirty_minutes_with_a_warni
 
 #[tokio::test]
 async fn a_degenerate_rule_is_flagged() {
-    let (from, to) = window_open_now();
+    let (from, to) = support::window_around(riyadh_now());
     // Six hours on, the three-hour window is certainly closed.
     let cron = (riyadh_now() + TimeDelta::hours(6))
         .format("0 %-H * * *")

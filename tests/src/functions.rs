@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::postgres::{TestDatabase, server};
-use chrono::{DateTime, NaiveTime, Utc};
+use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::{AppState, Function, db, router};
 use serde_json::Value;
@@ -367,4 +367,16 @@ pub fn predicted_next_run(cron: &str, from: DateTime<Utc>) -> DateTime<Utc> {
         .next_run(from, false)
         .expect("next run")
         .next_run_time
+}
+
+/// A window `(from, to)` as `HH:00` open from an hour before `local_now` to two hours after,
+/// so a rule is inside it whatever the time of day the tests run.
+pub fn window_around(local_now: DateTime<Utc>) -> (String, String) {
+    let from = (local_now - TimeDelta::hours(1))
+        .format("%H:00")
+        .to_string();
+    let to = (local_now + TimeDelta::hours(2))
+        .format("%H:00")
+        .to_string();
+    (from, to)
 }

@@ -93,9 +93,7 @@ fn names(plan: &Plan, entry: &Entry) -> (String, String) {
 fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
     let mut rows = Vec::new();
     for entry in plan.workflows.values() {
-        let Some(why) = ready::explain(plan, entry.workflow.id, now) else {
-            continue;
-        };
+        let why = ready::explain(plan, entry, now);
         let (branch, rule) = names(plan, entry);
         rows.push((entry, branch, rule, why));
     }
@@ -148,7 +146,7 @@ fn truncate(text: &str, width: usize) -> String {
 }
 
 fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
-    let (Some(entry), Some(why)) = (plan.workflows.get(&id), ready::explain(plan, id, now)) else {
+    let Some(entry) = plan.workflows.get(&id) else {
         eprintln!(
             "res-runner: branch rule {id} is not in the local plan ({} rules). Is it assigned to \
              this runner's branches, and has the runner refreshed since it was created?",
@@ -156,6 +154,7 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
         );
         return ExitCode::from(1);
     };
+    let why = ready::explain(plan, entry, now);
     if json {
         println!("{}", serde_json::to_string(&why).unwrap_or_default());
         return ExitCode::SUCCESS;

@@ -82,10 +82,10 @@ fn snapshot(daemon: &Daemon) -> Status {
         let plan = daemon.plan.read();
         let rules: Vec<RuleRow> = ready::listing(&plan, RULES_SHOWN)
             .into_iter()
-            .filter_map(|entry| {
-                let why = ready::explain(&plan, entry.workflow.id, now)?;
+            .map(|entry| {
+                let why = ready::explain(&plan, entry, now);
                 let w = &entry.workflow;
-                Some(RuleRow {
+                RuleRow {
                     id: w.id,
                     branch: plan
                         .lookups
@@ -104,7 +104,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                     running: w.is_currently_running,
                     last_run_time: w.last_run_time,
                     is_last_run_failed: w.is_last_run_failed,
-                })
+                }
             })
             .collect();
         (plan.len(), rules)

@@ -241,9 +241,8 @@ pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
     entries
 }
 
-/// Explains an entry's readiness at `now`.
-pub fn explain(plan: &Plan, id: Uuid, now: DateTime<Utc>) -> Option<Explanation> {
-    let entry = plan.workflows.get(&id)?;
+/// Explains the readiness at `now` of `entry`, one of `plan`'s workflows.
+pub fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explanation {
     let blockers = rule_state(entry, &plan.lookups).blockers(now);
     let mut missing_lookups = Vec::new();
     if !plan
@@ -256,14 +255,14 @@ pub fn explain(plan: &Plan, id: Uuid, now: DateTime<Utc>) -> Option<Explanation>
     if !plan.lookups.rules.contains_key(&entry.workflow.rule_id) {
         missing_lookups.push("rule");
     }
-    Some(Explanation {
-        id,
+    Explanation {
+        id: entry.workflow.id,
         ready: blockers.is_empty() && entry.local.missing_since.is_none(),
         blockers,
         missing_since: entry.local.missing_since,
         missing_lookups,
         local_next_run: entry.local.local_next_run,
-    })
+    }
 }
 
 /// The deadline of a run starting at `now` (end of the window occurrence), for runs made
@@ -363,12 +362,16 @@ mod tests {
         plan
     }
 
+    /// The night Europe/Berlin springs forward, so the sample plan crosses a DST gap.
+    fn sample_now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
+            .single()
+            .expect("valid")
+    }
+
     #[test]
     fn selection_equals_the_shared_readiness_rule_longest_overdue_first() {
-        let now = Utc
-            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
-            .single()
-            .expect("valid");
+        let now = sample_now();
         let plan = plan(2_000, now);
         let mut expected: Vec<(Option<DateTime<Utc>>, Uuid)> = plan
             .workflows
@@ -394,10 +397,7 @@ mod tests {
 
     #[test]
     fn the_next_wake_is_the_earliest_due_time_or_window_opening() {
-        let now = Utc
-            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
-            .single()
-            .expect("valid");
+        let now = sample_now();
         let plan = plan(500, now);
         let wake = next_wake(&plan, now).expect("something is scheduled");
         assert!(wake > now);
@@ -416,10 +416,7 @@ mod tests {
 
     #[test]
     fn a_capped_listing_shows_running_rules_then_the_soonest() {
-        let now = Utc
-            .with_ymd_and_hms(2026, 3, 29, 1, 30, 0)
-            .single()
-            .expect("valid");
+        let now = sample_now();
         let plan = plan(2_000, now);
         let shown = listing(&plan, 500);
         assert_eq!(shown.len(), 500);
