@@ -352,8 +352,19 @@ pub fn format_float(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
     }
-    // `{:e}` gives the shortest round-trip digits as d.ddddde±x.
-    let scientific = format!("{f:e}");
+    // `{:e}` gives the shortest round-trip digits as d.ddddde±x, but breaks a tie between two
+    // equally near candidates upwards; Python takes the nearest, ties to even, which is the
+    // correctly rounded value of that length (2**-25 is ...312e-08 in Python, ...313e-8 here).
+    let shortest = format!("{f:e}");
+    let length = shortest
+        .split_once('e')
+        .map_or(0, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let nearest = format!("{f:.*e}", length.saturating_sub(1));
+    let scientific = if nearest.parse::<f64>() == Ok(f) {
+        nearest
+    } else {
+        shortest
+    };
     let Some((mantissa, exponent)) = scientific.split_once('e') else {
         return scientific;
     };
@@ -398,6 +409,7 @@ mod tests {
             (1.0, "1.0"),
             (0.1, "0.1"),
             (2.5, "2.5"),
+            (2f64.powi(-25), "2.9802322387695312e-08"),
             (-3.25, "-3.25"),
             (1e16, "1e+16"),
             (1.5e16, "1.5e+16"),
