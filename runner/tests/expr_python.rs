@@ -148,25 +148,30 @@ for line in sys.stdin:
     except Exception as error:
         print(json.dumps({"err": type(error).__name__}))
 "#;
+    let input: String = sources
+        .iter()
+        .map(|s| format!("{}\n", Value::String(s.clone())))
+        .collect();
+    cpython(program, &[&scope_json().to_string()], input)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON from python"))
+        .collect()
+}
+
+/// Runs `program` in CPython with `args`, feeds it `input` and returns what it printed.
+fn cpython(program: &str, args: &[&str], input: String) -> String {
     let mut child = Command::new("python3")
-        .args(["-c", program, &scope_json().to_string()])
+        .args(["-c", program])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("python3 is needed for this test (CPython is the reference); install it");
     let mut stdin = child.stdin.take().expect("stdin");
-    let input: String = sources
-        .iter()
-        .map(|s| format!("{}\n", Value::String(s.clone())))
-        .collect();
     let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
     let output = child.wait_with_output().expect("python3 runs");
     writer.join().expect("writer").expect("stdin written");
-    String::from_utf8(output.stdout)
-        .expect("UTF-8")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("JSON from python"))
-        .collect()
+    String::from_utf8(output.stdout).expect("UTF-8")
 }
 
 fn ours(source: &str, data: &Value) -> Value {
@@ -283,21 +288,11 @@ import struct, sys
 for line in sys.stdin:
     print(repr(struct.unpack('<d', int(line).to_bytes(8, 'little'))[0]))
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", program])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 is needed for this test (CPython is the reference); install it");
-    let mut stdin = child.stdin.take().expect("stdin");
     let input: String = floats
         .iter()
         .map(|f| format!("{}\n", f.to_bits()))
         .collect();
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let output = child.wait_with_output().expect("python3 runs");
-    writer.join().expect("writer").expect("stdin written");
-    let expected = String::from_utf8(output.stdout).expect("UTF-8");
+    let expected = cpython(program, &[], input);
     let expected: Vec<&str> = expected.lines().collect();
     assert_eq!(expected.len(), floats.len(), "python answered every line");
     let mismatches: Vec<String> = floats
