@@ -42,25 +42,48 @@ pub fn write(
     write_atomic(&path(state_dir), &bytes)
 }
 
-/// Reads and removes the marker, logs how the last run ended, and returns that as text.
-/// A marker older than the plan file is stale: the process that wrote it stopped
-/// gracefully, but a later one wrote the plan and then ended without a marker.
-pub fn report_last_stop(state_dir: &Path) -> String {
-    let marker_path = path(state_dir);
-    let plan_written = std::fs::metadata(state_dir.join("plan.json"))
+/// The boot record's path: written at every start, so a later start knows a run existed
+/// even if that run was killed before it wrote its first plan file.
+pub fn boot_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("boot.json")
+}
+
+/// When the file at `path` was last written, if it exists.
+fn modified(path: &Path) -> Option<DateTime<Utc>> {
+    std::fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
-        .map(DateTime::<Utc>::from);
+        .map(DateTime::<Utc>::from)
+}
+
+/// Reads and removes the marker, logs how the last run ended, records this boot, and
+/// returns how the last run ended as text. A marker older than the last boot record (or
+/// than the plan file, for state written before boot records existed) is stale: the
+/// process that wrote it stopped gracefully, but a later one ran and ended without one.
+pub fn report_last_stop(state_dir: &Path) -> String {
+    let text = last_stop(state_dir);
+    let boot = serde_json::json!({"pid": std::process::id(), "started_at": Utc::now()});
+    if let Err(error) = write_atomic(&boot_path(state_dir), boot.to_string().as_bytes()) {
+        tracing::warn!(%error, "cannot write the boot record; a crash of this run may be reported as a first start");
+    }
+    text
+}
+
+fn last_stop(state_dir: &Path) -> String {
+    let marker_path = path(state_dir);
+    let plan_written = modified(&state_dir.join("plan.json"));
+    let booted = modified(&boot_path(state_dir));
     let text = match std::fs::read(&marker_path) {
         Ok(bytes) => match serde_json::from_slice::<Marker>(&bytes) {
             Ok(marker)
-                if plan_written.is_some_and(|at| {
-                    at > marker.shutdown_started_at + chrono::TimeDelta::seconds(60)
-                }) =>
+                if booted.is_some_and(|at| at > marker.shutdown_started_at)
+                    || plan_written.is_some_and(|at| {
+                        at > marker.shutdown_started_at + chrono::TimeDelta::seconds(60)
+                    }) =>
             {
-                tracing::warn!(marker_at = %marker.shutdown_started_at, plan_written = ?plan_written, "stale shutdown marker (older than the plan file): the last run ended without a graceful shutdown");
+                tracing::warn!(marker_at = %marker.shutdown_started_at, plan_written = ?plan_written, booted = ?booted, "stale shutdown marker (older than the last start or plan write): the last run ended without a graceful shutdown");
                 format!(
-                    "crash: stale shutdown marker from {} (pid {}); the plan was written later",
+                    "crash: stale shutdown marker from {} (pid {}); a later run started and ended without one",
                     marker.shutdown_started_at.to_rfc3339(),
                     marker.pid
                 )
@@ -79,7 +102,7 @@ pub fn report_last_stop(state_dir: &Path) -> String {
                 "crash (the shutdown marker was unreadable)".to_owned()
             }
         },
-        Err(_) if plan_written.is_some() => {
+        Err(_) if plan_written.is_some() || booted.is_some() => {
             tracing::warn!(
                 "no shutdown marker: the last run ended without a graceful shutdown (crash, kill -9 or power loss)"
             );
@@ -124,5 +147,26 @@ pub async fn watchdog(daemon: Arc<Daemon>) {
         } else {
             tracing::error!("unhealthy (writer or workers gone): not petting the watchdog");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_start_crash_graceful_and_stale_are_told_apart() {
+        let dir = std::env::temp_dir().join(format!("res-marker-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert_eq!(report_last_stop(&dir), "first start");
+        // Killed before it wrote any plan file: its boot record still tells.
+        assert_eq!(report_last_stop(&dir), "crash: no shutdown marker");
+        write(&dir, Utc::now(), "SIGTERM").expect("marker");
+        assert!(report_last_stop(&dir).starts_with("graceful: pid "));
+        assert!(!path(&dir).exists(), "the marker is removed once read");
+        // A marker from before the last start is stale.
+        write(&dir, Utc::now() - chrono::TimeDelta::hours(1), "SIGTERM").expect("marker");
+        assert!(report_last_stop(&dir).starts_with("crash: stale shutdown marker"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
