@@ -103,8 +103,7 @@ impl FromRequestParts<AppState> for Caller {
         let token = header
             .to_str()
             .ok()
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(bearer_token)
             .filter(|token| !token.is_empty())
             .ok_or_else(|| {
                 ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
@@ -113,6 +112,13 @@ impl FromRequestParts<AppState> for Caller {
             .await?
             .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// The stored form of a token.
@@ -150,6 +156,15 @@ mod tests {
             hash_token("hello world"),
             "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
         );
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer abc", "bearer abc", "BEARER  abc ", "bEaReR\tabc"] {
+            assert_eq!(bearer_token(value), Some("abc"), "{value}");
+        }
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
     }
 
     #[test]

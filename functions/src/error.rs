@@ -42,6 +42,9 @@ pub enum ApiError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// 400: the body could not be read (a malformed chunked encoding, a dropped upload).
+    #[error("the request body could not be read: {0}")]
+    UnreadableBody(String),
     /// 422: valid JSON whose values are unacceptable.
     #[error("{message}")]
     Unprocessable {
@@ -89,19 +92,52 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, "unreadable_body"),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            ApiError::Database(sqlx::Error::PoolTimedOut) => {
+            ApiError::Database(error) if unavailable(error) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
+            }
+            ApiError::Database(error) if contended(error) => {
+                (StatusCode::CONFLICT, "concurrent_update")
             }
             ApiError::Database(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
         }
     }
 }
 
+/// The database cannot be reached (down, restarting, or every connection busy): the
+/// caller should back off and retry.
+fn unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        // 57P01-57P03: the server is shutting down or starting up; 08: connection errors.
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        _ => false,
+    }
+}
+
+/// Another transaction got in the way (a deadlock, a serialisation failure, a lock that
+/// could not be had): nothing was changed and the same request may simply be retried.
+fn contended(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db)
+        if db.code().is_some_and(|code| matches!(code.as_ref(), "40P01" | "40001" | "55P03")))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         let message = match &self {
+            ApiError::Database(error) if status == StatusCode::CONFLICT => {
+                tracing::warn!(%error, "concurrent update: the caller may retry");
+                "another request changed the same execution at the same time; nothing was \
+                 changed, retry"
+                    .to_owned()
+            }
             ApiError::Database(error) => {
                 tracing::error!(%error, "database error");
                 "the database could not answer; see the function's log".to_owned()

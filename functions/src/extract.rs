@@ -5,6 +5,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_LENGTH;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::error::ApiError;
 
@@ -32,9 +33,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
         }
         let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
             .await
-            .map_err(|_| too_large)?;
+            .map_err(|error| {
+                if is_length_limit(&error) {
+                    too_large
+                } else {
+                    ApiError::UnreadableBody(error.to_string())
+                }
+            })?;
         parse_body(&bytes).map(ApiJson)
     }
+}
+
+/// Whether reading stopped at the size limit (rather than at a broken body).
+fn is_length_limit(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if current.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// Parses a body, naming the offending field in the error.
@@ -43,13 +62,6 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         return Err(ApiError::bad_request(
             "invalid_json",
             "the request body is empty; expected a JSON object",
-        ));
-    }
-    // PostgreSQL text and jsonb cannot hold NUL; refuse it here rather than fail later.
-    if contains_nul_escape(bytes) {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            "text in the request body must not contain the NUL character (\\u0000)",
         ));
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
@@ -71,6 +83,19 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     deserializer.end().map_err(|error| {
         ApiError::bad_request("invalid_json", format!("invalid request body: {error}"))
     })?;
+    // PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming where it is,
+    // rather than fail later.
+    if contains_nul_escape(bytes) {
+        let path = serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| crate::api::nul_path(&v))
+            .filter(|p| !p.is_empty())
+            .map_or_else(String::new, |p| format!("{p}: "));
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("{path}text in the request body must not contain the NUL character (\\u0000)"),
+        ));
+    }
     Ok(value)
 }
 

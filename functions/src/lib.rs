@@ -7,6 +7,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod db;
+mod encoding;
 pub mod error;
 pub mod extract;
 pub mod openapi;

@@ -3,12 +3,14 @@
 
 use axum::Router;
 use axum::http::{Method, Uri};
+use axum::middleware::map_request;
 use axum::routing::{get, post};
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::api;
+use crate::encoding;
 use crate::error::ApiError;
 use crate::openapi;
 use crate::state::AppState;
@@ -66,8 +68,14 @@ impl Function {
 /// The router serving `functions` (health and the OpenAPI document are always served).
 pub fn router(state: AppState, functions: &[Function]) -> Router {
     let mut router = Router::new()
-        .route("/functions/v1/health", get(api::health::health))
-        .route("/functions/v1/openapi.json", get(openapi::document));
+        .route(
+            "/functions/v1/health",
+            get(api::health::health).fallback(get_only),
+        )
+        .route(
+            "/functions/v1/openapi.json",
+            get(openapi::document).fallback(get_only),
+        );
     for function in functions {
         let handler = match function {
             Function::ExecutionPlan => post(api::plan::get_execution_plan),
@@ -86,11 +94,17 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
         // A 10,000-rule plan is ~10 MB of JSON: the fastest level already shrinks it
         // about tenfold, while the default level costs several times the CPU.
         .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        // Runs before compression: the answer to an action must never become a 406.
+        .layer(map_request(encoding::drop_exclusions))
         .layer(TraceLayer::new_for_http())
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {
     ApiError::NotFound(format!("no function at {method} {}", uri.path()))
+}
+
+async fn get_only(method: Method, uri: Uri) -> ApiError {
+    ApiError::MethodNotAllowed(format!("{} takes GET, not {method}", uri.path()))
 }
 
 async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {

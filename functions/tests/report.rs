@@ -422,18 +422,30 @@ async fn a_degenerate_rule_is_flagged() {
 }
 
 #[tokio::test]
-async fn the_legacy_call_is_for_service_tokens_only() {
+async fn the_legacy_call_is_for_service_tokens_only_and_never_under_a_live_run() {
     let c = claimed().await;
     let legacy = json!({"branch_rule_id": c.rule, "is_last_run_failed": false});
     let refused = c.report(legacy.clone()).await;
     assert_eq!(refused.status, 422);
     assert_eq!(refused.body["error"]["code"], "execution_required");
+    // While the claimed execution is live, the legacy form would reschedule the rule under
+    // it: refused, nothing changed, and the run goes on.
+    let under_live = c
+        .app
+        .call("branch_rules_set_NextRunTime", &c.app.service, legacy.clone())
+        .await;
+    assert_eq!(under_live.status, 409, "{}", under_live.body);
+    assert_eq!(under_live.body["error"]["code"], "running");
+    assert_eq!(c.rule_row().await.0, true, "still running");
+    assert_eq!(c.heartbeat(&c.token).await.status, 200);
+    let finished = c.report(c.finish_body(false)).await;
+    assert_eq!(finished.status, 200, "{}", finished.body);
     let accepted = c
         .app
         .call("branch_rules_set_NextRunTime", &c.app.service, legacy)
         .await;
     assert_eq!(accepted.status, 200, "{}", accepted.body);
-    assert_eq!(accepted.body["run_count"], 1);
+    assert_eq!(accepted.body["run_count"], 2);
     let (running, _, _, _, _) = c.rule_row().await;
     assert!(!running);
 }

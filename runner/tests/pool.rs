@@ -42,6 +42,7 @@ async fn a_worker_that_panics_is_replaced_and_its_job_released() {
                 Job {
                     branch_rule_id: id,
                     due_at: Utc::now(),
+                    scheduled_for: None,
                 },
                 Instant::now(),
             )

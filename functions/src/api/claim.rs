@@ -19,6 +19,7 @@ use crate::db::executions::{ExecutionRow, NewExecution};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::telemetry::Untrusted;
 
 /// What a claim attempt decides, before any write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,15 +120,22 @@ pub async fn claim(
     ApiJson(request): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
-    let lease_seconds = request.lease_seconds.unwrap_or(DEFAULT_LEASE_SECONDS);
-    if !(1..=MAX_LEASE_SECONDS).contains(&lease_seconds) {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!("lease_seconds must be between 1 and {MAX_LEASE_SECONDS}, got {lease_seconds}"),
-        ));
-    }
-    let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %request.runner_id);
-    claim_rule(&state, &caller, &request, lease_seconds as i32)
+    let lease_seconds = request
+        .lease_seconds
+        .unwrap_or(i64::from(DEFAULT_LEASE_SECONDS));
+    let lease_seconds = i32::try_from(lease_seconds)
+        .ok()
+        .filter(|s| (1..=MAX_LEASE_SECONDS as i32).contains(s))
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "invalid_field",
+                format!(
+                    "lease_seconds must be between 1 and {MAX_LEASE_SECONDS}, got {lease_seconds}"
+                ),
+            )
+        })?;
+    let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
+    claim_rule(&state, &caller, &request, lease_seconds)
         .instrument(span)
         .await
 }
@@ -331,6 +339,8 @@ mod tests {
             report: None,
             resume_at: None,
             root_id: Uuid::nil(),
+            runner_id: "r".to_owned(),
+            offline: false,
         }
     }
 

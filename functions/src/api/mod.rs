@@ -3,6 +3,7 @@
 
 pub mod claim;
 pub mod cursor;
+mod fields;
 pub mod health;
 pub mod heartbeat;
 pub mod next_run;
@@ -11,21 +12,4 @@ pub mod plan;
 pub mod register;
 pub mod violations;
 
-use crate::error::ApiError;
-
-/// Checks a required text field: not blank, at most `max` characters.
-pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
-    if value.trim().is_empty() {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!("{field} must not be empty"),
-        ));
-    }
-    if value.chars().count() > max {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!("{field} must be at most {max} characters"),
-        ));
-    }
-    Ok(())
-}
+pub(crate) use fields::{nul_path, require_object, require_raw_object, require_text};

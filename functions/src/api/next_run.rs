@@ -10,14 +10,16 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::require_text;
+use super::{require_object, require_text};
 use crate::auth::{Caller, Role};
 use crate::db;
+use crate::db::branch_rules::LockedRule;
 use crate::db::executions::{ExecutionRow, Finish};
 use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::telemetry::Untrusted;
 
 /// How a report meets its execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +93,12 @@ pub async fn set_next_run_time(
 }
 
 fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), ApiError> {
+    if let Some(result) = &request.result {
+        require_object("result", result)?;
+    }
+    if let Some(metrics) = &request.metrics {
+        require_object("metrics", metrics)?;
+    }
     match (request.execution_id, &request.claim_token) {
         (Some(_), None) => Err(ApiError::bad_request(
             "invalid_field",
@@ -142,11 +150,35 @@ async fn record(
     let status_name = ExecutionStatus::from(status).as_str();
     let mode = match (request.execution_id, request.claim_token.as_deref()) {
         (Some(id), Some(token)) => {
-            match db::executions::lock(&mut tx, id)
-                .await?
-                .filter(|e| e.branch_rule_id == rule.id)
-            {
-                Some(execution) => match judge(&execution, token) {
+            let existing = db::executions::lock(&mut tx, id).await?;
+            match (existing, &request.offline) {
+                // Another rule's execution (whoever's scope it is in) is never touched, and
+                // the answer is the same as for an id nobody has used.
+                (Some(execution), None) if execution.branch_rule_id != rule.id => {
+                    return Err(execution_not_found(id, rule_id));
+                }
+                (Some(execution), Some(offline)) => {
+                    check_offline(offline, &rule)?;
+                    if !is_same_offline_run(&execution, rule.id, offline, token) {
+                        return Err(ApiError::conflict(
+                            "execution_id_taken",
+                            format!(
+                                "execution_id {id} cannot record this offline run: the id is \
+                                 already used; an offline run needs a fresh execution_id"
+                            ),
+                        ));
+                    }
+                    match judge(&execution, token) {
+                        Judgement::Replay(answer) => return Ok(Json(*answer)),
+                        _ => {
+                            return Err(ApiError::conflict(
+                                "execution_id_taken",
+                                format!("offline run {id} was recorded without an answer"),
+                            ));
+                        }
+                    }
+                }
+                (Some(execution), None) => match judge(&execution, token) {
                     Judgement::Finish => Some(Mode::Claimed(execution)),
                     Judgement::Late => {
                         let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
@@ -161,30 +193,49 @@ async fn record(
                         return Err(ApiError::conflict("lease_lost", message));
                     }
                 },
-                None => match &request.offline {
-                    Some(offline) => {
-                        check_offline(offline)?;
-                        db::executions::insert_offline(
-                            &mut tx,
-                            id,
-                            rule.id,
-                            &offline.runner_id,
-                            token,
-                            status_name,
-                            (offline.started_at, offline.finished_at),
-                        )
-                        .await?;
-                        Some(Mode::Offline(id))
+                (None, Some(offline)) => {
+                    check_offline(offline, &rule)?;
+                    let inserted = db::executions::insert_offline(
+                        &mut tx,
+                        id,
+                        rule.id,
+                        &offline.runner_id,
+                        token,
+                        status_name,
+                        (offline.started_at, offline.finished_at),
+                    )
+                    .await?;
+                    if !inserted {
+                        // Created by a concurrent report between the lock and the insert.
+                        return Err(ApiError::conflict(
+                            "concurrent_update",
+                            format!("execution {id} was recorded at the same time; retry"),
+                        ));
                     }
-                    None => {
-                        return Err(ApiError::NotFound(format!(
-                            "execution {id} not found for branch rule {rule_id}"
-                        )));
-                    }
-                },
+                    Some(Mode::Offline(id))
+                }
+                (None, None) => return Err(execution_not_found(id, rule_id)),
             }
         }
-        _ => None,
+        _ => {
+            // The legacy form finishes no execution: it must not reschedule a rule under a
+            // run that is still live (its runner would go on heartbeating a run the rule
+            // no longer knows).
+            if let Some(live) = db::executions::latest_for_rule(&mut tx, rule.id)
+                .await?
+                .filter(|e| ExecutionStatus::parse(&e.status).is_some_and(holds_rule))
+            {
+                return Err(ApiError::conflict(
+                    "running",
+                    format!(
+                        "execution {} of this rule is {}; it is finished by its own report \
+                         (execution_id and claim_token), not by the legacy form",
+                        live.id, live.status
+                    ),
+                ));
+            }
+            None
+        }
     };
 
     let failed = request.is_last_run_failed;
@@ -204,7 +255,7 @@ async fn record(
     );
     let warnings: Vec<String> = next.problem.into_iter().collect();
     for warning in &warnings {
-        tracing::warn!(%warning, "scheduled with the fixed fallback delay");
+        tracing::warn!(warning = %Untrusted(warning), "scheduled with the fixed fallback delay");
     }
     let next_run_time = match (offline, rule.next_run_time) {
         (Some(_), Some(current)) => next.next_run.next_run_time.max(current),
@@ -250,8 +301,62 @@ async fn record(
     Ok(Json(answer))
 }
 
-fn check_offline(offline: &OfflineRun) -> Result<(), ApiError> {
+fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {
+    ApiError::NotFound(format!(
+        "execution {id} not found for branch rule {rule_id}"
+    ))
+}
+
+/// Whether an execution still holds its rule (live, or paused to resume later).
+fn holds_rule(status: ExecutionStatus) -> bool {
+    status.is_live() || status == ExecutionStatus::Paused
+}
+
+/// Whether `execution` is the record of this same offline run: the same rule, recorded
+/// offline, by the same runner, with the same runner-chosen token.
+fn is_same_offline_run(
+    execution: &ExecutionRow,
+    rule_id: Uuid,
+    offline: &OfflineRun,
+    token: &str,
+) -> bool {
+    execution.branch_rule_id == rule_id
+        && execution.offline
+        && execution.runner_id == offline.runner_id
+        && execution.claim_token == token
+}
+
+/// How far a runner's clock may run ahead of the database's before its offline times are
+/// refused as being in the future.
+const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+
+fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(), ApiError> {
     require_text("offline.runner_id", &offline.runner_id, 200)?;
+    let latest = rule.db_now + CLOCK_TOLERANCE;
+    let earliest = rule.created_at - CLOCK_TOLERANCE;
+    for (field, at) in [
+        ("offline.started_at", offline.started_at),
+        ("offline.finished_at", offline.finished_at),
+    ] {
+        if at > latest {
+            return Err(ApiError::unprocessable(
+                "invalid_field",
+                format!(
+                    "{field} {at} is in the future (the database's time is {})",
+                    rule.db_now
+                ),
+            ));
+        }
+        if at < earliest {
+            return Err(ApiError::unprocessable(
+                "invalid_field",
+                format!(
+                    "{field} {at} is before the branch rule existed ({})",
+                    rule.created_at
+                ),
+            ));
+        }
+    }
     if offline.finished_at < offline.started_at {
         return Err(ApiError::unprocessable(
             "invalid_field",
@@ -266,6 +371,10 @@ fn check_offline(offline: &OfflineRun) -> Result<(), ApiError> {
             &format!("offline.violations[{i}].kind"),
             &violation.kind,
             100,
+        )?;
+        require_object(
+            &format!("offline.violations[{i}].details"),
+            &violation.details,
         )?;
         require_text(
             &format!("offline.violations[{i}].idempotency_key"),
@@ -297,7 +406,7 @@ async fn record_offline_violation(
         execution_id: owner,
     } = recorded
     {
-        tracing::warn!(key = %violation.idempotency_key, ?owner, "offline violation key already used; kept the first");
+        tracing::warn!(key = %Untrusted(&violation.idempotency_key), ?owner, "offline violation key already used; kept the first");
     }
     Ok(())
 }
@@ -352,6 +461,8 @@ mod tests {
             report,
             resume_at: None,
             root_id: Uuid::new_v4(),
+            runner_id: "r".to_owned(),
+            offline: false,
         }
     }
 

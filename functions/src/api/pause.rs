@@ -7,6 +7,7 @@ use res_shared::wire::{
     ErrorBody, ExecutionStatus, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse,
 };
 
+use super::require_raw_object;
 use crate::auth::Caller;
 use crate::db;
 use crate::error::ApiError;
@@ -20,10 +21,10 @@ use crate::state::AppState;
     request_body = PauseRequest,
     responses(
         (status = 200, description = "Paused; claim the rule at resume_at to continue", body = PauseResponse),
-        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 400, description = "Malformed body; context not a JSON object", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such execution in your scope", body = ErrorBody),
-        (status = 409, description = "lease_lost: the claim token no longer owns a live execution", body = ErrorBody),
+        (status = 409, description = "lease_lost: the claim token no longer owns a live execution; concurrent_update: changed by another request, retry", body = ErrorBody),
         (status = 422, description = "delay_seconds out of range", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -34,24 +35,35 @@ pub async fn pause(
     caller: Caller,
     ApiJson(request): ApiJson<PauseRequest>,
 ) -> Result<Json<PauseResponse>, ApiError> {
-    if !(1..=MAX_PAUSE_SECONDS).contains(&request.delay_seconds) {
-        return Err(ApiError::unprocessable(
-            "invalid_field",
-            format!(
-                "delay_seconds must be between 1 and {MAX_PAUSE_SECONDS}, got {}",
-                request.delay_seconds
-            ),
-        ));
-    }
+    let delay = i32::try_from(request.delay_seconds)
+        .ok()
+        .filter(|s| (1..=MAX_PAUSE_SECONDS as i32).contains(s))
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "invalid_field",
+                format!(
+                    "delay_seconds must be between 1 and {MAX_PAUSE_SECONDS}, got {}",
+                    request.delay_seconds
+                ),
+            )
+        })?;
+    require_raw_object("context", &request.context)?;
     let id = request.execution_id;
     let mut tx = state.pool.begin().await?;
+    let not_found = || ApiError::NotFound(format!("execution {id} not found"));
     let (branch_rule_id, _branch, _token) = db::executions::owner(&mut tx, id)
         .await?
         .filter(|(_, branch, _)| caller.sees_branch(*branch))
-        .ok_or_else(|| ApiError::NotFound(format!("execution {id} not found")))?;
+        .ok_or_else(not_found)?;
+    // Rule first, then execution: the order every path takes, so a report racing this
+    // pause waits instead of deadlocking.
+    db::branch_rules::lock(&mut tx, branch_rule_id)
+        .await?
+        .ok_or_else(not_found)?;
     let execution = db::executions::lock(&mut tx, id)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("execution {id} not found")))?;
+        .filter(|e| e.branch_rule_id == branch_rule_id)
+        .ok_or_else(not_found)?;
     if execution.claim_token != request.claim_token {
         return Err(ApiError::conflict(
             "lease_lost",
@@ -64,8 +76,6 @@ pub async fn pause(
             format!("execution {id} is already {}", execution.status),
         ));
     }
-    // The delay fits i32: MAX_PAUSE_SECONDS is a week.
-    let delay = i32::try_from(request.delay_seconds).unwrap_or(i32::MAX);
     let resume_at = db::executions::pause(&mut tx, id, &request.context, delay).await?;
     db::branch_rules::set_running(&mut tx, branch_rule_id, false).await?;
     tx.commit().await?;

@@ -16,6 +16,7 @@ use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::telemetry::Untrusted;
 
 /// How often (seconds) one process prunes old change records.
 const PRUNE_INTERVAL_SECONDS: i64 = 600;
@@ -86,7 +87,7 @@ pub async fn get_execution_plan(
     prune_now_and_then(&state, now.timestamp());
 
     tracing::info!(
-        runner_id = %request.runner_id,
+        runner_id = %Untrusted(&request.runner_id),
         full = delta.is_none(),
         workflows = workflows.len(),
         removed = removed.len(),

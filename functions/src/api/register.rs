@@ -10,6 +10,7 @@ use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::telemetry::Untrusted;
 
 /// Register a runner's boot; live executions of its earlier boots become `crashed`.
 #[utoipa::path(
@@ -43,9 +44,9 @@ pub async fn register(
     let server_time = db::now(&mut tx).await?;
     tx.commit().await?;
     for id in &crashed {
-        tracing::warn!(execution_id = %id, runner_id = %request.runner_id, "runner restarted: crashed");
+        tracing::warn!(execution_id = %id, runner_id = %Untrusted(&request.runner_id), "runner restarted: crashed");
     }
-    tracing::info!(runner_id = %request.runner_id, boot_id = %request.boot_id, crashed = crashed.len(), "runner registered");
+    tracing::info!(runner_id = %Untrusted(&request.runner_id), boot_id = %Untrusted(&request.boot_id), crashed = crashed.len(), "runner registered");
     Ok(Json(RegisterResponse {
         crashed,
         server_time,

@@ -5,13 +5,14 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use res_shared::wire::{ErrorBody, ViolationRequest, ViolationResponse};
 
-use super::require_text;
+use super::{require_object, require_text};
 use crate::auth::Caller;
 use crate::db;
 use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
+use crate::telemetry::Untrusted;
 
 /// Set on a response that returns an existing violation for a repeated idempotency key.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
@@ -26,7 +27,7 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 404, description = "No such execution in your scope", body = ErrorBody),
-        (status = 409, description = "Wrong claim token, or the key belongs to another execution", body = ErrorBody),
+        (status = 409, description = "lease_lost: wrong claim token; idempotency_conflict: the key belongs to another execution of the same branch rule", body = ErrorBody),
         (status = 422, description = "Empty kind or idempotency_key", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -46,6 +47,7 @@ pub async fn create_violation(
 > {
     require_text("kind", &request.kind, 100)?;
     require_text("idempotency_key", &request.idempotency_key, 255)?;
+    require_object("details", &request.details)?;
     let execution_id = request.execution_id;
     let mut tx = state.pool.begin().await?;
     let (branch_rule_id, _branch, claim_token) = db::executions::owner(&mut tx, execution_id)
@@ -77,20 +79,21 @@ pub async fn create_violation(
         Recorded::KeyTaken {
             execution_id: owner,
         } => {
+            // Keys are unique per branch rule, so the owner is this rule's: in scope.
             let owner = owner.map_or("a deleted execution".to_owned(), |o| {
                 format!("execution {o}")
             });
             return Err(ApiError::conflict(
                 "idempotency_conflict",
                 format!(
-                    "idempotency_key '{}' is already used by {owner}",
+                    "idempotency_key '{}' is already used by {owner} of this branch rule",
                     request.idempotency_key
                 ),
             ));
         }
     };
     tx.commit().await?;
-    tracing::info!(%execution_id, violation_id = %id, replayed, kind = %request.kind, "violation");
+    tracing::info!(%execution_id, violation_id = %id, replayed, kind = %Untrusted(&request.kind), "violation");
     let header = (
         HeaderName::from_static(REPLAYED_HEADER),
         HeaderValue::from_static(if replayed { "true" } else { "false" }),

@@ -36,6 +36,8 @@ pub struct LockedRule {
     pub timezone: String,
     /// `now()` of this transaction: every decision uses database time.
     pub db_now: DateTime<Utc>,
+    /// When the branch rule was created.
+    pub created_at: DateTime<Utc>,
 }
 
 impl LockedRule {
@@ -80,14 +82,15 @@ pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Err
                 br.next_run_time, br.operation_time_from, br.operation_time_to, \
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
-                COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now \
+                COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now, \
+                br.created_at \
          FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
          JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
          WHERE br.id = $1 \
-         FOR UPDATE OF br",
+         FOR NO KEY UPDATE OF br",
     )
     .bind(id)
     .fetch_optional(&mut **tx)

@@ -29,6 +29,10 @@ pub struct ExecutionRow {
     pub resume_at: Option<DateTime<Utc>>,
     /// The first attempt of its retry chain.
     pub root_id: Uuid,
+    /// The runner holding (or last holding) it.
+    pub runner_id: String,
+    /// Recorded from an offline run's report.
+    pub offline: bool,
 }
 
 /// The most recent execution of a rule, locked (a live one is always the most recent:
@@ -39,9 +43,9 @@ pub async fn latest_for_rule(
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id \
+                resume_at, root_id, runner_id, offline \
          FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
-         FOR UPDATE",
+         FOR NO KEY UPDATE",
     )
     .bind(branch_rule_id)
     .fetch_optional(&mut **tx)
@@ -52,8 +56,8 @@ pub async fn latest_for_rule(
 pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id \
-         FROM executions WHERE id = $1 FOR UPDATE",
+                resume_at, root_id, runner_id, offline \
+         FROM executions WHERE id = $1 FOR NO KEY UPDATE",
     )
     .bind(id)
     .fetch_optional(&mut **tx)
@@ -154,6 +158,7 @@ pub async fn resume(
 ) -> Result<(DateTime<Utc>, Option<Box<serde_json::value::RawValue>>), sqlx::Error> {
     sqlx::query_as(
         "UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
+                earlier_runner_ids = earlier_runner_ids || runner_id, \
                 lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
                 boot_id = $5, \
                 resume_at = NULL, resumed_count = resumed_count + 1 \

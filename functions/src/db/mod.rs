@@ -20,12 +20,17 @@ pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 /// A transaction on the RES database.
 pub type Tx = Transaction<'static, Postgres>;
 
+/// How long a request waits for a database connection before it is answered 503. Short,
+/// so that while the database is down runners hear it at once and back off instead of
+/// piling up requests that wait.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// A pool that connects on first use, so a cold function starts even while the database
 /// is briefly unreachable; requests then get 503 instead of the process dying.
 pub fn lazy_pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max_connections)
-        .acquire_timeout(Duration::from_secs(5))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_lazy_with(options)
 }
 

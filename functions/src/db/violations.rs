@@ -15,7 +15,7 @@ pub struct NewViolation<'a> {
     pub kind: &'a str,
     /// Its evidence.
     pub details: &'a Value,
-    /// Retries with the same key get the same row.
+    /// Retries with the same key get the same row; keys are unique per branch rule.
     pub idempotency_key: &'a str,
 }
 
@@ -27,9 +27,9 @@ pub enum Recorded {
     /// The key was used before, by this execution or an earlier attempt of its retry
     /// chain: the existing row.
     Replayed(Uuid),
-    /// The key was used before by another execution.
+    /// The key was used before by another execution of the same branch rule.
     KeyTaken {
-        /// The execution that used it.
+        /// The execution that used it (same rule, so in the caller's scope).
         execution_id: Option<Uuid>,
     },
 }
@@ -38,7 +38,8 @@ pub enum Recorded {
 pub async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Recorded, sqlx::Error> {
     let created: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO violations (branch_rule_id, execution_id, kind, details, idempotency_key) \
-         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+         VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (branch_rule_id, idempotency_key) DO NOTHING RETURNING id",
     )
     .bind(new.branch_rule_id)
     .bind(new.execution_id)
@@ -57,10 +58,11 @@ pub async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Recorded, sql
          FROM violations v \
          LEFT JOIN executions earlier ON earlier.id = v.execution_id \
          LEFT JOIN executions current ON current.id = $2 \
-         WHERE v.idempotency_key = $1",
+         WHERE v.branch_rule_id = $3 AND v.idempotency_key = $1",
     )
     .bind(new.idempotency_key)
     .bind(new.execution_id)
+    .bind(new.branch_rule_id)
     .fetch_one(&mut **tx)
     .await?;
     Ok(

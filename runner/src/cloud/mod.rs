@@ -53,9 +53,18 @@ impl CloudError {
     pub fn is_transient(&self) -> bool {
         match self {
             CloudError::Unreachable { .. } => true,
-            CloudError::Rejected { status, .. } => *status >= 500 || *status == 429,
+            // `concurrent_update`: another request held the same row; nothing was changed.
+            CloudError::Rejected { status, code, .. } => {
+                *status >= 500 || *status == 429 || code == "concurrent_update"
+            }
             CloudError::Invalid { .. } => false,
         }
+    }
+
+    /// A late report the functions stored although a retry had already taken the rule
+    /// (`409 superseded`): delivered, just not the rule's latest word.
+    pub fn is_superseded(&self) -> bool {
+        matches!(self, CloudError::Rejected { status: 409, code, .. } if code == "superseded")
     }
 
     /// The error code of a refusal.

@@ -52,7 +52,15 @@ pub async fn deliver(daemon: &Daemon) -> bool {
         }
     };
     for stored in pending {
-        match send(daemon, &stored).await {
+        let sent = match send(daemon, &stored).await {
+            Err(error) if error.is_superseded() => {
+                daemon.metrics.reports_superseded.inc();
+                tracing::info!(%error, "outbox: late report stored by the functions (a retry had taken the rule meanwhile)");
+                Ok(())
+            }
+            other => other,
+        };
+        match sent {
             Ok(()) => {
                 if let Err(error) = daemon.outbox.remove(&stored) {
                     tracing::error!(%error, path = %stored.path.display(), "delivered but cannot remove it; it will be sent again (harmless: deliveries are idempotent)");
@@ -60,11 +68,12 @@ pub async fn deliver(daemon: &Daemon) -> bool {
                 }
             }
             Err(error) if error.is_transient() => {
-                daemon.set_reachable(false);
+                daemon.cloud_lost(&error);
                 tracing::debug!(%error, depth = daemon.outbox.depth(), "outbox delivery waits for the functions");
                 return false;
             }
             Err(error) => {
+                daemon.metrics.outbox_rejected.inc();
                 let moved = daemon.outbox.reject(&stored);
                 tracing::error!(%error, moved_to = ?moved.ok(), "the functions refused an outbox item for good; kept aside for inspection");
             }

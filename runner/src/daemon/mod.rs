@@ -7,6 +7,7 @@ pub mod config;
 pub mod delivery;
 pub mod marker;
 pub mod memory;
+pub mod outage;
 pub mod outbox;
 pub mod pool;
 pub mod prepared;
@@ -71,6 +72,8 @@ pub struct Daemon {
     pub abort: CancellationToken,
     /// The functions answered the last call.
     pub cloud_reachable: AtomicBool,
+    /// The functions' outage under way, logged at its start and end.
+    pub outage: outage::OutageLog,
     /// This boot is registered with the functions.
     pub registered: AtomicBool,
     /// The first plan refresh (which trusts the server completely) is done.
@@ -143,6 +146,7 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             abort: CancellationToken::new(),
             cloud_reachable: AtomicBool::new(false),
+            outage: outage::OutageLog::default(),
             registered: AtomicBool::new(false),
             first_refresh_done: AtomicBool::new(false),
             last_refresh: Mutex::new(None),
@@ -167,9 +171,23 @@ impl Daemon {
     /// refresher are woken instead of waiting out their backoff.
     pub fn set_reachable(&self, reachable: bool) {
         let was = self.cloud_reachable.swap(reachable, Ordering::SeqCst);
+        if reachable {
+            self.outage.ended(Utc::now());
+        }
         if reachable && !was {
             self.reconnected.notify_waiters();
         }
+    }
+
+    /// The functions could not be reached: starts (and logs, once) an outage.
+    pub fn cloud_lost(&self, error: &dyn std::fmt::Display) {
+        self.set_reachable(false);
+        self.outage.lost(error, Utc::now());
+    }
+
+    /// A due run met an outage: made offline, or skipped.
+    pub fn outage_run(&self, offline: bool) {
+        self.outage.run(offline);
     }
 
     /// Refreshes the gauges that are read rather than counted.
@@ -184,8 +202,12 @@ impl Daemon {
         let writer = self.plan.writer_stats();
         m.write_thread_alive
             .set(i64::from(writer.alive.load(Ordering::SeqCst)));
-        m.write_queue_size
-            .set(writer.queued.load(Ordering::SeqCst) as i64);
+        m.write_thread_started
+            .set(i64::from(writer.started.load(Ordering::SeqCst)));
+        let queued = writer.queued.load(Ordering::SeqCst);
+        m.write_queue_size.set(queued as i64);
+        m.write_queue_full
+            .set(i64::from(queued >= crate::plan::writer::QUEUE_CAPACITY));
         m.plan_workflows.set(self.plan.read().len() as i64);
         m.outbox_depth.set(self.outbox.depth() as i64);
     }

@@ -3,6 +3,7 @@
 //! is lost across restarts; an item the functions refuse for good is moved aside, not
 //! dropped.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use res_shared::wire::{SetNextRunTimeRequest, ViolationRequest};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
+use uuid::Uuid;
 
 use crate::plan::file::write_atomic;
 
@@ -32,6 +34,8 @@ pub struct Outbox {
     next: Mutex<u64>,
     depth: AtomicUsize,
     added: Notify,
+    /// Undelivered reports per branch rule: a rule is not claimed again while one waits.
+    reports: Mutex<HashMap<Uuid, usize>>,
 }
 
 /// A stored item.
@@ -53,12 +57,42 @@ impl Outbox {
             .filter_map(|p| sequence(p))
             .max()
             .map_or(1, |n| n + 1);
+        let mut reports = HashMap::new();
+        for path in &files {
+            if let Some(rule) = read(path).as_ref().and_then(Item::reported_rule) {
+                *reports.entry(rule).or_insert(0) += 1;
+            }
+        }
         Ok(Outbox {
             dir: dir.to_owned(),
             next: Mutex::new(next),
             depth: AtomicUsize::new(files.len()),
             added: Notify::new(),
+            reports: Mutex::new(reports),
         })
+    }
+
+    /// Whether a report of `branch_rule_id` waits to be delivered.
+    pub fn holds_report_for(&self, branch_rule_id: Uuid) -> bool {
+        self.reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(&branch_rule_id)
+    }
+
+    fn count_report(&self, item: Option<&Item>, delta: isize) {
+        let Some(rule) = item.and_then(Item::reported_rule) else {
+            return;
+        };
+        let mut reports = self
+            .reports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = reports.entry(rule).or_insert(0);
+        *count = count.saturating_add_signed(delta);
+        if *count == 0 {
+            reports.remove(&rule);
+        }
     }
 
     /// Stores an item durably, after everything stored before it.
@@ -71,6 +105,7 @@ impl Outbox {
         let path = self.dir.join(format!("{:016}.json", *next));
         write_atomic(&path, &bytes)?;
         *next += 1;
+        self.count_report(Some(item), 1);
         self.depth.fetch_add(1, Ordering::SeqCst);
         drop(next);
         self.added.notify_one();
@@ -83,11 +118,9 @@ impl Outbox {
         self.depth.store(files.len(), Ordering::SeqCst);
         Ok(files
             .into_iter()
-            .map(|path| {
-                let item = fs::read(&path)
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
-                Stored { path, item }
+            .map(|path| Stored {
+                item: read(&path),
+                path,
             })
             .collect())
     }
@@ -96,6 +129,7 @@ impl Outbox {
     pub fn remove(&self, stored: &Stored) -> io::Result<()> {
         fs::remove_file(&stored.path)?;
         self.depth.fetch_sub(1, Ordering::SeqCst);
+        self.count_report(stored.item.as_ref(), -1);
         Ok(())
     }
 
@@ -110,6 +144,7 @@ impl Outbox {
         let target = dir.join(name);
         fs::rename(&stored.path, &target)?;
         self.depth.fetch_sub(1, Ordering::SeqCst);
+        self.count_report(stored.item.as_ref(), -1);
         Ok(target)
     }
 
@@ -122,6 +157,22 @@ impl Outbox {
     pub async fn added(&self) {
         self.added.notified().await;
     }
+}
+
+impl Item {
+    /// The branch rule a report is about (violations are not reports).
+    fn reported_rule(&self) -> Option<Uuid> {
+        match self {
+            Item::Report(request) => Some(request.branch_rule_id),
+            Item::Violation(_) => None,
+        }
+    }
+}
+
+fn read(path: &Path) -> Option<Item> {
+    fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
 }
 
 fn sequence(path: &Path) -> Option<u64> {
@@ -141,7 +192,6 @@ fn list(dir: &Path) -> io::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
 
     fn violation(key: &str) -> Item {
         Item::Violation(ViolationRequest {

@@ -1,7 +1,11 @@
 //! The job queue (reference 001): a rule is queued only if it is not queued already, not
-//! being run, and not processed within the last few seconds.
+//! being run, and not just processed for the same due time. Deduplication is by run, not
+//! by a fixed window: once the plan shows a new due time the rule is queued again at once,
+//! however soon (a `*/5` seconds cron runs every 5 seconds); only a rule whose due time
+//! has not moved since it was processed (its report is still on its way, or was refused)
+//! waits out `recent_seconds`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -14,6 +18,8 @@ pub struct Job {
     pub branch_rule_id: Uuid,
     /// When it became due (for dispatch lag).
     pub due_at: DateTime<Utc>,
+    /// The plan's due time it runs for (`None`: never scheduled), for deduplication.
+    pub scheduled_for: Option<DateTime<Utc>>,
 }
 
 /// Why a rule was not queued.
@@ -23,7 +29,8 @@ pub enum Refused {
     Queued,
     /// A worker is running it.
     Active,
-    /// It finished moments ago (the plan may not show its new next run yet).
+    /// It was processed moments ago for this same due time (the plan does not show its
+    /// new next run yet).
     Recent,
 }
 
@@ -32,18 +39,19 @@ pub enum Refused {
 pub struct JobQueue {
     order: VecDeque<Uuid>,
     queued: HashMap<Uuid, Job>,
-    active: HashSet<Uuid>,
-    recent: HashMap<Uuid, Instant>,
+    active: HashMap<Uuid, Option<DateTime<Utc>>>,
+    recent: HashMap<Uuid, (Instant, Option<DateTime<Utc>>)>,
     recent_window: Duration,
 }
 
 impl JobQueue {
-    /// An empty queue that refuses rules processed within `recent_window`.
+    /// An empty queue that refuses a rule processed within `recent_window` for the same
+    /// due time.
     pub fn new(recent_window: Duration) -> JobQueue {
         JobQueue {
             order: VecDeque::new(),
             queued: HashMap::new(),
-            active: HashSet::new(),
+            active: HashMap::new(),
             recent: HashMap::new(),
             recent_window,
         }
@@ -55,14 +63,10 @@ impl JobQueue {
         if self.queued.contains_key(&id) {
             return Err(Refused::Queued);
         }
-        if self.active.contains(&id) {
+        if self.active.contains_key(&id) {
             return Err(Refused::Active);
         }
-        if self
-            .recent
-            .get(&id)
-            .is_some_and(|at| now.duration_since(*at) < self.recent_window)
-        {
+        if self.is_recent(id, job.scheduled_for, now) {
             return Err(Refused::Recent);
         }
         self.queued.insert(id, job);
@@ -74,7 +78,7 @@ impl JobQueue {
     pub fn pop(&mut self) -> Option<Job> {
         while let Some(id) = self.order.pop_front() {
             if let Some(job) = self.queued.remove(&id) {
-                self.active.insert(id);
+                self.active.insert(id, job.scheduled_for);
                 return Some(job);
             }
         }
@@ -83,31 +87,36 @@ impl JobQueue {
 
     /// A worker is done with a rule.
     pub fn finish(&mut self, id: Uuid, now: Instant) {
-        self.active.remove(&id);
-        self.recent.insert(id, now);
+        if let Some(scheduled_for) = self.active.remove(&id) {
+            self.recent.insert(id, (now, scheduled_for));
+        }
         let window = self.recent_window;
-        self.recent.retain(|_, at| now.duration_since(*at) < window);
+        self.recent
+            .retain(|_, (at, _)| now.duration_since(*at) < window);
     }
 
     /// Whether a rule is queued or active (the scheduler skips those).
     pub fn holds(&self, id: Uuid) -> bool {
-        self.queued.contains_key(&id) || self.active.contains(&id)
+        self.queued.contains_key(&id) || self.active.contains_key(&id)
     }
 
-    /// Whether a rule would be refused at `now`: queued, active, or processed too recently.
-    pub fn refuses(&self, id: Uuid, now: Instant) -> bool {
-        self.holds(id)
-            || self
-                .recent
-                .get(&id)
-                .is_some_and(|at| now.duration_since(*at) < self.recent_window)
+    /// Whether a rule due at `scheduled_for` would be refused at `now`: queued, active, or
+    /// processed for that same due time too recently.
+    pub fn refuses(&self, id: Uuid, scheduled_for: Option<DateTime<Utc>>, now: Instant) -> bool {
+        self.holds(id) || self.is_recent(id, scheduled_for, now)
+    }
+
+    fn is_recent(&self, id: Uuid, scheduled_for: Option<DateTime<Utc>>, now: Instant) -> bool {
+        self.recent.get(&id).is_some_and(|(at, processed)| {
+            *processed == scheduled_for && now.duration_since(*at) < self.recent_window
+        })
     }
 
     /// When the earliest "processed recently" refusal ends (the scheduler wakes then).
     pub fn next_recent_expiry(&self, now: Instant) -> Option<Instant> {
         self.recent
             .values()
-            .map(|at| *at + self.recent_window)
+            .map(|(at, _)| *at + self.recent_window)
             .filter(|until| *until > now)
             .min()
     }
@@ -142,6 +151,7 @@ mod tests {
         Job {
             branch_rule_id: id,
             due_at: Utc::now(),
+            scheduled_for: None,
         }
     }
 
@@ -166,7 +176,7 @@ mod tests {
             queue.push(job(a), t0 + Duration::from_secs(29)),
             Err(Refused::Recent)
         );
-        assert!(queue.refuses(a, t0 + Duration::from_secs(29)));
+        assert!(queue.refuses(a, None, t0 + Duration::from_secs(29)));
         assert_eq!(
             queue.next_recent_expiry(t0),
             Some(t0 + Duration::from_secs(30))
@@ -175,5 +185,30 @@ mod tests {
         assert_eq!((queue.len(), queue.active()), (2, 0));
         assert_eq!(queue.clear().len(), 2);
         assert!(queue.pop().is_none());
+    }
+
+    #[test]
+    fn a_rule_whose_due_time_moved_on_is_queued_again_at_once() {
+        let mut queue = JobQueue::new(Duration::from_secs(30));
+        let a = Uuid::new_v4();
+        let t0 = Instant::now();
+        let at = |secs: i64| Some(Utc::now() + chrono::TimeDelta::seconds(secs));
+        let (first, second) = (at(0), at(5));
+        let due = |scheduled_for| Job {
+            scheduled_for,
+            ..job(a)
+        };
+        assert_eq!(queue.push(due(first), t0), Ok(()));
+        queue.pop();
+        queue.finish(a, t0 + Duration::from_secs(1));
+        // The plan still shows the due time just run: held back for the window.
+        assert!(queue.refuses(a, first, t0 + Duration::from_secs(2)));
+        assert_eq!(
+            queue.push(due(first), t0 + Duration::from_secs(2)),
+            Err(Refused::Recent)
+        );
+        // The report moved it on five seconds: it runs when due, not after 30 s.
+        assert!(!queue.refuses(a, second, t0 + Duration::from_secs(5)));
+        assert_eq!(queue.push(due(second), t0 + Duration::from_secs(5)), Ok(()));
     }
 }

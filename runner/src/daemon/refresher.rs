@@ -38,7 +38,12 @@ pub async fn run(daemon: Arc<Daemon>) {
             Err(error) => {
                 daemon.metrics.plan_refresh_failures.inc();
                 backoff = (backoff * 2).min(MAX_BACKOFF).max(interval);
-                tracing::warn!(%error, retry_in_s = backoff.as_secs(), "plan refresh failed");
+                // An outage is logged at its start and end; its retries are not news.
+                if error.is_transient() && daemon.outage.ongoing() {
+                    tracing::debug!(%error, retry_in_s = backoff.as_secs(), "plan refresh failed");
+                } else {
+                    tracing::warn!(%error, retry_in_s = backoff.as_secs(), "plan refresh failed");
+                }
             }
         }
     }
@@ -75,7 +80,11 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     let response = match response {
         Ok(response) => response,
         Err(error) => {
-            daemon.set_reachable(!error.is_transient());
+            if error.is_transient() {
+                daemon.cloud_lost(&error);
+            } else {
+                daemon.set_reachable(true);
+            }
             return Err(error);
         }
     };

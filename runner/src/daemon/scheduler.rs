@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 use super::Daemon;
 use super::queue::Job;
@@ -68,17 +69,19 @@ pub fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
         let plan = daemon.plan.read();
         let queue = daemon.queue();
         let at = Instant::now();
+        let scheduled_for = |id: Uuid| {
+            plan.workflows
+                .get(&id)
+                .and_then(|e| e.workflow.resume_at.or(e.workflow.next_run_time))
+        };
         let ids = ready::ready(&plan, now, daemon.config.max_jobs_per_cycle, &|id| {
-            queue.refuses(id, at)
+            queue.refuses(id, scheduled_for(id), at)
         });
         ids.into_iter()
             .map(|id| Job {
                 branch_rule_id: id,
-                due_at: plan
-                    .workflows
-                    .get(&id)
-                    .and_then(|e| e.workflow.resume_at.or(e.workflow.next_run_time))
-                    .map_or(now, |due| due.min(now)),
+                due_at: scheduled_for(id).map_or(now, |due| due.min(now)),
+                scheduled_for: scheduled_for(id),
             })
             .collect()
     };

@@ -25,121 +25,93 @@ pub struct StatusLabel {
     pub status: String,
 }
 
-/// Every metric of the daemon.
-#[derive(Debug)]
-pub struct Metrics {
-    /// The registry `/metrics` encodes.
-    pub registry: Registry,
-    /// Jobs waiting.
-    pub queue_size: Gauge,
-    /// Jobs being run.
-    pub active_jobs: Gauge,
-    /// Worker tasks alive.
-    pub alive_workers: Gauge,
-    /// The plan writer thread is running.
-    pub write_thread_alive: Gauge,
-    /// Plan writes requested and not yet done.
-    pub write_queue_size: Gauge,
-    /// Branch rules in the plan.
-    pub plan_workflows: Gauge,
-    /// Items waiting in the outbox.
-    pub outbox_depth: Gauge,
-    /// 1 while new jobs are held back for memory.
-    pub memory_throttled: Gauge,
-    /// Runner clock minus server clock, seconds.
-    pub clock_skew_seconds: Gauge<f64, AtomicU64>,
-    /// Finished executions by status (`paused`, `claim_lost` and `skipped_offline` included).
-    pub executions: Family<StatusLabel, Counter>,
-    /// From due to claimed (or started offline), seconds.
-    pub dispatch_lag_seconds: Histogram,
-    /// Plan fetches that failed.
-    pub plan_refresh_failures: Counter,
-    /// Workers that died and were replaced.
-    pub worker_restarts: Counter,
+/// Declares every metric once: its field, type, initial value, name and help. The same
+/// declaration registers it, so a metric cannot exist without being exported, and lists
+/// its name in [`Metrics::NAMES`] (the docs are tested against that list).
+macro_rules! metrics {
+    ($( $(#[$doc:meta])* $field:ident: $ty:ty = $init:expr => $name:literal, $help:literal; )*) => {
+        /// Every metric of the daemon.
+        #[derive(Debug)]
+        pub struct Metrics {
+            /// The registry `/metrics` encodes.
+            pub registry: Registry,
+            $( $(#[$doc])* pub $field: $ty, )*
+        }
+
+        impl Default for Metrics {
+            fn default() -> Self {
+                let mut registry = Registry::with_prefix("res_runner");
+                $(
+                    let $field: $ty = $init;
+                    registry.register($name, $help, $field.clone());
+                )*
+                Metrics { registry, $( $field, )* }
+            }
+        }
+
+        impl Metrics {
+            /// Every metric's registered name (without the `res_runner_` prefix and the
+            /// `_total` a counter gets).
+            pub const NAMES: &[&str] = &[$( $name ),*];
+        }
+    };
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut registry = Registry::with_prefix("res_runner");
-        let metrics = Metrics {
-            queue_size: Gauge::default(),
-            active_jobs: Gauge::default(),
-            alive_workers: Gauge::default(),
-            write_thread_alive: Gauge::default(),
-            write_queue_size: Gauge::default(),
-            plan_workflows: Gauge::default(),
-            outbox_depth: Gauge::default(),
-            memory_throttled: Gauge::default(),
-            clock_skew_seconds: Gauge::default(),
-            executions: Family::default(),
-            dispatch_lag_seconds: Histogram::new([
-                0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 15.0, 30.0, 60.0,
-            ]),
-            plan_refresh_failures: Counter::default(),
-            worker_restarts: Counter::default(),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "queue_size",
-            "Jobs waiting for a worker",
-            metrics.queue_size.clone(),
-        );
-        registry.register("active_jobs", "Jobs being run", metrics.active_jobs.clone());
-        registry.register(
-            "alive_workers",
-            "Worker tasks alive",
-            metrics.alive_workers.clone(),
-        );
-        registry.register(
-            "write_thread_alive",
-            "1 while the plan writer thread runs",
-            metrics.write_thread_alive.clone(),
-        );
-        registry.register(
-            "write_queue_size",
-            "Plan writes requested and not yet done",
-            metrics.write_queue_size.clone(),
-        );
-        registry.register(
-            "plan_workflows",
-            "Branch rules in the local plan",
-            metrics.plan_workflows.clone(),
-        );
-        registry.register(
-            "outbox_depth",
-            "Reports and violations waiting for the functions",
-            metrics.outbox_depth.clone(),
-        );
-        registry.register(
-            "memory_throttled",
-            "1 while no new job starts because host memory is above the limit",
-            metrics.memory_throttled.clone(),
-        );
-        registry.register(
-            "clock_skew_seconds",
-            "Runner clock minus the functions' clock",
-            metrics.clock_skew_seconds.clone(),
-        );
-        registry.register(
-            "executions",
-            "Executions by final status",
-            metrics.executions.clone(),
-        );
-        registry.register(
-            "dispatch_lag_seconds",
-            "From a rule becoming due to its claim",
-            metrics.dispatch_lag_seconds.clone(),
-        );
-        registry.register(
-            "plan_refresh_failures",
-            "Plan fetches that failed",
-            metrics.plan_refresh_failures.clone(),
-        );
-        Metrics {
-            registry,
-            ..metrics
-        }
-    }
+metrics! {
+    /// Jobs waiting.
+    queue_size: Gauge = Gauge::default() => "queue_size", "Jobs waiting for a worker";
+    /// Jobs being run.
+    active_jobs: Gauge = Gauge::default() => "active_jobs", "Jobs being run";
+    /// Worker tasks alive.
+    alive_workers: Gauge = Gauge::default() => "alive_workers", "Worker tasks alive";
+    /// The plan writer thread is running.
+    write_thread_alive: Gauge = Gauge::default() =>
+        "write_thread_alive", "1 while the plan writer thread runs";
+    /// The plan writer thread was started.
+    write_thread_started: Gauge = Gauge::default() =>
+        "write_thread_started", "1 once the plan writer thread was started";
+    /// Plan writes requested and not yet done.
+    write_queue_size: Gauge = Gauge::default() =>
+        "write_queue_size", "Plan writes requested and not yet done";
+    /// 1 while the plan write queue is full (further changes ride on a queued write).
+    write_queue_full: Gauge = Gauge::default() =>
+        "write_queue_full", "1 while the plan write queue is full";
+    /// Branch rules in the plan.
+    plan_workflows: Gauge = Gauge::default() =>
+        "plan_workflows", "Branch rules in the local plan";
+    /// Items waiting in the outbox.
+    outbox_depth: Gauge = Gauge::default() =>
+        "outbox_depth", "Reports and violations waiting for the functions";
+    /// 1 while new jobs are held back for memory.
+    memory_throttled: Gauge = Gauge::default() =>
+        "memory_throttled", "1 while no new job starts because host memory is above the limit";
+    /// Runner clock minus server clock, seconds.
+    clock_skew_seconds: Gauge<f64, AtomicU64> = Gauge::default() =>
+        "clock_skew_seconds", "Runner clock minus the functions' clock";
+    /// Finished executions by status (`paused`, `claim_lost` and `skipped_offline` included).
+    executions: Family<StatusLabel, Counter> = Family::default() =>
+        "executions", "Executions by final status";
+    /// From due to claimed (or started offline), seconds.
+    dispatch_lag_seconds: Histogram = Histogram::new([
+        0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 15.0, 30.0, 60.0,
+    ]) => "dispatch_lag_seconds", "From a rule becoming due to its claim";
+    /// Plan fetches that failed.
+    plan_refresh_failures: Counter = Counter::default() =>
+        "plan_refresh_failures", "Plan fetches that failed";
+    /// Workers that died and were replaced.
+    worker_restarts: Counter = Counter::default() =>
+        "worker_restarts", "Workers that died (panicked) and were replaced";
+    /// Late reports the functions kept but answered `409 superseded` (a retry had already
+    /// taken the rule): an expected outcome after a long outage, not a refusal.
+    reports_superseded: Counter = Counter::default() =>
+        "reports_superseded", "Late reports stored by the functions after a retry took the rule";
+    /// Outbox items the functions refused for good (moved to `outbox/rejected/`).
+    outbox_rejected: Counter = Counter::default() =>
+        "outbox_rejected", "Outbox items refused for good and moved to outbox/rejected";
+    /// Detector process groups of an earlier boot that were still running at start and
+    /// were ended.
+    orphan_detectors_killed: Counter = Counter::default() =>
+        "orphan_detectors_killed", "Detector process groups left by an earlier boot and ended at start";
 }
 
 impl Metrics {

@@ -69,14 +69,20 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
     let outcome = claim_and_run(daemon, job).await;
     let duration_ms = (Utc::now() - started_at).num_milliseconds();
     daemon.metrics.count(&outcome.status);
-    tracing::info!(
-        execution_id = ?outcome.execution_id,
-        status = %outcome.status,
-        next_run_time = ?outcome.next_run_time,
-        offline = outcome.offline,
-        duration_ms,
-        "job finished"
-    );
+    // During an outage the skipped runs are counted into its end line instead.
+    let level_info = outcome.status != "skipped_offline";
+    if !level_info {
+        tracing::debug!(status = %outcome.status, duration_ms, "job finished");
+    } else {
+        tracing::info!(
+            execution_id = ?outcome.execution_id,
+            status = %outcome.status,
+            next_run_time = ?outcome.next_run_time,
+            offline = outcome.offline,
+            duration_ms,
+            "job finished"
+        );
+    }
     daemon.activity.finished(JobResult {
         branch_rule_id: id,
         execution_id: outcome.execution_id,
@@ -91,12 +97,21 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
 
 async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
     let id = job.branch_rule_id;
+    // A report of this rule still in the outbox goes first: claiming again before it
+    // arrives would crash the finished run (its lease ran out during the outage) and run
+    // the rule twice. Undelivered after a try means the functions are still unreachable.
+    if daemon.outbox.holds_report_for(id) {
+        super::delivery::deliver(daemon).await;
+        if daemon.outbox.holds_report_for(id) {
+            return unreachable_now(daemon, job, "a report of this rule waits in the outbox").await;
+        }
+    }
     let claim = daemon
         .client
         .claim(&ClaimRequest {
             branch_rule_id: id,
             runner_id: daemon.config.runner_id.clone(),
-            lease_seconds: Some(daemon.config.lease_seconds),
+            lease_seconds: Some(i64::from(daemon.config.lease_seconds)),
             boot_id: Some(daemon.boot_id.clone()),
         })
         .await;
@@ -110,20 +125,33 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
             run_claimed(daemon, job, claim).instrument(span).await
         }
         Err(error) if error.is_transient() => {
-            daemon.set_reachable(false);
-            if daemon.config.offline_execution {
-                tracing::warn!(%error, "functions unreachable: running from the local plan (offline_execution)");
-                run_offline(daemon, job).await
-            } else {
-                tracing::warn!(%error, "functions unreachable: not running (offline_execution is off)");
-                daemon.plan.set_running(id, false, Utc::now());
-                Outcome::skipped("skipped_offline", error.to_string())
-            }
+            daemon.cloud_lost(&error);
+            unreachable_now(daemon, job, &error.to_string()).await
         }
         Err(error) => {
             lost_claim(daemon, id, &error);
             Outcome::skipped("claim_lost", error.to_string())
         }
+    }
+}
+
+/// The functions cannot take this rule's claim now: run it offline when this runner may,
+/// else skip it. The outage itself is logged once, by [`Daemon::cloud_lost`].
+async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> Outcome {
+    if daemon.config.offline_execution {
+        tracing::debug!(why, "functions unreachable: running from the local plan");
+        daemon.outage_run(true);
+        run_offline(daemon, job).await
+    } else {
+        tracing::debug!(
+            why,
+            "functions unreachable: not running (offline_execution is off)"
+        );
+        daemon.outage_run(false);
+        daemon
+            .plan
+            .set_running(job.branch_rule_id, false, Utc::now());
+        Outcome::skipped("skipped_offline", why.to_owned())
     }
 }
 
@@ -247,8 +275,15 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
                 return Some(answer.next_run_time);
             }
             Err(error) if error.is_transient() => {
-                daemon.set_reachable(false);
-                tracing::warn!(%error, "functions unreachable: report kept in the outbox, next run computed here");
+                daemon.cloud_lost(&error);
+                daemon.outage.report_queued();
+                tracing::debug!(%error, "functions unreachable: report kept in the outbox, next run computed here");
+            }
+            Err(error) if error.is_superseded() => {
+                daemon.metrics.reports_superseded.inc();
+                tracing::info!(%error, "late report stored; a retry had already taken the rule");
+                daemon.plan.set_running(id, false, Utc::now());
+                return None;
             }
             Err(error) => {
                 tracing::error!(%error, "the report was refused");

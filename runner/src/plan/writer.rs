@@ -14,7 +14,7 @@ use super::Plan;
 use super::file::{encode, write_atomic};
 
 /// Pending write requests beyond this are merged into the one already queued.
-const QUEUE_CAPACITY: usize = 64;
+pub const QUEUE_CAPACITY: usize = 64;
 
 /// What the writer reports for monitoring.
 #[derive(Debug, Default)]

@@ -86,7 +86,7 @@ impl ExecutionServices for CloudServices {
             let request = PauseRequest {
                 execution_id: self.execution_id,
                 claim_token: self.claim_token.clone(),
-                delay_seconds,
+                delay_seconds: i64::from(delay_seconds),
                 context,
             };
             Ok(self.client.pause(&request).await?.resume_at)

@@ -21,9 +21,10 @@ pub struct ClaimRequest {
     pub branch_rule_id: Uuid,
     /// Who is claiming (recorded on the execution).
     pub runner_id: String,
-    /// Seconds the claim lasts without a heartbeat: 1-600, default 60.
-    #[serde(default)]
-    pub lease_seconds: Option<u32>,
+    /// Seconds the claim lasts without a heartbeat: 1-600, default 60. Signed so that an
+    /// out-of-range value (negative included) gets the one range error, 422.
+    #[serde(default, deserialize_with = "super::seconds::whole_opt")]
+    pub lease_seconds: Option<i64>,
     /// The runner's boot (from `runner_register`): a later boot's registration declares
     /// this execution crashed.
     #[serde(default)]

@@ -106,9 +106,12 @@ pub struct PauseRequest {
     pub execution_id: Uuid,
     /// Its claim token.
     pub claim_token: String,
-    /// How long to wait, from the database's now (1 s to 7 days).
-    pub delay_seconds: u32,
-    /// Everything needed to continue (the engine's state); handed back on resume.
+    /// How long to wait, from the database's now (1 s to 7 days). Signed so that an
+    /// out-of-range value (negative included) gets the one range error, 422.
+    #[serde(deserialize_with = "super::seconds::whole")]
+    pub delay_seconds: i64,
+    /// Everything needed to continue (the engine's state), a JSON object; handed back on
+    /// resume exactly as sent.
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub context: Box<serde_json::value::RawValue>,
 }

@@ -10,6 +10,7 @@ mod execution;
 mod next_run;
 mod plan;
 mod runner;
+mod seconds;
 mod time;
 mod violation;
 
@@ -28,3 +29,8 @@ pub use plan::{
 };
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};
+
+/// The value of an object field that was left out.
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
+}

@@ -67,8 +67,8 @@ pub struct OfflineRun {
 pub struct OfflineViolation {
     /// What kind.
     pub kind: String,
-    /// Evidence.
-    #[serde(default)]
+    /// Evidence, a JSON object (`{}` when left out).
+    #[serde(default = "super::empty_object")]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub details: serde_json::Value,
     /// As for `violations_create`.

@@ -14,8 +14,8 @@ pub struct ViolationRequest {
     pub claim_token: String,
     /// What kind of violation (e.g. `queue_too_long`).
     pub kind: String,
-    /// Evidence and measurements.
-    #[serde(default)]
+    /// Evidence and measurements, a JSON object (`{}` when left out).
+    #[serde(default = "super::empty_object")]
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub details: serde_json::Value,
     /// The same key always yields the same violation, so retries never duplicate it.

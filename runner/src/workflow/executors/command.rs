@@ -109,16 +109,25 @@ impl Executor for CommandExecutor {
             })?;
             let io = ChildIo::attach(&mut child, input);
             let ended = tokio::select! {
+                // An exit that is already known wins over a timer that fired at the same
+                // wake-up (after the runner itself was frozen, say).
+                biased;
                 status = child.wait() => Ended::Exited(status),
                 _ = call.stop.stopped() => Ended::Stopped,
                 () = tokio::time::sleep(Duration::from_secs(config.timeout_seconds)) => Ended::TimedOut,
             };
             let ended = match ended {
                 Ended::Exited(status) => Ended::Exited(status),
-                other => {
-                    terminate(&mut child, grace).await;
-                    other
-                }
+                // The timeout measures the program, not the runner: if the runner was
+                // stopped (SIGSTOP, a frozen VM) past the timeout while the program had
+                // already exited, the program finished in time and keeps its result.
+                other => match child.try_wait() {
+                    Ok(Some(status)) => Ended::Exited(Ok(status)),
+                    _ => {
+                        terminate(&mut child, grace).await;
+                        other
+                    }
+                },
             };
             let (stdout, last_error_line) = io.finish().await;
             let partial = parse_result(&stdout);
