@@ -73,6 +73,15 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         } else {
             "invalid_json"
         };
+        // serde_json reports some type mismatches (a boolean where an enum is expected) as
+        // syntax errors; a body that parses as JSON has a field wrong, not bad JSON.
+        let valid_json = serde_json::from_slice::<Value>(bytes).is_ok();
+        if path != "." && !inner.is_data() && valid_json {
+            return ApiError::bad_request(
+                "invalid_field",
+                format!("invalid request body: {path}: wrong type or value for this field ({inner})"),
+            );
+        }
         let message = if path == "." || !inner.is_data() {
             format!("invalid request body: {inner}")
         } else {

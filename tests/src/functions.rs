@@ -26,6 +26,17 @@ pub struct TestApp {
     pub database: TestDatabase,
 }
 
+/// A granted claim.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The branch rule.
+    pub rule: Uuid,
+    /// The execution it created.
+    pub execution: Uuid,
+    /// Its claim token.
+    pub token: String,
+}
+
 /// An HTTP answer.
 #[derive(Debug)]
 pub struct Reply {
@@ -118,6 +129,44 @@ impl TestApp {
             query = query.bind(*id);
         }
         query.execute(&self.pool).await.expect(statement);
+    }
+
+    /// Claims `rule` as `runner_id` with `token`; panics unless granted.
+    pub async fn claim(&self, token: &str, rule: Uuid, runner_id: &str) -> Claim {
+        let reply = self
+            .call(
+                "branch_rules_claim",
+                token,
+                serde_json::json!({"branch_rule_id": rule, "runner_id": runner_id}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "claim of {rule}: {}", reply.body);
+        let id = |field: &str| {
+            reply.body[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("claim answer without {field}: {}", reply.body))
+                .to_owned()
+        };
+        Claim {
+            rule,
+            execution: id("execution_id").parse().expect("a uuid"),
+            token: id("claim_token"),
+        }
+    }
+
+    /// A digest of every row a function can write (rules, executions, violations, plan
+    /// changes, keys' use), to prove that a refused call changed nothing.
+    pub async fn fingerprint(&self) -> String {
+        sqlx::query_scalar(
+            "SELECT md5(concat_ws('|', \
+                (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM branch_rules t), \
+                (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM executions t), \
+                (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM violations t), \
+                (SELECT count(*)::text FROM plan_changes)))",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .expect("fingerprint")
     }
 
     /// The database's clock.
