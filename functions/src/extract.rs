@@ -79,7 +79,9 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         if path != "." && !inner.is_data() && valid_json {
             return ApiError::bad_request(
                 "invalid_field",
-                format!("invalid request body: {path}: wrong type or value for this field ({inner})"),
+                format!(
+                    "invalid request body: {path}: wrong type or value for this field ({inner})"
+                ),
             );
         }
         let message = if path == "." || !inner.is_data() {

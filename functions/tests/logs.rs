@@ -47,10 +47,15 @@ async fn client_text_cannot_forge_log_lines_or_reach_the_log_raw() {
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(text.contains("runner registered"), "{text}");
     assert!(
-        !text.lines().any(|line| line.starts_with("2026-11-23T00:00:00")),
+        !text
+            .lines()
+            .any(|line| line.starts_with("2026-11-23T00:00:00")),
         "a forged line: {text}"
     );
-    assert!(text.contains("site-1\\u{a}2026"), "the newline is shown escaped: {text}");
+    assert!(
+        text.contains("site-1\\u{a}2026"),
+        "the newline is shown escaped: {text}"
+    );
     assert!(
         !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'),
         "no raw control characters (and no colour codes) in a log file: {text:?}"

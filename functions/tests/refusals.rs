@@ -46,11 +46,19 @@ async fn a_paused_context_must_be_an_object_postgresql_can_store() {
         "null",
     ] {
         let reply = app
-            .call_raw("executions_pause", Some(&runner), pause_body(&claim, context))
+            .call_raw(
+                "executions_pause",
+                Some(&runner),
+                pause_body(&claim, context),
+            )
             .await;
         assert_eq!(reply.status, 400, "{context}: {}", reply.body);
         assert_eq!(code(&reply), "invalid_field", "{context}");
-        assert!(message(&reply).contains("context"), "{context}: {}", message(&reply));
+        assert!(
+            message(&reply).contains("context"),
+            "{context}: {}",
+            message(&reply)
+        );
     }
     assert_eq!(app.fingerprint().await, before, "nothing was paused");
     // An object is stored and handed back as an object on resume.
@@ -100,8 +108,16 @@ async fn fields_documented_as_objects_must_be_objects() {
         body
     };
     let cases = [
-        ("branch_rules_set_NextRunTime", report("result", json!("done")), "result"),
-        ("branch_rules_set_NextRunTime", report("metrics", json!([1])), "metrics"),
+        (
+            "branch_rules_set_NextRunTime",
+            report("result", json!("done")),
+            "result",
+        ),
+        (
+            "branch_rules_set_NextRunTime",
+            report("metrics", json!([1])),
+            "metrics",
+        ),
         (
             "violations_create",
             json!({"execution_id": claim.execution, "claim_token": claim.token, "kind": "k",
@@ -162,7 +178,12 @@ async fn a_report_racing_a_pause_and_a_heartbeat_gets_409_not_500() {
                 reply.body
             );
             if reply.status == 409 {
-                assert_eq!(code(reply), "lease_lost", "round {round}: {what}: {}", reply.body);
+                assert_eq!(
+                    code(reply),
+                    "lease_lost",
+                    "round {round}: {what}: {}",
+                    reply.body
+                );
             }
         }
         assert!(
@@ -203,7 +224,10 @@ async fn a_missing_database_is_a_503_at_once() {
         .parse()
         .expect("options");
     let pool = res_functions::db::lazy_pool(options, 2);
-    let app = res_functions::router(res_functions::AppState { pool }, &res_functions::Function::ALL);
+    let app = res_functions::router(
+        res_functions::AppState { pool },
+        &res_functions::Function::ALL,
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -247,7 +271,10 @@ async fn every_405_has_the_json_error_shape() {
             .expect("answer");
         assert_eq!(reply.status(), 405, "{method} {path}");
         let body: Value = reply.json().await.expect("a JSON body");
-        assert_eq!(body["error"]["code"], "method_not_allowed", "{method} {path}");
+        assert_eq!(
+            body["error"]["code"], "method_not_allowed",
+            "{method} {path}"
+        );
         assert!(
             body["error"]["message"]
                 .as_str()
@@ -270,7 +297,11 @@ async fn a_nul_or_a_wrong_type_is_refused_naming_the_field() {
         )
         .await;
     assert_eq!(nul.status, 422, "{}", nul.body);
-    assert!(message(&nul).contains("details.camera[1]"), "{}", message(&nul));
+    assert!(
+        message(&nul).contains("details.camera[1]"),
+        "{}",
+        message(&nul)
+    );
     let wrong_type = app
         .call(
             "executions_heartbeat",
@@ -280,7 +311,11 @@ async fn a_nul_or_a_wrong_type_is_refused_naming_the_field() {
         .await;
     assert_eq!(wrong_type.status, 400, "{}", wrong_type.body);
     assert_eq!(code(&wrong_type), "invalid_field");
-    assert!(message(&wrong_type).contains("status"), "{}", message(&wrong_type));
+    assert!(
+        message(&wrong_type).contains("status"),
+        "{}",
+        message(&wrong_type)
+    );
     assert_eq!(app.fingerprint().await, before);
 }
 
@@ -334,16 +369,39 @@ async fn offline_run_times_must_be_past_and_after_the_rule_existed() {
     };
     let now = Utc::now();
     let cases = [
-        ("9999-01-01T00:00:00Z", "9999-01-01T00:01:00Z", 422, "in the future"),
-        ("1970-01-01T00:00:00Z", "1970-01-01T00:01:00Z", 422, "before the branch rule existed"),
-        ("-0001-01-01T00:00:00Z", "-0001-01-01T00:01:00Z", 422, "offline.started_at"),
+        (
+            "9999-01-01T00:00:00Z",
+            "9999-01-01T00:01:00Z",
+            422,
+            "in the future",
+        ),
+        (
+            "1970-01-01T00:00:00Z",
+            "1970-01-01T00:01:00Z",
+            422,
+            "before the branch rule existed",
+        ),
+        (
+            "-0001-01-01T00:00:00Z",
+            "-0001-01-01T00:01:00Z",
+            422,
+            "offline.started_at",
+        ),
     ];
     for (started, finished, status, says) in cases {
         let reply = app
-            .call("branch_rules_set_NextRunTime", &runner, report(started, finished))
+            .call(
+                "branch_rules_set_NextRunTime",
+                &runner,
+                report(started, finished),
+            )
             .await;
         assert_eq!(reply.status, status, "{started}: {}", reply.body);
-        assert!(message(&reply).contains(says), "{started}: {}", message(&reply));
+        assert!(
+            message(&reply).contains(says),
+            "{started}: {}",
+            message(&reply)
+        );
     }
     assert_eq!(app.fingerprint().await, before);
     let fine = report(

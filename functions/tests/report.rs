@@ -432,7 +432,11 @@ async fn the_legacy_call_is_for_service_tokens_only_and_never_under_a_live_run()
     // it: refused, nothing changed, and the run goes on.
     let under_live = c
         .app
-        .call("branch_rules_set_NextRunTime", &c.app.service, legacy.clone())
+        .call(
+            "branch_rules_set_NextRunTime",
+            &c.app.service,
+            legacy.clone(),
+        )
         .await;
     assert_eq!(under_live.status, 409, "{}", under_live.body);
     assert_eq!(under_live.body["error"]["code"], "running");

@@ -49,7 +49,9 @@ async fn world() -> World {
     World {
         a1: app.claim(&a, rule_a1, "runner-a").await,
         a2: app.claim(&a, rule_a2, "runner-a").await,
-        other_branch: app.claim(&other_branch_token, rule_other, "runner-a2").await,
+        other_branch: app
+            .claim(&other_branch_token, rule_other, "runner-a2")
+            .await,
         b1: app.claim(&b, rule_b, "runner-b").await,
         a_free,
         a,
@@ -139,7 +141,10 @@ async fn an_offline_report_cannot_rewrite_another_tenants_execution() {
     let own = w.finish(&w.b, &w.b1).await;
     assert_eq!(own.status, 200, "{}", own.body);
     assert_eq!(own.body["branch_rule_id"], json!(w.b1.rule));
-    assert_eq!(w.execution(w.b1.execution).await, ("completed".into(), None));
+    assert_eq!(
+        w.execution(w.b1.execution).await,
+        ("completed".into(), None)
+    );
 }
 
 #[tokio::test]
@@ -189,10 +194,7 @@ async fn an_offline_report_creates_its_execution_once_and_only_for_the_same_run(
     let mut other_token = report;
     other_token["claim_token"] = json!("offline-2");
     for body in [other_runner, other_token] {
-        let reply = w
-            .app
-            .call("branch_rules_set_NextRunTime", &w.a, body)
-            .await;
+        let reply = w.app.call("branch_rules_set_NextRunTime", &w.a, body).await;
         assert_eq!(reply.status, 409, "{}", reply.body);
         assert_eq!(code(&reply), "execution_id_taken");
     }
@@ -219,16 +221,16 @@ async fn every_endpoint_answers_another_scopes_id_as_an_unknown_id() {
         (
             "violations_create",
             "execution",
-            Box::new(|id, c| {
-                json!({"execution_id": id, "claim_token": c.token, "kind": "k", "idempotency_key": "k"})
-            }),
+            Box::new(
+                |id, c| json!({"execution_id": id, "claim_token": c.token, "kind": "k", "idempotency_key": "k"}),
+            ),
         ),
         (
             "executions_pause",
             "execution",
-            Box::new(|id, c| {
-                json!({"execution_id": id, "claim_token": c.token, "delay_seconds": 60, "context": {}})
-            }),
+            Box::new(
+                |id, c| json!({"execution_id": id, "claim_token": c.token, "delay_seconds": 60, "context": {}}),
+            ),
         ),
         (
             "branch_rules_set_NextRunTime",
@@ -248,7 +250,10 @@ async fn every_endpoint_answers_another_scopes_id_as_an_unknown_id() {
         ),
     ];
     let before = w.app.fingerprint().await;
-    for (foreign, label) in [(&w.other_branch, "another branch"), (&w.b1, "another brand")] {
+    for (foreign, label) in [
+        (&w.other_branch, "another branch"),
+        (&w.b1, "another brand"),
+    ] {
         for (function, kind, body) in &cases {
             let foreign_id = if *kind == "rule" {
                 foreign.rule

@@ -1,0 +1,312 @@
+//! Structure-aware fuzzing of the running service: thousands of malformed and hostile
+//! requests (seeded, bounded in count and time) built from valid bodies of every function,
+//! each aimed at ids outside the caller's scope or at no id at all. No answer may be a
+//! 5xx, every refusal has the documented JSON error shape, and the database is unchanged.
+//!
+//! `RES_FUZZ_SEED` replays a run; `RES_FUZZ_REQUESTS` sets its size (default 10,000).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::{TimeDelta, Utc};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use res_tests::functions as support;
+use serde_json::{Map, Value, json};
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+/// Stops early past this, whatever the count: the suite must stay quick.
+const TIME_LIMIT: Duration = Duration::from_secs(90);
+
+/// Strings an attacker tries.
+const HOSTILE: &[&str] = &[
+    "",
+    " ",
+    "\u{0}",
+    "a\u{0}b",
+    "line\nforged INFO line",
+    "\u{1b}[31mred\u{1b}]0;title\u{7}",
+    "\r\n\r\nHTTP/1.1 200 OK",
+    "' OR 1=1 --",
+    "\u{202e}reversed",
+    "😀",
+    "%s%n%x",
+    "{\"nested\": true}",
+];
+
+/// Raw JSON fragments serde and PostgreSQL disagree about, or that are just awkward.
+const RAW_VALUES: &[&str] = &[
+    "1e400",
+    "-1e400",
+    "\"\\ud800\"",
+    "\"\\udc00x\"",
+    "\"\\u0000\"",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "1.5",
+    "-0",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+];
+
+struct Target {
+    function: &'static str,
+    body: Value,
+}
+
+fn targets(foreign_rule: Uuid, foreign_execution: Uuid, own_rule: Uuid) -> Vec<Target> {
+    let now = Utc::now();
+    vec![
+        Target {
+            function: "get-execution-plan-v2",
+            body: json!({"runner_id": "fuzz", "since": "not-a-cursor"}),
+        },
+        Target {
+            function: "branch_rules_claim",
+            body: json!({"branch_rule_id": foreign_rule, "runner_id": "fuzz", "lease_seconds": 30, "boot_id": "b"}),
+        },
+        Target {
+            function: "executions_heartbeat",
+            body: json!({"execution_id": foreign_execution, "claim_token": "t", "status": "running"}),
+        },
+        Target {
+            function: "violations_create",
+            body: json!({"execution_id": foreign_execution, "claim_token": "t", "kind": "k",
+                         "details": {"a": 1}, "idempotency_key": "key"}),
+        },
+        Target {
+            function: "executions_pause",
+            body: json!({"execution_id": foreign_execution, "claim_token": "t",
+                         "delay_seconds": 60, "context": {"node": "wait"}}),
+        },
+        Target {
+            function: "branch_rules_set_NextRunTime",
+            body: json!({"branch_rule_id": foreign_rule, "is_last_run_failed": false,
+                         "execution_id": foreign_execution, "claim_token": "t",
+                         "status": "completed", "result": {}, "metrics": {}, "error": null}),
+        },
+        Target {
+            // The caller's own rule, offline, but naming an execution that exists elsewhere.
+            function: "branch_rules_set_NextRunTime",
+            body: json!({"branch_rule_id": own_rule, "is_last_run_failed": true,
+                         "execution_id": foreign_execution, "claim_token": "offline-t",
+                         "offline": {"runner_id": "fuzz",
+                                     "started_at": now - TimeDelta::minutes(2),
+                                     "finished_at": now - TimeDelta::minutes(1),
+                                     "violations": [{"kind": "k", "details": {}, "idempotency_key": "o"}]}}),
+        },
+        Target {
+            function: "runner_register",
+            body: json!({"runner_id": "fuzz", "boot_id": "boot"}),
+        },
+    ]
+}
+
+/// A random JSON value of any type, hostile strings included.
+fn random_value(rng: &mut StdRng, depth: u32) -> Value {
+    match rng.random_range(0..8) {
+        0 => Value::Null,
+        1 => json!(rng.random::<bool>()),
+        2 => json!(rng.random::<i64>()),
+        3 => json!(rng.random::<f64>() * 1e6),
+        4 => json!(HOSTILE[rng.random_range(0..HOSTILE.len())]),
+        5 => json!("x".repeat(rng.random_range(0..400))),
+        6 if depth < 3 => Value::Array(
+            (0..rng.random_range(0..3))
+                .map(|_| random_value(rng, depth + 1))
+                .collect(),
+        ),
+        _ if depth < 3 => {
+            let mut map = Map::new();
+            for _ in 0..rng.random_range(0..3) {
+                let key = HOSTILE[rng.random_range(0..HOSTILE.len())].to_owned();
+                map.insert(key, random_value(rng, depth + 1));
+            }
+            Value::Object(map)
+        }
+        // No well-formed id: a fresh one would let an offline report create its run.
+        _ => json!(rng.random_range(0..100)),
+    }
+}
+
+/// A field path inside `value` (objects only), picked at random.
+fn random_field(rng: &mut StdRng, value: &Value) -> Option<Vec<String>> {
+    let map = value.as_object()?;
+    if map.is_empty() {
+        return None;
+    }
+    let keys: Vec<&String> = map.keys().collect();
+    let key = keys[rng.random_range(0..keys.len())].clone();
+    let mut path = vec![key.clone()];
+    if rng.random_range(0..3) == 0
+        && let Some(deeper) = random_field(rng, &map[&key])
+    {
+        path.extend(deeper);
+    }
+    Some(path)
+}
+
+fn at<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
+    path.iter()
+        .try_fold(value, |v, key| v.as_object_mut()?.get_mut(key))
+}
+
+/// One mutated request body as raw bytes.
+fn mutate(rng: &mut StdRng, body: &Value) -> Vec<u8> {
+    let mut body = body.clone();
+    let rounds = rng.random_range(1..4);
+    let mut raw_splice: Option<(Vec<String>, &str)> = None;
+    for _ in 0..rounds {
+        let Some(path) = random_field(rng, &body) else {
+            break;
+        };
+        match rng.random_range(0..6) {
+            0 => {
+                // Drop a field.
+                let (last, parent) = path.split_last().expect("a path");
+                if let Some(Value::Object(map)) = at(&mut body, parent) {
+                    map.remove(last);
+                }
+            }
+            1 | 2 => {
+                if let Some(slot) = at(&mut body, &path) {
+                    *slot = random_value(rng, 0);
+                }
+            }
+            3 => {
+                if let Some(slot) = at(&mut body, &path) {
+                    *slot = json!(HOSTILE[rng.random_range(0..HOSTILE.len())]);
+                }
+            }
+            4 => {
+                if let Some(Value::Object(map)) = at(&mut body, &path[..path.len() - 1]) {
+                    map.insert(format!("unknown_{}", rng.random_range(0..9)), json!(1));
+                }
+            }
+            _ => raw_splice = Some((path, RAW_VALUES[rng.random_range(0..RAW_VALUES.len())])),
+        }
+    }
+    let text = match raw_splice {
+        // Values serde_json cannot build go in as text: a placeholder is replaced.
+        Some((path, raw)) => {
+            let marker = format!("__raw_{}__", rng.random_range(0..u32::MAX));
+            if let Some(slot) = at(&mut body, &path) {
+                *slot = json!(marker);
+            }
+            body.to_string().replace(&format!("\"{marker}\""), raw)
+        }
+        None => body.to_string(),
+    };
+    let mut bytes = text.into_bytes();
+    match rng.random_range(0..12) {
+        // Cut anywhere, even inside a UTF-8 sequence.
+        0 => bytes.truncate(rng.random_range(0..bytes.len().max(1))),
+        1 => bytes.extend_from_slice(b" trailing"),
+        2 => {
+            bytes.insert(0, b'[');
+            bytes.push(b']');
+        }
+        _ => {}
+    }
+    bytes
+}
+
+#[tokio::test]
+async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_nothing() {
+    let seed: u64 = std::env::var("RES_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::random());
+    let count: usize = std::env::var("RES_FUZZ_REQUESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let app = TestApp::start().await;
+    let seed_data = Seed::new(&app.pool);
+    let (branch_a, own_rule) = seed_data.due_rule(RuleSpec::default()).await;
+    let (branch_b, foreign_rule) = seed_data.due_rule(RuleSpec::default()).await;
+    let a = app.runner_token(&[branch_a]).await;
+    let b = app.runner_token(&[branch_b]).await;
+    let foreign = app.claim(&b, foreign_rule, "runner-b").await;
+    let tokens = [
+        a.clone(),
+        a.clone(),
+        a.clone(),
+        a,
+        "res_forged".to_owned(),
+        String::new(),
+    ];
+    let targets = targets(foreign_rule, foreign.execution, own_rule);
+    let before = app.fingerprint().await;
+
+    let started = Instant::now();
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut sent = 0;
+    while sent < count && started.elapsed() < TIME_LIMIT {
+        let target = &targets[rng.random_range(0..targets.len())];
+        let body = mutate(&mut rng, &target.body);
+        let token = &tokens[rng.random_range(0..tokens.len())];
+        let mut request = app
+            .client
+            .post(format!("{}/functions/v1/{}", app.base, target.function))
+            .header("content-type", "application/json")
+            .body(body.clone());
+        if !token.is_empty() {
+            request = request.bearer_auth(token);
+        }
+        if rng.random_range(0..10) == 0 {
+            request = request.header("accept-encoding", "identity;q=0, *;q=0");
+        }
+        let response = request.send().await.expect("the server answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        let shown = String::from_utf8_lossy(&body);
+        let context = format!(
+            "seed {seed}, request {sent}: {} {shown} -> {status} {text}",
+            target.function
+        );
+        assert!(status < 500, "{context}");
+        if status >= 400 {
+            let error: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            assert!(
+                error["error"]["code"]
+                    .as_str()
+                    .is_some_and(|c| !c.is_empty()),
+                "no error code: {context}"
+            );
+            assert!(
+                error["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty()),
+                "no error message: {context}"
+            );
+        } else {
+            // Only reads may succeed: everything else aims outside the caller's scope.
+            assert!(
+                matches!(target.function, "get-execution-plan-v2" | "runner_register"),
+                "an action succeeded: {context}"
+            );
+        }
+        *statuses.entry(status).or_default() += 1;
+        sent += 1;
+    }
+    assert_eq!(
+        app.fingerprint().await,
+        before,
+        "seed {seed}: the database changed"
+    );
+    assert!(
+        sent >= count.min(500),
+        "only {sent} requests in the time limit"
+    );
+    eprintln!(
+        "fuzz: seed {seed}, {sent} requests in {:.1} s, statuses {statuses:?}",
+        started.elapsed().as_secs_f64()
+    );
+}
