@@ -56,6 +56,23 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
+/// Refuses to serve a database whose schema is behind this build. An unreachable database
+/// is not a refusal: the pool connects lazily and requests get 503 until it answers (a cold
+/// Lambda must start while the database restarts).
+pub async fn refuse_outdated_schema(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    match crate::db::pending_migrations(pool).await {
+        Ok(pending) if pending.is_empty() => Ok(()),
+        Ok(pending) => Err(anyhow::anyhow!(
+            "the database schema is behind this build (pending migrations {pending:?}); \
+             run `res-functions migrate`"
+        )),
+        Err(error) => {
+            tracing::warn!(%error, "cannot check the database schema at start; serving, requests get 503 until the database answers");
+            Ok(())
+        }
+    }
+}
+
 /// Command line of a single-function binary.
 #[derive(Debug, Parser)]
 #[command(
@@ -88,6 +105,7 @@ pub fn function_main(function: Function) -> ExitCode {
     };
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
+        refuse_outdated_schema(&pool).await?;
         let app = router(AppState { pool }, &[function]);
         if in_lambda() {
             serve_lambda(app).await

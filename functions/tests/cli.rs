@@ -199,3 +199,18 @@ async fn openapi_prints_the_document_and_bad_urls_are_explained() {
         text(&bad.stderr)
     );
 }
+
+#[tokio::test]
+async fn a_single_function_binary_refuses_a_schema_behind_its_build() {
+    let database = server().create_database().await;
+    let port = free_port().to_string();
+    let output = Command::new(env!("CARGO_BIN_EXE_branch-rules-claim"))
+        .args(["--bind", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", &database.url)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    assert!(!output.status.success(), "it must not serve");
+    let log = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(log.contains("schema is behind this build"), "{log}");
+}

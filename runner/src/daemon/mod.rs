@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod delivery;
+pub mod detectors;
 pub mod marker;
 pub mod memory;
 pub mod outage;
@@ -31,7 +32,7 @@ use uuid::Uuid;
 use crate::cloud::FunctionsClient;
 use crate::plan::store::{Loaded, PlanStore};
 use crate::workflow::engine::{Engine, EngineSettings};
-use crate::workflow::executors::Executors;
+use crate::workflow::executors::{CommandExecutor, Executors};
 use config::Config;
 use outbox::Outbox;
 use queue::JobQueue;
@@ -126,14 +127,24 @@ impl Daemon {
             &config.token.0,
             Duration::from_secs(config.request_timeout_seconds),
         )?;
+        // Detectors a killed earlier boot left running end before anything new starts.
+        let ledger = Arc::new(detectors::DetectorLedger::open(&config.state_dir)?);
+        let orphans = ledger.end_orphans(Duration::from_secs(config.stop_grace_seconds));
+        if orphans > 0 {
+            tracing::warn!(orphans, "ended detectors an earlier boot left running");
+        }
+        let mut executors = Executors::standard();
+        executors.register(Arc::new(CommandExecutor::with_ledger(ledger)));
         let engine = Engine::new(
-            Executors::standard(),
+            executors,
             EngineSettings {
                 delay_in_place_max: Duration::from_secs(config.delay_in_place_max_seconds),
                 stop_grace: Duration::from_secs(config.stop_grace_seconds),
                 ..EngineSettings::default()
             },
         );
+        let metrics = Metrics::default();
+        metrics.orphan_detectors_killed.inc_by(orphans as u64);
         Ok(Arc::new(Daemon {
             boot_id: Uuid::new_v4().to_string(),
             queue: Mutex::new(JobQueue::new(Duration::from_secs(config.recent_seconds))),
@@ -141,7 +152,7 @@ impl Daemon {
             delivering: tokio::sync::Mutex::new(()),
             reconnected: Notify::new(),
             prepared: prepared::PreparedCache::new(config.plan_action_details_cap),
-            metrics: Metrics::default(),
+            metrics,
             activity: Activity::default(),
             shutdown: CancellationToken::new(),
             abort: CancellationToken::new(),

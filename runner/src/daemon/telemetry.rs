@@ -206,3 +206,27 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Metrics;
+
+    /// The metric names docs/runner.md lists, without `res_runner_`, labels and `_total`.
+    fn documented() -> Vec<String> {
+        include_str!("../../../docs/runner.md")
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `res_runner_"))
+            .filter_map(|rest| rest.split(['`', '{']).next())
+            .map(|name| name.trim_end_matches("_total").to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_declared_metric_is_documented_and_every_documented_one_declared() {
+        let mut documented = documented();
+        documented.sort();
+        let mut declared: Vec<String> = Metrics::NAMES.iter().map(|n| (*n).to_owned()).collect();
+        declared.sort();
+        assert_eq!(documented, declared);
+    }
+}

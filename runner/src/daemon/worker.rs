@@ -189,10 +189,9 @@ fn prepare(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Ent
         .workflows
         .get(&id)
         .ok_or_else(|| format!("branch rule {id} is no longer in the plan"))?;
-    let version = plan.cursor.clone().unwrap_or_default();
     let prepared = daemon
         .prepared
-        .get_or_load(&daemon.engine, entry, &plan.lookups, &version)
+        .get_or_load(&daemon.engine, entry, &plan.lookups)
         .map_err(|e| e.to_string())?;
     Ok((prepared, entry.clone()))
 }

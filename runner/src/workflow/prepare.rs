@@ -84,6 +84,19 @@ impl Prepared {
         })
     }
 
+    /// The same loaded workflow with the branch rule as `entry` shows it now (its next
+    /// run, run count…), so a cached workflow never serves stale rule fields.
+    pub fn for_entry(&self, entry: &PlanEntry, lookups: &PlanLookups) -> Prepared {
+        let brand_settings = entry
+            .brand_rule_id
+            .and_then(|id| lookups.brand_rules.get(&id))
+            .and_then(|brand_rule| serde_json::from_str::<Value>(brand_rule.settings.get()).ok());
+        Prepared {
+            branch_rule: Arc::new(branch_rule_json(entry, lookups, brand_settings)),
+            ..self.clone()
+        }
+    }
+
     /// The execution a claim handed over (fresh or resumed).
     pub fn execution(&self, claim: &ClaimResponse) -> Execution {
         Execution {

@@ -59,6 +59,23 @@ async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
+    // Every metric the operator docs name is exported.
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/runner.md"))
+        .expect("docs/runner.md");
+    let documented: Vec<&str> = docs
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter(|rest| rest.starts_with("res_runner_"))
+        .filter_map(|rest| rest.split(['`', '{']).next())
+        .collect();
+    assert!(documented.len() >= 18, "{documented:?}");
+    for name in documented {
+        let family = name.trim_end_matches("_total");
+        assert!(
+            metrics.contains(&format!("# TYPE {family} ")),
+            "{name} is documented but not on /metrics:\n{metrics}"
+        );
+    }
     let (code, page) = runner.get("/").await.expect("page");
     assert_eq!(code, 200);
     assert!(page.contains(&rule.to_string()) && page.contains("completed"));

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -58,9 +59,29 @@ fn default_timeout() -> u64 {
     300
 }
 
+/// Told when a program's process group starts and when its leader has ended, so whoever
+/// supervises the runner can end groups a killed runner left behind.
+pub trait ProcessLedger: Send + Sync + std::fmt::Debug {
+    /// A program started as the leader of process group `group`.
+    fn started(&self, group: i32);
+    /// That program has exited and was reaped.
+    fn ended(&self, group: i32);
+}
+
 /// Runs local programs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CommandExecutor;
+#[derive(Debug, Clone, Default)]
+pub struct CommandExecutor {
+    ledger: Option<Arc<dyn ProcessLedger>>,
+}
+
+impl CommandExecutor {
+    /// Records every program's process group in `ledger` while it runs.
+    pub fn with_ledger(ledger: Arc<dyn ProcessLedger>) -> CommandExecutor {
+        CommandExecutor {
+            ledger: Some(ledger),
+        }
+    }
+}
 
 impl Executor for CommandExecutor {
     fn name(&self) -> &'static str {
@@ -107,6 +128,10 @@ impl Executor for CommandExecutor {
             let mut child = command.spawn().map_err(|e| {
                 ActionError::failed(format!("cannot start '{}': {e}", config.program))
             })?;
+            let group = child.id().and_then(|id| i32::try_from(id).ok());
+            if let (Some(ledger), Some(group)) = (&self.ledger, group) {
+                ledger.started(group);
+            }
             let io = ChildIo::attach(&mut child, input);
             let ended = tokio::select! {
                 // An exit that is already known wins over a timer that fired at the same
@@ -129,6 +154,9 @@ impl Executor for CommandExecutor {
                     }
                 },
             };
+            if let (Some(ledger), Some(group)) = (&self.ledger, group) {
+                ledger.ended(group);
+            }
             let (stdout, last_error_line) = io.finish().await;
             let partial = parse_result(&stdout);
             let program = &config.program;

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
-pub use command::CommandExecutor;
+pub use command::{CommandExecutor, ProcessLedger};
 pub use http::HttpExecutor;
 pub use notify::NotifyExecutor;
 pub use violation::ViolationExecutor;
@@ -159,7 +159,7 @@ impl Executors {
     pub fn standard() -> Executors {
         let mut executors = Executors::empty();
         executors.register(Arc::new(HttpExecutor::new()));
-        executors.register(Arc::new(CommandExecutor));
+        executors.register(Arc::new(CommandExecutor::default()));
         executors.register(Arc::new(ViolationExecutor));
         executors.register(Arc::new(NotifyExecutor::new()));
         executors
