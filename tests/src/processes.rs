@@ -167,6 +167,17 @@ impl Runner {
         }
     }
 
+    /// Sends `signal` to the process (SIGSTOP freezes it as a stalled host would, SIGCONT
+    /// thaws it).
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(|c| i32::try_from(c.id()).ok())
+            .expect("a running runner");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal sent");
+    }
+
     /// The log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

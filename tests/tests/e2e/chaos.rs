@@ -1,0 +1,197 @@
+//! A bad day for a site host: the runner process frozen, the functions gone for longer
+//! than a lease, the runner killed with detectors running, second-level schedules.
+
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use nix::sys::signal::Signal;
+use res_tests::functions::RuleSpec;
+use res_tests::processes::eventually;
+use uuid::Uuid;
+
+use crate::system::{System, detector};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn due(cron: &str) -> RuleSpec<'_> {
+    RuleSpec {
+        cron: Some(cron),
+        next_run_time: Some(Utc::now() - TimeDelta::seconds(10)),
+        ..RuleSpec::default()
+    }
+}
+
+/// Sets `timeout_seconds` of the detector `rule` runs.
+async fn detector_timeout(system: &System, rule: Uuid, seconds: u64) {
+    sqlx::query(
+        "UPDATE action_templates SET config = config || jsonb_build_object('timeout_seconds', $2::bigint) \
+         WHERE id = (SELECT (c.workflow_config->'nodes'->'detect'->>'action_template_id')::uuid \
+                     FROM action_template_connections c JOIN branch_rules br ON br.rule_id = c.rule_id \
+                     WHERE br.id = $1)",
+    )
+    .bind(rule)
+    .bind(seconds as i64)
+    .execute(&system.pool)
+    .await
+    .expect("detector timeout");
+}
+
+async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
+    system
+        .executions(rule)
+        .await
+        .into_iter()
+        .map(|e| e.1)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_failure_and_no_superseded_report()
+ {
+    let mut system = System::start().await;
+    let mut runner = system.runner("site-1", &[("LEASE_SECONDS", "6")]);
+
+    // 1. The host stalls (SIGSTOP) for longer than the detector's timeout while the
+    //    detector finishes in one second: the run keeps its result.
+    let frozen = system.rule(due("0 0 * * * *"), &detector(1.0, 0)).await;
+    detector_timeout(&system, frozen, 2).await;
+    eventually("the detector runs", WAIT, || async {
+        statuses(&system, frozen).await.iter().any(|s| s == "running")
+    })
+    .await;
+    runner.signal(Signal::SIGSTOP);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    runner.signal(Signal::SIGCONT);
+    eventually("the frozen run is reported", WAIT, || async {
+        statuses(&system, frozen)
+            .await
+            .iter()
+            .any(|s| s != "running" && s != "scheduled")
+    })
+    .await;
+    let (status, error): (String, Option<String>) =
+        sqlx::query_as("SELECT status, error FROM executions WHERE branch_rule_id = $1")
+            .bind(frozen)
+            .fetch_one(&system.pool)
+            .await
+            .expect("execution");
+    assert_eq!(
+        (status.as_str(), error.as_deref()),
+        ("completed", None),
+        "no false timeout after the host pause"
+    );
+
+    // 2. The functions go away mid-run for longer than the lease; the run's report waits
+    //    in the outbox while the rule comes due again locally.
+    let busy = system.rule(due("*/3 * * * * *"), &detector(2.0, 0)).await;
+    eventually("the busy rule runs", WAIT, || async {
+        statuses(&system, busy).await.iter().any(|s| s == "running")
+    })
+    .await;
+    let in_flight = system.executions(busy).await[0].0;
+    assert!(system.functions.stop());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    system.functions.restart().await;
+    eventually("the rule ran again after the outage", WAIT, || async {
+        statuses(&system, busy)
+            .await
+            .iter()
+            .filter(|s| *s == "completed")
+            .count()
+            >= 2
+    })
+    .await;
+    eventually("the outbox is empty", WAIT, || async {
+        runner
+            .status()
+            .await
+            .is_some_and(|s| s["outbox_depth"] == 0)
+    })
+    .await;
+    let executions = system.executions(busy).await;
+    assert_eq!(executions[0].0, in_flight);
+    assert_eq!(
+        executions[0].1, "completed",
+        "the run finished during the outage is recorded as finished, not crashed: {executions:?}"
+    );
+    assert!(
+        executions.iter().all(|e| e.1 != "crashed"),
+        "{executions:?}"
+    );
+    let superseded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM executions WHERE report->>'superseded' = 'true'",
+    )
+    .fetch_one(&system.pool)
+    .await
+    .expect("count");
+    assert_eq!(superseded, 0);
+    let rejected = runner.state_dir.join("outbox").join("rejected");
+    assert_eq!(
+        std::fs::read_dir(&rejected).map_or(0, |d| d.count()),
+        0,
+        "nothing refused for good"
+    );
+    let (_, metrics) = runner.get("/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("res_runner_reports_superseded_total 0"),
+        "{metrics}"
+    );
+    assert!(runner.stop());
+
+    // The outage is two log lines, not one per due rule and retry.
+    let log = runner.log();
+    let count = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(count("outage started"), 1, "{log}");
+    assert_eq!(count("outage ended"), 1, "{log}");
+    assert_eq!(count("not running (offline_execution is off)"), 0, "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_runners_detectors_are_ended_by_its_next_boot() {
+    let system = System::start().await;
+    let pid_file = system.dir.join("detector.pid");
+    let script = format!(
+        "cat >/dev/null; echo $$ > {}; sleep 120; echo '{{\"violations\": 0}}'",
+        pid_file.display()
+    );
+    system.rule(due("0 0 * * * *"), &script).await;
+    let mut runner = system.runner("site-1", &[]);
+    eventually("the detector started", WAIT, || async { pid_file.exists() }).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the detector's pid");
+    let alive = |pid: i32| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    runner.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(alive(pid), "kill -9 of the runner leaves its detector running");
+    runner.restart();
+    eventually("the next boot ended the orphan", WAIT, || async { !alive(pid) }).await;
+    eventually("and says so", WAIT, || async {
+        runner.log().contains("ended detectors an earlier boot left running")
+    })
+    .await;
+    assert!(runner.stop());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_level_schedule_runs_every_time_despite_recent_seconds() {
+    let system = System::start().await;
+    let rule = system.rule(due("*/2 * * * * *"), &detector(0.0, 0)).await;
+    // The default dedupe window, far longer than the period.
+    let mut runner = system.runner("site-1", &[("RECENT_SECONDS", "30")]);
+    eventually("a first run", WAIT, || async {
+        system.rule_row(rule).await.2 >= 1
+    })
+    .await;
+    let (_, _, first, _) = system.rule_row(rule).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let (_, _, later, _) = system.rule_row(rule).await;
+    assert!(runner.stop());
+    // Every 2 s for 12 s is 6 runs; a 30 s window would have allowed none.
+    assert!(
+        later - first >= 4,
+        "{} runs in 12 s of a */2 seconds schedule",
+        later - first
+    );
+}
