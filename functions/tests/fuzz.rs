@@ -220,7 +220,7 @@ async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_not
     let seed: u64 = std::env::var("RES_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::random());
+        .unwrap_or_else(rand::random);
     let count: usize = std::env::var("RES_FUZZ_REQUESTS")
         .ok()
         .and_then(|s| s.parse().ok())

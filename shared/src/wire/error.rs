@@ -14,7 +14,8 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
-    /// Stable code such as `invalid_body`, `not_found`, `lease_lost`.
+    /// Stable code such as `invalid_field`, `not_found`, `lease_lost` (docs/api.md lists
+    /// every code by status).
     pub code: String,
     /// What was wrong, naming the field when a field was wrong.
     pub message: String,

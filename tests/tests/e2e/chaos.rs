@@ -56,7 +56,10 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
     let frozen = system.rule(due("0 0 * * * *"), &detector(1.0, 0)).await;
     detector_timeout(&system, frozen, 2).await;
     eventually("the detector runs", WAIT, || async {
-        statuses(&system, frozen).await.iter().any(|s| s == "running")
+        statuses(&system, frozen)
+            .await
+            .iter()
+            .any(|s| s == "running")
     })
     .await;
     runner.signal(Signal::SIGSTOP);
@@ -118,12 +121,11 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
         executions.iter().all(|e| e.1 != "crashed"),
         "{executions:?}"
     );
-    let superseded: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM executions WHERE report->>'superseded' = 'true'",
-    )
-    .fetch_one(&system.pool)
-    .await
-    .expect("count");
+    let superseded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM executions WHERE report->>'superseded' = 'true'")
+            .fetch_one(&system.pool)
+            .await
+            .expect("count");
     assert_eq!(superseded, 0);
     let rejected = runner.state_dir.join("outbox").join("rejected");
     assert_eq!(
@@ -164,11 +166,19 @@ async fn a_killed_runners_detectors_are_ended_by_its_next_boot() {
     let alive = |pid: i32| nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
     runner.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(alive(pid), "kill -9 of the runner leaves its detector running");
+    assert!(
+        alive(pid),
+        "kill -9 of the runner leaves its detector running"
+    );
     runner.restart();
-    eventually("the next boot ended the orphan", WAIT, || async { !alive(pid) }).await;
+    eventually("the next boot ended the orphan", WAIT, || async {
+        !alive(pid)
+    })
+    .await;
     eventually("and says so", WAIT, || async {
-        runner.log().contains("ended detectors an earlier boot left running")
+        runner
+            .log()
+            .contains("ended detectors an earlier boot left running")
     })
     .await;
     assert!(runner.stop());
