@@ -92,6 +92,21 @@ fn message_without(reply: &Reply, id: Uuid) -> String {
 }
 
 impl World {
+    /// Sends A's forged offline report naming `execution` and checks it is refused as a
+    /// taken id with nothing changed.
+    async fn offline_report_refused(&self, execution: Uuid, token: &str) -> Reply {
+        let before = self.app.fingerprint().await;
+        let forged = offline_report(self.a1.rule, execution, token, "runner-a");
+        let reply = self
+            .app
+            .call("branch_rules_set_NextRunTime", &self.a, forged)
+            .await;
+        assert_eq!(reply.status, 409, "{}", reply.body);
+        assert_eq!(code(&reply), "execution_id_taken");
+        assert_eq!(self.app.fingerprint().await, before, "nothing changed");
+        reply
+    }
+
     async fn heartbeat(&self, token: &str, claim: &Claim) -> Reply {
         self.app
             .call(
@@ -126,16 +141,8 @@ impl World {
 #[tokio::test]
 async fn an_offline_report_cannot_rewrite_another_tenants_execution() {
     let w = world().await;
-    let before = w.app.fingerprint().await;
-    let forged = offline_report(w.a1.rule, w.b1.execution, "made-up", "runner-a");
-    let reply = w
-        .app
-        .call("branch_rules_set_NextRunTime", &w.a, forged)
-        .await;
-    assert_eq!(reply.status, 409, "{}", reply.body);
-    assert_eq!(code(&reply), "execution_id_taken");
+    let reply = w.offline_report_refused(w.b1.execution, "made-up").await;
     assert!(!reply.body.to_string().contains(&w.b1.rule.to_string()));
-    assert_eq!(w.app.fingerprint().await, before, "nothing changed");
     // Its real runner keeps its lease and its own report gets its own answer.
     assert_eq!(w.heartbeat(&w.b, &w.b1).await.status, 200);
     let own = w.finish(&w.b, &w.b1).await;
@@ -150,26 +157,11 @@ async fn an_offline_report_cannot_rewrite_another_tenants_execution() {
 #[tokio::test]
 async fn an_offline_report_cannot_cancel_another_rule_of_the_same_branch() {
     let w = world().await;
-    let before = w.app.fingerprint().await;
-    let forged = offline_report(w.a1.rule, w.a2.execution, "made-up", "runner-a");
-    let reply = w
-        .app
-        .call("branch_rules_set_NextRunTime", &w.a, forged)
-        .await;
-    assert_eq!(reply.status, 409, "{}", reply.body);
-    assert_eq!(code(&reply), "execution_id_taken");
-    assert_eq!(w.app.fingerprint().await, before);
+    w.offline_report_refused(w.a2.execution, "made-up").await;
     assert_eq!(w.heartbeat(&w.a, &w.a2).await.status, 200);
     assert_eq!(w.execution(w.a2.execution).await.0, "running");
     // Naming its own rule's live, claimed execution offline is refused the same way.
-    let before = w.app.fingerprint().await;
-    let own_live = offline_report(w.a1.rule, w.a1.execution, &w.a1.token, "runner-a");
-    let reply = w
-        .app
-        .call("branch_rules_set_NextRunTime", &w.a, own_live)
-        .await;
-    assert_eq!(reply.status, 409, "{}", reply.body);
-    assert_eq!(w.app.fingerprint().await, before);
+    w.offline_report_refused(w.a1.execution, &w.a1.token).await;
 }
 
 #[tokio::test]

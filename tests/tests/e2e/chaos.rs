@@ -3,23 +3,12 @@
 
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
 use nix::sys::signal::Signal;
-use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 use uuid::Uuid;
 
+use super::{WAIT, due};
 use crate::system::{System, detector};
-
-const WAIT: Duration = Duration::from_secs(40);
-
-fn due(cron: &str) -> RuleSpec<'_> {
-    RuleSpec {
-        cron: Some(cron),
-        next_run_time: Some(Utc::now() - TimeDelta::seconds(10)),
-        ..RuleSpec::default()
-    }
-}
 
 /// Sets `timeout_seconds` of the detector `rule` runs.
 async fn detector_timeout(system: &System, rule: Uuid, seconds: u64) {
