@@ -13,4 +13,5 @@
 //! ```
 
 pub mod schedule;
+pub mod untrusted;
 pub mod wire;

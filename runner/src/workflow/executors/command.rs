@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use res_shared::untrusted::Untrusted;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -299,7 +300,8 @@ async fn log_lines(mut err: impl AsyncRead + Unpin) -> Option<String> {
         let text = String::from_utf8_lossy(line).trim_end().to_owned();
         line.clear();
         if !text.is_empty() {
-            tracing::info!(target: "res_runner::program", "{text}");
+            // A program's output may carry escapes and colour codes: shown, not obeyed.
+            tracing::info!(target: "res_runner::program", "{}", Untrusted(&text));
             *last = Some(text);
         }
     };
