@@ -1,5 +1,5 @@
 //! Engine overhead: a 4-node workflow with executors that answer instantly (so only the
-//! engine is measured), and the consolidation example over 100 detection results.
+//! engine is measured). The consolidation expression is benchmarked in `res-expr`.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -10,7 +10,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use futures_util::future::BoxFuture;
 use res_runner::workflow::engine::{Engine, EngineSettings, Execution};
 use res_runner::workflow::executors::{ActionCall, ActionError, ActionKind, Executor, Executors};
-use res_runner::workflow::expr::{Expression, Limits, Scope, Value as PyValue};
 use res_runner::workflow::services::Offline;
 use res_shared::wire::{ActionTemplate, ExecutionStatus};
 use serde_json::{Value, json};
@@ -138,25 +137,5 @@ fn engine_overhead(c: &mut Criterion) {
     group.finish();
 }
 
-fn consolidation(c: &mut Criterion) {
-    let expression =
-        Expression::compile("any(d['violations'] > 0 for d in aggregated_actions_details)")
-            .expect("compiles");
-    // None has violations, so every result is inspected (the slowest case).
-    let results: Vec<Value> = (0..100)
-        .map(|i| json!({"feature_result": "detection_complete", "is_success": true, "people": i % 9, "violations": 0, "camera_id": format!("cam-{i}")}))
-        .collect();
-    c.bench_function("expr/consolidation-100", |b| {
-        b.iter(|| {
-            let mut scope = Scope::new();
-            scope.set(
-                "aggregated_actions_details",
-                PyValue::JsonArray(black_box(&results)),
-            );
-            expression.is_true(&scope, Limits::default())
-        })
-    });
-}
-
-criterion_group!(benches, engine_overhead, consolidation);
+criterion_group!(benches, engine_overhead);
 criterion_main!(benches);

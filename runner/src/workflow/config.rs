@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::executors::{ActionKind, Executor, Executors};
-use super::expr::Expression;
+use res_expr::Expression;
 
 /// A checked workflow, ready to run many times.
 #[derive(Debug, Clone)]

@@ -22,12 +22,12 @@ use uuid::Uuid;
 
 use super::config::{Action, ConfigErrors, Node, Workflow};
 use super::executors::{ActionCall, ActionError, ActionInfo, Executors, Job};
-use super::expr::{Limits, Scope, Value as PyValue};
 use super::metrics::Sampler;
 use super::report::{Consolidation, ExecutionReport, NodeRecord, NodeStatus, RunError};
 use super::services::ExecutionServices;
 use super::state::{PausedAt, Pending, RunState};
 use super::stop::{StopReason, StopSignal};
+use res_expr::{Limits, Scope, Value as PyValue};
 
 /// Extra time, beyond its grace period, that a stopped action gets before the engine stops
 /// waiting for it.

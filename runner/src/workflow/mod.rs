@@ -8,7 +8,6 @@
 pub mod config;
 pub mod engine;
 pub mod executors;
-pub mod expr;
 pub mod metrics;
 pub mod prepare;
 pub mod report;

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};
-use res_runner::workflow::expr::{Expression, Limits, Scope, repr};
+use res_expr::{Expression, Limits, Scope, repr};
 use serde_json::{Value, json};
 
 /// The scope both evaluators see. Object keys are sorted, as serde_json keeps them.
@@ -300,7 +300,7 @@ for line in sys.stdin:
     let mismatches: Vec<String> = floats
         .iter()
         .zip(&expected)
-        .map(|(f, python)| (repr(&res_runner::workflow::expr::Value::Float(*f)), python))
+        .map(|(f, python)| (repr(&res_expr::Value::Float(*f)), python))
         .filter(|(ours, python)| ours != *python)
         .map(|(ours, python)| format!("python {python}, ours {ours}"))
         .collect();
