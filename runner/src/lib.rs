@@ -5,4 +5,5 @@ pub mod cloud;
 pub mod commands;
 pub mod daemon;
 pub mod plan;
+pub mod tls;
 pub mod workflow;

@@ -28,6 +28,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    res_runner::tls::install();
     match cli.command {
         Command::Run(args) => res_runner::commands::run::run(args),
         Command::Plan(args) => res_runner::commands::plan::run(args),

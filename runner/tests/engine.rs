@@ -13,12 +13,13 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use chrono::{DateTime, TimeDelta, Utc};
 use res_runner::cloud::{CloudError, FunctionsClient};
+use res_runner::daemon::services::CloudServices;
 use res_runner::workflow::config::Workflow;
 use res_runner::workflow::engine::{Engine, EngineSettings, Execution};
 use res_runner::workflow::executors::Executors;
 use res_runner::workflow::prepare::Prepared;
 use res_runner::workflow::report::{ExecutionReport, NodeStatus};
-use res_runner::workflow::services::{CloudServices, Offline};
+use res_runner::workflow::services::Offline;
 use res_shared::wire::{ActionTemplate, ClaimRequest, ClaimResponse, ExecutionStatus, PlanRequest};
 use res_tests::functions::{RuleSpec, Seed, TestApp};
 use serde_json::{Value, json};
@@ -69,6 +70,12 @@ impl Site {
             .map(|(_, body)| body.clone())
             .collect()
     }
+}
+
+/// The standard executors, after the process-wide TLS set-up a real runner does at start.
+fn standard_executors() -> Executors {
+    res_runner::tls::install();
+    Executors::standard()
 }
 
 /// Routes: `queue` (people and violations found), `empty` (nothing found), `slow` (never
@@ -139,7 +146,7 @@ fn settings() -> EngineSettings {
 }
 
 fn engine() -> Engine {
-    Engine::new(Executors::standard(), settings())
+    Engine::new(standard_executors(), settings())
 }
 
 struct Run {
@@ -211,7 +218,7 @@ async fn http_detection_then_a_notification() {
         ),
     ]);
     let engine = Engine::new(
-        Executors::standard(),
+        standard_executors(),
         EngineSettings {
             metrics_interval: Some(Duration::from_millis(20)),
             ..settings()
@@ -744,7 +751,7 @@ async fn delays_wait_in_place_or_need_the_cloud_to_pause() {
         json!({"executor": "http", "url": site.url("queue")}),
     )]);
     let engine = Engine::new(
-        Executors::standard(),
+        standard_executors(),
         EngineSettings {
             delay_in_place_max: Duration::from_secs(1),
             ..settings()
@@ -874,6 +881,7 @@ impl Cloud {
     }
 
     fn client(&self) -> FunctionsClient {
+        res_runner::tls::install();
         FunctionsClient::new(
             &format!("{}/functions/v1", self.app.base),
             &self.token,

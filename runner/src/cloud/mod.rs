@@ -1,7 +1,6 @@
 //! The runner's client for the cloud functions: typed calls with the shared wire types,
 //! and errors that tell "the cloud said no" apart from "the cloud could not be reached".
 
-use std::sync::Once;
 use std::time::Duration;
 
 use res_shared::wire::{
@@ -102,7 +101,6 @@ impl FunctionsClient {
         token: &str,
         timeout: Duration,
     ) -> Result<FunctionsClient, CloudError> {
-        install_crypto();
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
@@ -211,13 +209,4 @@ impl FunctionsClient {
             body,
         })
     }
-}
-
-/// Installs the process-wide rustls crypto provider (ring builds without extra tooling);
-/// every HTTPS client of the runner calls this first.
-pub fn install_crypto() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }

@@ -95,6 +95,8 @@ impl Daemon {
     /// Sets the daemon up: state directory, plan (crash recovery), outbox, engine. Nothing
     /// runs yet.
     pub fn open(config: Config) -> anyhow::Result<Arc<Daemon>> {
+        // Process start for the daemon (main does it too; a second call does nothing).
+        crate::tls::install();
         std::fs::create_dir_all(&config.state_dir).map_err(|e| {
             anyhow::anyhow!(
                 "cannot create state_dir {}: {e}",
@@ -226,7 +228,6 @@ impl Daemon {
 
 /// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully.
 pub async fn run(config: Config) -> anyhow::Result<()> {
-    crate::cloud::install_crypto();
     let daemon = Daemon::open(config)?;
     let listener = tokio::net::TcpListener::bind(daemon.config.status_listen)
         .await

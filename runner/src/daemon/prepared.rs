@@ -211,6 +211,7 @@ mod tests {
 
     #[test]
     fn a_workflow_is_loaded_once_until_what_it_reads_changes() {
+        crate::tls::install();
         let engine = Engine::new(Executors::standard(), EngineSettings::default());
         let cache = PreparedCache::new(10);
         let (id, template) = (Uuid::new_v4(), Uuid::new_v4());

@@ -5,14 +5,86 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
-use res_shared::wire::{OfflineViolation, ViolationRequest};
+use res_shared::wire::{OfflineViolation, PauseRequest, ViolationRequest};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use super::outbox::{Item, Outbox};
-use crate::cloud::FunctionsClient;
-use crate::workflow::services::{CloudServices, ExecutionServices, ServiceError};
+use crate::cloud::{CloudError, FunctionsClient};
+use crate::workflow::services::{ExecutionServices, ServiceError};
+
+/// The services of one claimed execution, through the cloud functions.
+#[derive(Debug, Clone)]
+pub struct CloudServices {
+    client: FunctionsClient,
+    execution_id: Uuid,
+    claim_token: String,
+}
+
+impl CloudServices {
+    /// Services for the execution a claim handed over.
+    pub fn new(client: FunctionsClient, execution_id: Uuid, claim_token: String) -> CloudServices {
+        CloudServices {
+            client,
+            execution_id,
+            claim_token,
+        }
+    }
+}
+
+impl ExecutionServices for CloudServices {
+    fn create_violation<'a>(
+        &'a self,
+        kind: &'a str,
+        details: Value,
+        idempotency_key: String,
+    ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
+        Box::pin(async move {
+            let request = ViolationRequest {
+                execution_id: self.execution_id,
+                claim_token: self.claim_token.clone(),
+                kind: kind.to_owned(),
+                details,
+                idempotency_key,
+            };
+            self.client
+                .create_violation(&request)
+                .await
+                .map(|answer| answer.id)
+                .map_err(service_error)
+        })
+    }
+
+    fn pause(
+        &self,
+        delay_seconds: u32,
+        context: Box<RawValue>,
+    ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>> {
+        Box::pin(async move {
+            let request = PauseRequest {
+                execution_id: self.execution_id,
+                claim_token: self.claim_token.clone(),
+                delay_seconds: i64::from(delay_seconds),
+                context,
+            };
+            self.client
+                .pause(&request)
+                .await
+                .map(|answer| answer.resume_at)
+                .map_err(service_error)
+        })
+    }
+}
+
+/// A cloud error as the engine sees it: worth retrying later, or a refusal.
+fn service_error(error: CloudError) -> ServiceError {
+    if error.is_transient() {
+        ServiceError::Unreachable(error.to_string())
+    } else {
+        ServiceError::Refused(error.to_string())
+    }
+}
 
 /// A claimed execution's services; a violation the functions cannot take now goes to the
 /// outbox with its idempotency key and counts as recorded.
@@ -55,7 +127,7 @@ impl ExecutionServices for ClaimedServices {
                     .create_violation(kind, details.clone(), idempotency_key.clone())
                     .await
                 {
-                    Err(ServiceError::Cloud(error)) if error.is_transient() => {
+                    Err(ServiceError::Unreachable(error)) => {
                         tracing::warn!(%error, "functions unreachable; violation kept in the outbox");
                     }
                     other => return other,

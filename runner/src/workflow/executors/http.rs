@@ -47,9 +47,8 @@ pub struct HttpExecutor {
 }
 
 impl HttpExecutor {
-    /// An executor with its own connection pool.
+    /// An executor with its own connection pool (TLS must be set up: [`crate::tls::install`]).
     pub fn new() -> HttpExecutor {
-        crate::cloud::install_crypto();
         HttpExecutor {
             client: reqwest::Client::new(),
         }

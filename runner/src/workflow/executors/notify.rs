@@ -61,9 +61,8 @@ pub struct NotifyExecutor {
 }
 
 impl NotifyExecutor {
-    /// An executor with its own connection pool.
+    /// An executor with its own connection pool (TLS must be set up: [`crate::tls::install`]).
     pub fn new() -> NotifyExecutor {
-        crate::cloud::install_crypto();
         NotifyExecutor {
             client: reqwest::Client::new(),
         }
