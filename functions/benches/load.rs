@@ -4,6 +4,7 @@
 //! cycle as raw SQL through pgbench. Run with `cargo bench -p res-functions --bench load`;
 //! results go to docs/benchmarks.md.
 
+use res_shared::wire::{Call, ClaimRequest, HeartbeatRequest, SetNextRunTimeRequest};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -283,7 +284,7 @@ async fn one_cycle(
             .send()
     };
     let Ok(claim) = post(
-        "branch_rules_claim",
+        ClaimRequest::NAME,
         json!({"branch_rule_id": rule, "runner_id": format!("bench-{runner}")}),
     )
     .await
@@ -298,7 +299,7 @@ async fn one_cycle(
     };
     let (execution, claim_token) = (claim["execution_id"].clone(), claim["claim_token"].clone());
     let beat = post(
-        "executions_heartbeat",
+        HeartbeatRequest::NAME,
         json!({"execution_id": execution, "claim_token": claim_token}),
     )
     .await;
@@ -306,7 +307,7 @@ async fn one_cycle(
         return false;
     }
     let report = post(
-        "branch_rules_set_NextRunTime",
+        SetNextRunTimeRequest::NAME,
         json!({"branch_rule_id": rule, "is_last_run_failed": false, "execution_id": execution, "claim_token": claim_token}),
     )
     .await;

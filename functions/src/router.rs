@@ -5,6 +5,10 @@ use axum::Router;
 use axum::http::{Method, Uri};
 use axum::middleware::map_request;
 use axum::routing::{get, post};
+use res_shared::wire::{
+    Call, ClaimRequest, FUNCTIONS_PREFIX, HeartbeatRequest, PauseRequest, PlanRequest,
+    RegisterRequest, SetNextRunTimeRequest, ViolationRequest,
+};
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
@@ -49,19 +53,19 @@ impl Function {
     /// The function's name, as in its path.
     pub fn name(self) -> &'static str {
         match self {
-            Function::ExecutionPlan => "get-execution-plan-v2",
-            Function::Claim => "branch_rules_claim",
-            Function::Heartbeat => "executions_heartbeat",
-            Function::CreateViolation => "violations_create",
-            Function::SetNextRunTime => "branch_rules_set_NextRunTime",
-            Function::Pause => "executions_pause",
-            Function::Register => "runner_register",
+            Function::ExecutionPlan => PlanRequest::NAME,
+            Function::Claim => ClaimRequest::NAME,
+            Function::Heartbeat => HeartbeatRequest::NAME,
+            Function::CreateViolation => ViolationRequest::NAME,
+            Function::SetNextRunTime => SetNextRunTimeRequest::NAME,
+            Function::Pause => PauseRequest::NAME,
+            Function::Register => RegisterRequest::NAME,
         }
     }
 
     /// The route, `/functions/v1/<name>`.
     pub fn path(self) -> String {
-        format!("/functions/v1/{}", self.name())
+        format!("{FUNCTIONS_PREFIX}/{}", self.name())
     }
 }
 
@@ -112,4 +116,18 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
         "{} takes POST with a JSON body, not {method}",
         uri.path()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_router_serves_exactly_the_shared_contract() {
+        let mut served: Vec<&str> = Function::ALL.iter().map(|f| f.name()).collect();
+        let mut contract = res_shared::wire::FUNCTION_NAMES.to_vec();
+        served.sort_unstable();
+        contract.sort_unstable();
+        assert_eq!(served, contract);
+    }
 }

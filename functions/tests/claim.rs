@@ -1,5 +1,6 @@
 //! `branch_rules_claim` over real HTTP against a real PostgreSQL.
 
+use res_shared::wire::{Call, ClaimRequest};
 use res_tests::functions as support;
 
 use std::sync::Arc;
@@ -30,7 +31,7 @@ async fn a_due_rule_is_claimed_and_handed_over() {
     let runner = app.runner_token(&[branch]).await;
     let reply = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &runner,
             json!({"branch_rule_id": rule, "runner_id": "site-1"}),
         )
@@ -87,7 +88,7 @@ async fn the_deadline_is_the_end_of_the_current_window() {
         .await;
     let reply = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r"}),
         )
@@ -121,7 +122,7 @@ async fn a_rule_that_is_not_due_is_refused_with_every_reason() {
         .await;
     let reply = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r"}),
         )
@@ -146,12 +147,12 @@ async fn a_second_claim_while_running_is_refused() {
     let (_, rule) = due_rule(&app).await;
     let body = json!({"branch_rule_id": rule, "runner_id": "r"});
     assert_eq!(
-        app.call("branch_rules_claim", &app.service, body.clone())
+        app.call(ClaimRequest::NAME, &app.service, body.clone())
             .await
             .status,
         200
     );
-    let second = app.call("branch_rules_claim", &app.service, body).await;
+    let second = app.call(ClaimRequest::NAME, &app.service, body).await;
     assert_eq!(second.status, 409);
     assert_eq!(second.body["reason"], "running");
     assert_eq!(execution_count(&app, rule).await, 1);
@@ -169,7 +170,7 @@ async fn eight_runners_claiming_at_once_yield_exactly_one_winner() {
         claims.spawn(async move {
             start.wait().await;
             app.call(
-                "branch_rules_claim",
+                ClaimRequest::NAME,
                 &token,
                 json!({"branch_rule_id": rule, "runner_id": format!("runner-{i}")}),
             )
@@ -191,7 +192,7 @@ async fn an_expired_lease_is_crashed_and_the_next_claim_retries_it() {
     let app = TestApp::start().await;
     let (_, rule) = due_rule(&app).await;
     let body = json!({"branch_rule_id": rule, "runner_id": "r1"});
-    let first = app.call("branch_rules_claim", &app.service, body).await;
+    let first = app.call(ClaimRequest::NAME, &app.service, body).await;
     let first_id: Uuid = serde_json::from_value(first.body["execution_id"].clone()).expect("uuid");
     // The runner dies: its lease runs out.
     sqlx::query(
@@ -203,7 +204,7 @@ async fn an_expired_lease_is_crashed_and_the_next_claim_retries_it() {
     .expect("expire");
     let retry = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r2"}),
         )
@@ -228,7 +229,7 @@ async fn rules_outside_the_scope_are_not_found_never_forbidden() {
     let outsider = app.runner_token(&[other_branch]).await;
     let reply = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &outsider,
             json!({"branch_rule_id": rule, "runner_id": "r"}),
         )
@@ -237,7 +238,7 @@ async fn rules_outside_the_scope_are_not_found_never_forbidden() {
     assert_eq!(reply.body["error"]["code"], "not_found");
     let missing = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": Uuid::new_v4(), "runner_id": "r"}),
         )
@@ -264,7 +265,7 @@ async fn lease_length_and_runner_id_are_checked() {
             "runner_id",
         ),
     ] {
-        let reply = app.call("branch_rules_claim", &app.service, body).await;
+        let reply = app.call(ClaimRequest::NAME, &app.service, body).await;
         assert_eq!(reply.status, 422, "{}", reply.body);
         assert!(
             reply.body["error"]["message"]
@@ -274,7 +275,7 @@ async fn lease_length_and_runner_id_are_checked() {
     }
     let long = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r", "lease_seconds": 600}),
         )

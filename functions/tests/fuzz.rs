@@ -5,6 +5,10 @@
 //!
 //! `RES_FUZZ_SEED` replays a run; `RES_FUZZ_REQUESTS` sets its size (default 10,000).
 
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PauseRequest, PlanRequest, RegisterRequest,
+    SetNextRunTimeRequest, ViolationRequest,
+};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -62,36 +66,36 @@ fn targets(foreign_rule: Uuid, foreign_execution: Uuid, own_rule: Uuid) -> Vec<T
     let now = Utc::now();
     vec![
         Target {
-            function: "get-execution-plan-v2",
+            function: PlanRequest::NAME,
             body: json!({"runner_id": "fuzz", "since": "not-a-cursor"}),
         },
         Target {
-            function: "branch_rules_claim",
+            function: ClaimRequest::NAME,
             body: json!({"branch_rule_id": foreign_rule, "runner_id": "fuzz", "lease_seconds": 30, "boot_id": "b"}),
         },
         Target {
-            function: "executions_heartbeat",
+            function: HeartbeatRequest::NAME,
             body: json!({"execution_id": foreign_execution, "claim_token": "t", "status": "running"}),
         },
         Target {
-            function: "violations_create",
+            function: ViolationRequest::NAME,
             body: json!({"execution_id": foreign_execution, "claim_token": "t", "kind": "k",
                          "details": {"a": 1}, "idempotency_key": "key"}),
         },
         Target {
-            function: "executions_pause",
+            function: PauseRequest::NAME,
             body: json!({"execution_id": foreign_execution, "claim_token": "t",
                          "delay_seconds": 60, "context": {"node": "wait"}}),
         },
         Target {
-            function: "branch_rules_set_NextRunTime",
+            function: SetNextRunTimeRequest::NAME,
             body: json!({"branch_rule_id": foreign_rule, "is_last_run_failed": false,
                          "execution_id": foreign_execution, "claim_token": "t",
                          "status": "completed", "result": {}, "metrics": {}, "error": null}),
         },
         Target {
             // The caller's own rule, offline, but naming an execution that exists elsewhere.
-            function: "branch_rules_set_NextRunTime",
+            function: SetNextRunTimeRequest::NAME,
             body: json!({"branch_rule_id": own_rule, "is_last_run_failed": true,
                          "execution_id": foreign_execution, "claim_token": "offline-t",
                          "offline": {"runner_id": "fuzz",
@@ -100,7 +104,7 @@ fn targets(foreign_rule: Uuid, foreign_execution: Uuid, own_rule: Uuid) -> Vec<T
                                      "violations": [{"kind": "k", "details": {}, "idempotency_key": "o"}]}}),
         },
         Target {
-            function: "runner_register",
+            function: RegisterRequest::NAME,
             body: json!({"runner_id": "fuzz", "boot_id": "boot"}),
         },
     ]
@@ -289,7 +293,7 @@ async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_not
         } else {
             // Only reads may succeed: everything else aims outside the caller's scope.
             assert!(
-                matches!(target.function, "get-execution-plan-v2" | "runner_register"),
+                matches!(target.function, PlanRequest::NAME | RegisterRequest::NAME),
                 "an action succeeded: {context}"
             );
         }

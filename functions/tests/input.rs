@@ -1,6 +1,9 @@
 //! Tokens and bad input: every function answers 4xx with a JSON error naming the problem,
 //! and changes nothing.
 
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PlanRequest, SetNextRunTimeRequest, ViolationRequest,
+};
 use res_tests::functions as support;
 
 use serde_json::{Value, json};
@@ -8,11 +11,11 @@ use support::{RuleSpec, Seed, TestApp};
 use uuid::Uuid;
 
 const FUNCTIONS: [&str; 5] = [
-    "get-execution-plan-v2",
-    "branch_rules_claim",
-    "executions_heartbeat",
-    "violations_create",
-    "branch_rules_set_NextRunTime",
+    PlanRequest::NAME,
+    ClaimRequest::NAME,
+    HeartbeatRequest::NAME,
+    ViolationRequest::NAME,
+    SetNextRunTimeRequest::NAME,
 ];
 
 /// Everything a function could change, to prove a rejected call changed nothing.
@@ -58,7 +61,7 @@ async fn every_function_needs_a_live_token() {
         .expect("revoke");
     let reply = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &revoked,
             json!({"branch_rule_id": rule, "runner_id": "r"}),
         )
@@ -72,19 +75,19 @@ async fn malformed_bodies_are_400s_that_name_the_problem() {
     let (app, rule) = app_with_a_due_rule().await;
     let before = state(&app).await;
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("branch_rules_claim", b"{not json".to_vec(), "invalid_json"),
-        ("branch_rules_claim", b"".to_vec(), "invalid_json"),
-        ("branch_rules_claim", b"[1, 2]".to_vec(), "invalid_field"),
-        ("branch_rules_claim", b"{\"runner_id\": \"r\"}".to_vec(), "invalid_field"),
-        ("branch_rules_claim", b"{\"branch_rule_id\": \"not-a-uuid\", \"runner_id\": \"r\"}".to_vec(), "invalid_field"),
-        ("branch_rules_claim", format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": 5}}").into_bytes(), "invalid_field"),
-        ("branch_rules_claim", format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": \"r\", \"lease_second\": 5}}").into_bytes(), "invalid_field"),
-        ("branch_rules_claim", format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": \"r\"}} trailing").into_bytes(), "invalid_json"),
-        ("get-execution-plan-v2", b"{\"since\": 3}".to_vec(), "invalid_field"),
-        ("executions_heartbeat", b"{\"execution_id\": \"x\", \"claim_token\": \"t\"}".to_vec(), "invalid_field"),
-        ("violations_create", b"{\"kind\": \"k\"}".to_vec(), "invalid_field"),
-        ("branch_rules_set_NextRunTime", format!("{{\"branch_rule_id\": \"{rule}\", \"is_last_run_failed\": \"no\"}}").into_bytes(), "invalid_field"),
-        ("branch_rules_set_NextRunTime", format!("{{\"branch_rule_id\": \"{rule}\", \"is_last_run_failed\": false, \"status\": \"exploded\"}}").into_bytes(), "invalid_field"),
+        (ClaimRequest::NAME, b"{not json".to_vec(), "invalid_json"),
+        (ClaimRequest::NAME, b"".to_vec(), "invalid_json"),
+        (ClaimRequest::NAME, b"[1, 2]".to_vec(), "invalid_field"),
+        (ClaimRequest::NAME, b"{\"runner_id\": \"r\"}".to_vec(), "invalid_field"),
+        (ClaimRequest::NAME, b"{\"branch_rule_id\": \"not-a-uuid\", \"runner_id\": \"r\"}".to_vec(), "invalid_field"),
+        (ClaimRequest::NAME, format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": 5}}").into_bytes(), "invalid_field"),
+        (ClaimRequest::NAME, format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": \"r\", \"lease_second\": 5}}").into_bytes(), "invalid_field"),
+        (ClaimRequest::NAME, format!("{{\"branch_rule_id\": \"{rule}\", \"runner_id\": \"r\"}} trailing").into_bytes(), "invalid_json"),
+        (PlanRequest::NAME, b"{\"since\": 3}".to_vec(), "invalid_field"),
+        (HeartbeatRequest::NAME, b"{\"execution_id\": \"x\", \"claim_token\": \"t\"}".to_vec(), "invalid_field"),
+        (ViolationRequest::NAME, b"{\"kind\": \"k\"}".to_vec(), "invalid_field"),
+        (SetNextRunTimeRequest::NAME, format!("{{\"branch_rule_id\": \"{rule}\", \"is_last_run_failed\": \"no\"}}").into_bytes(), "invalid_field"),
+        (SetNextRunTimeRequest::NAME, format!("{{\"branch_rule_id\": \"{rule}\", \"is_last_run_failed\": false, \"status\": \"exploded\"}}").into_bytes(), "invalid_field"),
     ];
     for (function, body, code) in cases {
         let shown = String::from_utf8_lossy(&body).into_owned();
@@ -111,7 +114,7 @@ async fn errors_name_the_offending_field() {
     };
     let bad_uuid = app
         .call_raw(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             Some(&app.service),
             b"{\"branch_rule_id\": \"nope\", \"runner_id\": \"r\"}".to_vec(),
         )
@@ -123,7 +126,7 @@ async fn errors_name_the_offending_field() {
     );
     let missing = app
         .call_raw(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             Some(&app.service),
             b"{\"branch_rule_id\": \"00000000-0000-0000-0000-000000000000\"}".to_vec(),
         )
@@ -135,7 +138,7 @@ async fn errors_name_the_offending_field() {
     );
     let unknown = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r", "lease_second": 5}),
         )
@@ -147,7 +150,7 @@ async fn errors_name_the_offending_field() {
     );
     let wrong_type = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &app.service,
             json!({"branch_rule_id": rule, "runner_id": "r", "lease_seconds": "ten"}),
         )
@@ -168,12 +171,12 @@ async fn bodies_over_one_mebibyte_are_413() {
         .to_string()
         .into_bytes();
     let reply = app
-        .call_raw("branch_rules_claim", Some(&app.service), body)
+        .call_raw(ClaimRequest::NAME, Some(&app.service), body)
         .await;
     assert_eq!(reply.status, 413);
     assert_eq!(reply.body["error"]["code"], "body_too_large");
     // Without a Content-Length (chunked), the limit still holds while reading.
-    let status_line = chunked_post(&app, "branch_rules_claim", 2 * 1024 * 1024).await;
+    let status_line = chunked_post(&app, ClaimRequest::NAME, 2 * 1024 * 1024).await;
     assert!(status_line.starts_with("HTTP/1.1 413"), "{status_line}");
     assert_eq!(state(&app).await, before);
 }
@@ -302,9 +305,9 @@ async fn nul_characters_are_refused_not_a_server_error() {
         ),
     ] {
         let function = if body.contains("runner_id") {
-            "branch_rules_claim"
+            ClaimRequest::NAME
         } else {
-            "branch_rules_set_NextRunTime"
+            SetNextRunTimeRequest::NAME
         };
         let reply = app
             .call_raw(function, Some(&app.service), body.into_bytes())

@@ -2,6 +2,7 @@
 //! `AWS_LAMBDA_RUNTIME_API` pointing at a local fake of the Lambda Runtime API, fed API
 //! Gateway HTTP API (v2) events. AWS itself cannot run here; its runtime protocol can.
 
+use res_shared::wire::{Call, PlanRequest};
 use res_tests::functions as support;
 
 use std::process::Stdio;
@@ -134,7 +135,7 @@ async fn a_function_binary_answers_api_gateway_events_through_the_runtime_api() 
 
     let mut function = tokio::process::Command::new(env!("CARGO_BIN_EXE_get-execution-plan-v2"))
         .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "get-execution-plan-v2")
+        .env("AWS_LAMBDA_FUNCTION_NAME", PlanRequest::NAME)
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("DATABASE_URL", &app.database.url)

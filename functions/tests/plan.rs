@@ -1,5 +1,6 @@
 //! `get-execution-plan-v2`: full snapshots, scoping, and exact deltas.
 
+use res_shared::wire::{Call, ClaimRequest, PlanRequest};
 use res_tests::functions as support;
 
 use serde_json::{Value, json};
@@ -54,10 +55,7 @@ impl World {
             Some(cursor) => json!({"runner_id": "site-1", "since": cursor}),
             None => json!({"runner_id": "site-1"}),
         };
-        let reply = self
-            .app
-            .call("get-execution-plan-v2", &self.runner, body)
-            .await;
+        let reply = self.app.call(PlanRequest::NAME, &self.runner, body).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         reply
     }
@@ -125,7 +123,7 @@ async fn a_full_plan_holds_the_scope_with_effective_settings_and_lookups() {
     let everything = w
         .app
         .call(
-            "get-execution-plan-v2",
+            PlanRequest::NAME,
             &w.app.service,
             json!({"runner_id": "ops"}),
         )
@@ -314,7 +312,7 @@ async fn an_expired_lease_shows_as_not_running_in_the_next_delta() {
     let claim = w
         .app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &w.runner,
             json!({"branch_rule_id": w.rule_b, "runner_id": "site-1", "lease_seconds": 1}),
         )
@@ -366,7 +364,7 @@ async fn stale_or_foreign_cursors_fall_back_to_full_and_garbage_is_refused() {
     let service_plan = w
         .app
         .call(
-            "get-execution-plan-v2",
+            PlanRequest::NAME,
             &w.app.service,
             json!({"runner_id": "ops"}),
         )
@@ -377,7 +375,7 @@ async fn stale_or_foreign_cursors_fall_back_to_full_and_garbage_is_refused() {
     let garbage = w
         .app
         .call(
-            "get-execution-plan-v2",
+            PlanRequest::NAME,
             &w.runner,
             json!({"runner_id": "site-1", "since": "nonsense"}),
         )
@@ -386,7 +384,7 @@ async fn stale_or_foreign_cursors_fall_back_to_full_and_garbage_is_refused() {
     assert_eq!(garbage.body["error"]["code"], "invalid_cursor");
     let empty_runner = w
         .app
-        .call("get-execution-plan-v2", &w.runner, json!({"runner_id": ""}))
+        .call(PlanRequest::NAME, &w.runner, json!({"runner_id": ""}))
         .await;
     assert_eq!(empty_runner.status, 422);
 }

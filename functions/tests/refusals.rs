@@ -1,6 +1,9 @@
 //! Refusals found by attacking the running service: every one is a 4xx in the documented
 //! error shape that names what was wrong, no action is performed before it, and no 5xx.
 
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PauseRequest, SetNextRunTimeRequest, ViolationRequest,
+};
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
@@ -47,7 +50,7 @@ async fn a_paused_context_must_be_an_object_postgresql_can_store() {
     ] {
         let reply = app
             .call_raw(
-                "executions_pause",
+                PauseRequest::NAME,
                 Some(&runner),
                 pause_body(&claim, context),
             )
@@ -64,7 +67,7 @@ async fn a_paused_context_must_be_an_object_postgresql_can_store() {
     // An object is stored and handed back as an object on resume.
     let paused = app
         .call_raw(
-            "executions_pause",
+            PauseRequest::NAME,
             Some(&runner),
             pause_body(&claim, r#"{"node": "wait", "n": 1}"#),
         )
@@ -77,7 +80,7 @@ async fn a_paused_context_must_be_an_object_postgresql_can_store() {
         .expect("due to resume");
     let resumed = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &runner,
             json!({"branch_rule_id": claim.rule, "runner_id": "runner-2"}),
         )
@@ -109,17 +112,17 @@ async fn fields_documented_as_objects_must_be_objects() {
     };
     let cases = [
         (
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             report("result", json!("done")),
             "result",
         ),
         (
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             report("metrics", json!([1])),
             "metrics",
         ),
         (
-            "violations_create",
+            ViolationRequest::NAME,
             json!({"execution_id": claim.execution, "claim_token": claim.token, "kind": "k",
                    "idempotency_key": "k", "details": 5}),
             "details",
@@ -153,19 +156,19 @@ async fn a_report_racing_a_pause_and_a_heartbeat_gets_409_not_500() {
             .await;
         let claim = app.claim(&runner, rule, "runner-1").await;
         let report = app.call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &runner,
             json!({"branch_rule_id": rule, "is_last_run_failed": false,
                    "execution_id": claim.execution, "claim_token": claim.token}),
         );
         let pause = app.call(
-            "executions_pause",
+            PauseRequest::NAME,
             &runner,
             json!({"execution_id": claim.execution, "claim_token": claim.token,
                    "delay_seconds": 60, "context": {"round": round}}),
         );
         let beat = app.call(
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             &runner,
             json!({"execution_id": claim.execution, "claim_token": claim.token}),
         );
@@ -257,8 +260,8 @@ async fn every_405_has_the_json_error_shape() {
     for (method, path) in [
         ("POST", "health"),
         ("DELETE", "openapi.json"),
-        ("GET", "branch_rules_claim"),
-        ("PUT", "executions_heartbeat"),
+        ("GET", ClaimRequest::NAME),
+        ("PUT", HeartbeatRequest::NAME),
     ] {
         let reply = app
             .client
@@ -290,7 +293,7 @@ async fn a_nul_or_a_wrong_type_is_refused_naming_the_field() {
     let before = app.fingerprint().await;
     let nul = app
         .call(
-            "violations_create",
+            ViolationRequest::NAME,
             &runner,
             json!({"execution_id": claim.execution, "claim_token": claim.token, "kind": "k",
                    "idempotency_key": "k", "details": {"camera": ["ok", "bad\u{0}"]}}),
@@ -304,7 +307,7 @@ async fn a_nul_or_a_wrong_type_is_refused_naming_the_field() {
     );
     let wrong_type = app
         .call(
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             &runner,
             json!({"execution_id": claim.execution, "claim_token": claim.token, "status": true}),
         )
@@ -329,7 +332,7 @@ async fn ranges_are_one_rule_422_whatever_the_sign_or_size() {
             claim.rule
         );
         let reply = app
-            .call_raw("branch_rules_claim", Some(&runner), body.into_bytes())
+            .call_raw(ClaimRequest::NAME, Some(&runner), body.into_bytes())
             .await;
         assert_eq!(reply.status, 422, "lease {lease}: {}", reply.body);
         assert!(message(&reply).contains("lease_seconds"));
@@ -337,7 +340,7 @@ async fn ranges_are_one_rule_422_whatever_the_sign_or_size() {
     for delay in [json!(-1), json!(0), json!(604_801)] {
         let reply = app
             .call(
-                "executions_pause",
+                PauseRequest::NAME,
                 &runner,
                 json!({"execution_id": claim.execution, "claim_token": claim.token,
                        "delay_seconds": delay, "context": {}}),
@@ -348,7 +351,7 @@ async fn ranges_are_one_rule_422_whatever_the_sign_or_size() {
     }
     let fraction = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &runner,
             json!({"branch_rule_id": claim.rule, "runner_id": "r", "lease_seconds": 1.5}),
         )
@@ -391,7 +394,7 @@ async fn offline_run_times_must_be_past_and_after_the_rule_existed() {
     for (started, finished, status, says) in cases {
         let reply = app
             .call(
-                "branch_rules_set_NextRunTime",
+                SetNextRunTimeRequest::NAME,
                 &runner,
                 report(started, finished),
             )
@@ -408,9 +411,7 @@ async fn offline_run_times_must_be_past_and_after_the_rule_existed() {
         &(now - TimeDelta::seconds(20)).to_rfc3339(),
         &(now - TimeDelta::seconds(10)).to_rfc3339(),
     );
-    let reply = app
-        .call("branch_rules_set_NextRunTime", &runner, fine)
-        .await;
+    let reply = app.call(SetNextRunTimeRequest::NAME, &runner, fine).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
 }
 

@@ -1,5 +1,9 @@
 //! The life of a claimed execution: heartbeats, violations, and the finishing report.
 
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PauseRequest, PlanRequest, SetNextRunTimeRequest,
+    ViolationRequest,
+};
 use res_tests::functions as support;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -23,7 +27,7 @@ async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
     let runner = app.runner_token(&[branch]).await;
     let claim = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &runner,
             json!({"branch_rule_id": rule, "runner_id": "site-1"}),
         )
@@ -55,7 +59,7 @@ impl Claimed {
     async fn heartbeat(&self, token: &str) -> Reply {
         self.app
             .call(
-                "executions_heartbeat",
+                HeartbeatRequest::NAME,
                 &self.runner,
                 json!({"execution_id": self.execution, "claim_token": token}),
             )
@@ -64,7 +68,7 @@ impl Claimed {
 
     async fn report(&self, body: Value) -> Reply {
         self.app
-            .call("branch_rules_set_NextRunTime", &self.runner, body)
+            .call(SetNextRunTimeRequest::NAME, &self.runner, body)
             .await
     }
 
@@ -162,7 +166,7 @@ async fn heartbeats_only_report_running_and_respect_the_scope() {
     let finished = c
         .app
         .call(
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             &c.runner,
             json!({"execution_id": c.execution, "claim_token": c.token, "status": "completed"}),
         )
@@ -174,7 +178,7 @@ async fn heartbeats_only_report_running_and_respect_the_scope() {
     let hidden = c
         .app
         .call(
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             &outsider,
             json!({"execution_id": c.execution, "claim_token": c.token}),
         )
@@ -195,7 +199,7 @@ async fn violations_are_recorded_once_per_idempotency_key() {
     });
     let first = c
         .app
-        .call("violations_create", &c.runner, body.clone())
+        .call(ViolationRequest::NAME, &c.runner, body.clone())
         .await;
     assert_eq!(first.status, 201, "{}", first.body);
     assert_eq!(
@@ -205,7 +209,7 @@ async fn violations_are_recorded_once_per_idempotency_key() {
             .and_then(|v| v.to_str().ok()),
         Some("false")
     );
-    let again = c.app.call("violations_create", &c.runner, body).await;
+    let again = c.app.call(ViolationRequest::NAME, &c.runner, body).await;
     assert_eq!(again.status, 201);
     assert_eq!(again.body["id"], first.body["id"]);
     assert_eq!(
@@ -236,7 +240,7 @@ async fn violations_need_the_token_and_a_key_of_their_own() {
     let stale = c
         .app
         .call(
-            "violations_create",
+            ViolationRequest::NAME,
             &c.runner,
             json!({"execution_id": c.execution, "claim_token": "wrong", "kind": "k", "idempotency_key": "k1"}),
         )
@@ -245,7 +249,7 @@ async fn violations_need_the_token_and_a_key_of_their_own() {
     let empty = c
         .app
         .call(
-            "violations_create",
+            ViolationRequest::NAME,
             &c.runner,
             json!({"execution_id": c.execution, "claim_token": c.token, "kind": "", "idempotency_key": "k1"}),
         )
@@ -267,7 +271,7 @@ async fn violations_need_the_token_and_a_key_of_their_own() {
     let taken = c
         .app
         .call(
-            "violations_create",
+            ViolationRequest::NAME,
             &c.runner,
             json!({"execution_id": c.execution, "claim_token": c.token, "kind": "k", "idempotency_key": "taken"}),
         )
@@ -432,11 +436,7 @@ async fn the_legacy_call_is_for_service_tokens_only_and_never_under_a_live_run()
     // it: refused, nothing changed, and the run goes on.
     let under_live = c
         .app
-        .call(
-            "branch_rules_set_NextRunTime",
-            &c.app.service,
-            legacy.clone(),
-        )
+        .call(SetNextRunTimeRequest::NAME, &c.app.service, legacy.clone())
         .await;
     assert_eq!(under_live.status, 409, "{}", under_live.body);
     assert_eq!(under_live.body["error"]["code"], "running");
@@ -446,7 +446,7 @@ async fn the_legacy_call_is_for_service_tokens_only_and_never_under_a_live_run()
     assert_eq!(finished.status, 200, "{}", finished.body);
     let accepted = c
         .app
-        .call("branch_rules_set_NextRunTime", &c.app.service, legacy)
+        .call(SetNextRunTimeRequest::NAME, &c.app.service, legacy)
         .await;
     assert_eq!(accepted.status, 200, "{}", accepted.body);
     assert_eq!(accepted.body["run_count"], 2);
@@ -487,7 +487,7 @@ async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
     let context = json!({"queue": ["alert"], "aggregated_actions_details": [{"violations": 2}]});
     let pause = |token: &str, delay: u32| {
         c.app.call(
-            "executions_pause",
+            PauseRequest::NAME,
             &c.runner,
             json!({"execution_id": c.execution, "claim_token": token, "delay_seconds": delay, "context": context}),
         )
@@ -511,17 +511,13 @@ async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
     // The plan tells runners when to come back; claiming early is refused.
     let plan = c
         .app
-        .call(
-            "get-execution-plan-v2",
-            &c.runner,
-            json!({"runner_id": "site-2"}),
-        )
+        .call(PlanRequest::NAME, &c.runner, json!({"runner_id": "site-2"}))
         .await;
     assert_eq!(time(&plan.body["workflows"][0]["resume_at"]), resume_at);
     let early = c
         .app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &c.runner,
             json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
         )
@@ -540,7 +536,7 @@ async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
     let resumed = c
         .app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &c.runner,
             json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
         )
@@ -559,7 +555,7 @@ async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
     let again = c
         .app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &c.runner,
             json!({"branch_rule_id": c.rule, "runner_id": "site-3"}),
         )
@@ -587,7 +583,7 @@ async fn a_retry_keeps_the_root_of_its_chain() {
     let retry = c
         .app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &c.runner,
             json!({"branch_rule_id": c.rule, "runner_id": "site-2"}),
         )

@@ -1,6 +1,7 @@
 //! What a runner needs when it restarts or loses the functions for a while: registering a
 //! new boot, late reports of crashed executions, and reports of runs made offline.
 
+use res_shared::wire::{Call, ClaimRequest, RegisterRequest, SetNextRunTimeRequest};
 use res_tests::functions as support;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -11,7 +12,7 @@ use uuid::Uuid;
 async fn claim(app: &TestApp, token: &str, rule: Uuid, boot: &str) -> (Uuid, String) {
     let claim = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             token,
             json!({"branch_rule_id": rule, "runner_id": "site-1", "boot_id": boot}),
         )
@@ -54,7 +55,7 @@ async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
 
     let reply = app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &token,
             json!({"runner_id": "site-1", "boot_id": "boot-2"}),
         )
@@ -72,7 +73,7 @@ async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
     // The rule is claimable at once, as a retry of the crashed attempt.
     let retry = app
         .call(
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             &token,
             json!({"branch_rule_id": mine, "runner_id": "site-1", "boot_id": "boot-2"}),
         )
@@ -82,7 +83,7 @@ async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
 
     let again = app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &token,
             json!({"runner_id": "site-1", "boot_id": "boot-2"}),
         )
@@ -95,7 +96,7 @@ async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
 
     let empty = app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &token,
             json!({"runner_id": "", "boot_id": "x"}),
         )
@@ -120,14 +121,14 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     // Crashed (the runner restarted while the functions were down), nobody retried yet.
     let (late, late_token) = claim(&app, &token, rule, "boot-1").await;
     app.call(
-        "runner_register",
+        RegisterRequest::NAME,
         &token,
         json!({"runner_id": "site-1", "boot_id": "boot-2"}),
     )
     .await;
     let accepted = app
         .call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &token,
             report(rule, late, &late_token),
         )
@@ -141,7 +142,7 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     );
     let replay = app
         .call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &token,
             report(rule, late, &late_token),
         )
@@ -154,7 +155,7 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     // Crashed and already retried: results kept, the retry keeps the rule.
     let (crashed, crashed_token) = claim(&app, &token, other, "boot-2").await;
     app.call(
-        "runner_register",
+        RegisterRequest::NAME,
         &token,
         json!({"runner_id": "site-1", "boot_id": "boot-3"}),
     )
@@ -162,7 +163,7 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     let (retry, _) = claim(&app, &token, other, "boot-3").await;
     let superseded = app
         .call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &token,
             report(other, crashed, &crashed_token),
         )
@@ -199,7 +200,7 @@ async fn an_offline_run_is_recorded_once_with_its_violations() {
                                     "idempotency_key": format!("{execution}:violation:1")}]}
     });
     let first = app
-        .call("branch_rules_set_NextRunTime", &token, body.clone())
+        .call(SetNextRunTimeRequest::NAME, &token, body.clone())
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
     let next: DateTime<Utc> =
@@ -210,7 +211,7 @@ async fn an_offline_run_is_recorded_once_with_its_violations() {
         .expect("next run")
         .next_run_time;
     assert_eq!(next, expected, "scheduled from when the offline run ended");
-    let again = app.call("branch_rules_set_NextRunTime", &token, body).await;
+    let again = app.call(SetNextRunTimeRequest::NAME, &token, body).await;
     assert_eq!(again.body, first.body, "the outbox may deliver twice");
 
     let (state, _) = status(&app, execution).await;
@@ -229,7 +230,7 @@ async fn an_offline_run_is_recorded_once_with_its_violations() {
 
     let backwards = app
         .call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &token,
             json!({"branch_rule_id": rule, "is_last_run_failed": false,
                    "execution_id": Uuid::new_v4(), "claim_token": "t",

@@ -2,6 +2,10 @@
 //! ids answer exactly as unknown ids do, on every endpoint, and change nothing.
 
 use chrono::{TimeDelta, Utc};
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PauseRequest, RegisterRequest, SetNextRunTimeRequest,
+    ViolationRequest,
+};
 use res_tests::functions as support;
 use serde_json::{Value, json};
 use support::{Claim, Reply, RuleSpec, Seed, TestApp};
@@ -99,7 +103,7 @@ impl World {
         let forged = offline_report(self.a1.rule, execution, token, "runner-a");
         let reply = self
             .app
-            .call("branch_rules_set_NextRunTime", &self.a, forged)
+            .call(SetNextRunTimeRequest::NAME, &self.a, forged)
             .await;
         assert_eq!(reply.status, 409, "{}", reply.body);
         assert_eq!(code(&reply), "execution_id_taken");
@@ -110,7 +114,7 @@ impl World {
     async fn heartbeat(&self, token: &str, claim: &Claim) -> Reply {
         self.app
             .call(
-                "executions_heartbeat",
+                HeartbeatRequest::NAME,
                 token,
                 json!({"execution_id": claim.execution, "claim_token": claim.token}),
             )
@@ -120,7 +124,7 @@ impl World {
     async fn finish(&self, token: &str, claim: &Claim) -> Reply {
         self.app
             .call(
-                "branch_rules_set_NextRunTime",
+                SetNextRunTimeRequest::NAME,
                 token,
                 json!({"branch_rule_id": claim.rule, "is_last_run_failed": false,
                        "execution_id": claim.execution, "claim_token": claim.token,
@@ -171,12 +175,12 @@ async fn an_offline_report_creates_its_execution_once_and_only_for_the_same_run(
     let report = offline_report(w.a_free, id, "offline-1", "runner-a");
     let first = w
         .app
-        .call("branch_rules_set_NextRunTime", &w.a, report.clone())
+        .call(SetNextRunTimeRequest::NAME, &w.a, report.clone())
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
     let again = w
         .app
-        .call("branch_rules_set_NextRunTime", &w.a, report.clone())
+        .call(SetNextRunTimeRequest::NAME, &w.a, report.clone())
         .await;
     assert_eq!(again.status, 200);
     assert_eq!(again.body, first.body, "a repeat gets the same answer");
@@ -186,7 +190,7 @@ async fn an_offline_report_creates_its_execution_once_and_only_for_the_same_run(
     let mut other_token = report;
     other_token["claim_token"] = json!("offline-2");
     for body in [other_runner, other_token] {
-        let reply = w.app.call("branch_rules_set_NextRunTime", &w.a, body).await;
+        let reply = w.app.call(SetNextRunTimeRequest::NAME, &w.a, body).await;
         assert_eq!(reply.status, 409, "{}", reply.body);
         assert_eq!(code(&reply), "execution_id_taken");
     }
@@ -201,31 +205,31 @@ async fn every_endpoint_answers_another_scopes_id_as_an_unknown_id() {
     type Body = Box<dyn Fn(Uuid, &Claim) -> Value>;
     let cases: Vec<(&str, &str, Body)> = vec![
         (
-            "branch_rules_claim",
+            ClaimRequest::NAME,
             "rule",
             Box::new(|id, _| json!({"branch_rule_id": id, "runner_id": "runner-a"})),
         ),
         (
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             "execution",
             Box::new(|id, c| json!({"execution_id": id, "claim_token": c.token})),
         ),
         (
-            "violations_create",
+            ViolationRequest::NAME,
             "execution",
             Box::new(
                 |id, c| json!({"execution_id": id, "claim_token": c.token, "kind": "k", "idempotency_key": "k"}),
             ),
         ),
         (
-            "executions_pause",
+            PauseRequest::NAME,
             "execution",
             Box::new(
                 |id, c| json!({"execution_id": id, "claim_token": c.token, "delay_seconds": 60, "context": {}}),
             ),
         ),
         (
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             "rule",
             Box::new(|id, c| {
                 json!({"branch_rule_id": id, "is_last_run_failed": false,
@@ -233,7 +237,7 @@ async fn every_endpoint_answers_another_scopes_id_as_an_unknown_id() {
             }),
         ),
         (
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             "execution",
             Box::new(|id, c| {
                 json!({"branch_rule_id": c.rule, "is_last_run_failed": false,
@@ -253,7 +257,7 @@ async fn every_endpoint_answers_another_scopes_id_as_an_unknown_id() {
                 foreign.execution
             };
             // The rule-side cases name A's own execution so only the rule is foreign.
-            let claim = if *function == "branch_rules_set_NextRunTime" && *kind == "execution" {
+            let claim = if *function == SetNextRunTimeRequest::NAME && *kind == "execution" {
                 Claim {
                     rule: w.a1.rule,
                     ..foreign.clone()
@@ -298,7 +302,7 @@ async fn registering_under_another_runners_name_crashes_nothing_outside_the_scop
     let reply = w
         .app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &w.a,
             json!({"runner_id": "runner-b", "boot_id": Uuid::new_v4().to_string()}),
         )
@@ -318,12 +322,12 @@ async fn idempotency_keys_belong_to_their_rule_so_tenants_never_collide() {
     };
     let theirs = w
         .app
-        .call("violations_create", &w.b, violation(&w.b1))
+        .call(ViolationRequest::NAME, &w.b, violation(&w.b1))
         .await;
     assert_eq!(theirs.status, 201, "{}", theirs.body);
     let mine = w
         .app
-        .call("violations_create", &w.a, violation(&w.a1))
+        .call(ViolationRequest::NAME, &w.a, violation(&w.a1))
         .await;
     assert_eq!(mine.status, 201, "{}", mine.body);
     assert_ne!(mine.body["id"], theirs.body["id"]);
@@ -331,12 +335,12 @@ async fn idempotency_keys_belong_to_their_rule_so_tenants_never_collide() {
     // Another rule of the same branch may use the key too; each replays its own.
     let sibling = w
         .app
-        .call("violations_create", &w.a, violation(&w.a2))
+        .call(ViolationRequest::NAME, &w.a, violation(&w.a2))
         .await;
     assert_eq!(sibling.status, 201);
     let replay = w
         .app
-        .call("violations_create", &w.a, violation(&w.a1))
+        .call(ViolationRequest::NAME, &w.a, violation(&w.a1))
         .await;
     assert_eq!(replay.body["id"], mine.body["id"]);
     assert_eq!(

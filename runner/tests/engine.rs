@@ -894,7 +894,7 @@ impl Cloud {
     async fn prepared(&self, engine: &Engine) -> Prepared {
         let plan = self
             .client()
-            .plan(&PlanRequest {
+            .call(&PlanRequest {
                 runner_id: "runner".into(),
                 since: None,
             })
@@ -910,7 +910,7 @@ impl Cloud {
 
     async fn claim(&self, runner_id: &str) -> Result<ClaimResponse, CloudError> {
         self.client()
-            .claim(&ClaimRequest {
+            .call(&ClaimRequest {
                 branch_rule_id: self.rule,
                 runner_id: runner_id.into(),
                 lease_seconds: None,
@@ -1031,11 +1031,7 @@ async fn a_paused_execution_resumes_on_another_engine_with_the_same_id() {
     let finish = report
         .next_run_request(cloud.rule, &resumed.claim_token)
         .expect("finished");
-    cloud
-        .client()
-        .set_next_run_time(&finish)
-        .await
-        .expect("reported");
+    cloud.client().call(&finish).await.expect("reported");
     assert_eq!(
         cloud.execution_status(claim.execution_id).await,
         "completed"

@@ -1,5 +1,6 @@
 //! A running functions service on a fresh database, real HTTP clients, and seed data.
 
+use res_shared::wire::{Call, ClaimRequest};
 use std::time::Duration;
 
 use crate::postgres::{TestDatabase, server};
@@ -135,7 +136,7 @@ impl TestApp {
     pub async fn claim(&self, token: &str, rule: Uuid, runner_id: &str) -> Claim {
         let reply = self
             .call(
-                "branch_rules_claim",
+                ClaimRequest::NAME,
                 token,
                 serde_json::json!({"branch_rule_id": rule, "runner_id": runner_id}),
             )

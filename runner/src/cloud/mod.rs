@@ -3,13 +3,7 @@
 
 use std::time::Duration;
 
-use res_shared::wire::{
-    ClaimRequest, ClaimResponse, ErrorBody, HeartbeatRequest, HeartbeatResponse, PauseRequest,
-    PauseResponse, PlanRequest, PlanResponse, RegisterRequest, RegisterResponse,
-    SetNextRunTimeRequest, SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use res_shared::wire::{Call, ErrorBody};
 
 /// What went wrong calling a function.
 #[derive(Debug, thiserror::Error)]
@@ -117,58 +111,9 @@ impl FunctionsClient {
         })
     }
 
-    /// `get-execution-plan-v2`.
-    pub async fn plan(&self, request: &PlanRequest) -> Result<PlanResponse, CloudError> {
-        self.call("get-execution-plan-v2", request).await
-    }
-
-    /// `branch_rules_claim`.
-    pub async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, CloudError> {
-        self.call("branch_rules_claim", request).await
-    }
-
-    /// `executions_heartbeat`.
-    pub async fn heartbeat(
-        &self,
-        request: &HeartbeatRequest,
-    ) -> Result<HeartbeatResponse, CloudError> {
-        self.call("executions_heartbeat", request).await
-    }
-
-    /// `violations_create`.
-    pub async fn create_violation(
-        &self,
-        request: &ViolationRequest,
-    ) -> Result<ViolationResponse, CloudError> {
-        self.call("violations_create", request).await
-    }
-
-    /// `runner_register`.
-    pub async fn register(
-        &self,
-        request: &RegisterRequest,
-    ) -> Result<RegisterResponse, CloudError> {
-        self.call("runner_register", request).await
-    }
-
-    /// `executions_pause`.
-    pub async fn pause(&self, request: &PauseRequest) -> Result<PauseResponse, CloudError> {
-        self.call("executions_pause", request).await
-    }
-
-    /// `branch_rules_set_NextRunTime`.
-    pub async fn set_next_run_time(
-        &self,
-        request: &SetNextRunTimeRequest,
-    ) -> Result<SetNextRunTimeResponse, CloudError> {
-        self.call("branch_rules_set_NextRunTime", request).await
-    }
-
-    async fn call<Req: Serialize + ?Sized, Resp: DeserializeOwned>(
-        &self,
-        function: &'static str,
-        request: &Req,
-    ) -> Result<Resp, CloudError> {
+    /// Calls the function `C` names with `request`.
+    pub async fn call<C: Call>(&self, request: &C) -> Result<C::Response, CloudError> {
+        let function = C::NAME;
         let response = self
             .http
             .post(format!("{}/{function}", self.base))

@@ -91,11 +91,11 @@ async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
     };
     match item {
         Item::Violation(request) => {
-            daemon.client.create_violation(request).await?;
+            daemon.client.call(request).await?;
             tracing::info!(execution_id = %request.execution_id, key = %request.idempotency_key, "outbox: violation delivered");
         }
         Item::Report(request) => {
-            let answer = daemon.client.set_next_run_time(request).await?;
+            let answer = daemon.client.call(request).await?;
             daemon.set_reachable(true);
             // The server's answer replaces a schedule computed here, unless a later local
             // run (still queued behind this report) already moved the rule further on.

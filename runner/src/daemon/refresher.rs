@@ -72,7 +72,7 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     };
     let response = daemon
         .client
-        .plan(&PlanRequest {
+        .call(&PlanRequest {
             runner_id: daemon.config.runner_id.clone(),
             since,
         })
@@ -122,7 +122,7 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
 async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     let answer = daemon
         .client
-        .register(&RegisterRequest {
+        .call(&RegisterRequest {
             runner_id: daemon.config.runner_id.clone(),
             boot_id: daemon.boot_id.clone(),
         })

@@ -49,7 +49,7 @@ impl ExecutionServices for CloudServices {
                 idempotency_key,
             };
             self.client
-                .create_violation(&request)
+                .call(&request)
                 .await
                 .map(|answer| answer.id)
                 .map_err(service_error)
@@ -69,7 +69,7 @@ impl ExecutionServices for CloudServices {
                 context,
             };
             self.client
-                .pause(&request)
+                .call(&request)
                 .await
                 .map(|answer| answer.resume_at)
                 .map_err(service_error)

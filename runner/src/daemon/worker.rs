@@ -108,7 +108,7 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
     }
     let claim = daemon
         .client
-        .claim(&ClaimRequest {
+        .call(&ClaimRequest {
             branch_rule_id: id,
             runner_id: daemon.config.runner_id.clone(),
             lease_seconds: Some(i64::from(daemon.config.lease_seconds)),
@@ -267,7 +267,7 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
         .map_or_else(Utc::now, |o| o.finished_at);
     // Behind a backlog the report waits its turn, so reports arrive in order.
     if daemon.outbox.depth() == 0 {
-        match daemon.client.set_next_run_time(&request).await {
+        match daemon.client.call(&request).await {
             Ok(answer) => {
                 daemon.set_reachable(true);
                 daemon.plan.apply_report(&answer, failed, false, Utc::now());
@@ -381,7 +381,7 @@ async fn heartbeat(
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
     loop {
         tick.tick().await;
-        match client.heartbeat(&request).await {
+        match client.call(&request).await {
             Ok(answer) if answer.cancel_requested => {
                 tracing::warn!("the server asked to stop this execution");
                 cancel.cancel();

@@ -4,6 +4,7 @@
 //! Requests reject unknown fields, so a misspelt field is an error that names it instead
 //! of a silently ignored value.
 
+mod call;
 mod claim;
 mod error;
 mod execution;
@@ -14,6 +15,7 @@ mod seconds;
 mod time;
 mod violation;
 
+pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
 };

@@ -1,0 +1,66 @@
+//! The function contract: each request type names its function and its answer, so the
+//! router, the runner's client, the tests and any operator tool use one definition.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{
+    ClaimRequest, ClaimResponse, HeartbeatRequest, HeartbeatResponse, PauseRequest, PauseResponse,
+    PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
+    SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
+};
+
+/// Where every function is served.
+pub const FUNCTIONS_PREFIX: &str = "/functions/v1";
+
+/// A cloud function's request: `POST {FUNCTIONS_PREFIX}/{NAME}` answers `Response`.
+pub trait Call: Serialize {
+    /// The function's name, the last segment of its path.
+    const NAME: &'static str;
+    /// Its success answer.
+    type Response: Serialize + DeserializeOwned;
+
+    /// `/functions/v1/<NAME>`.
+    fn path() -> String {
+        format!("{FUNCTIONS_PREFIX}/{}", Self::NAME)
+    }
+}
+
+macro_rules! calls {
+    ($($request:ty => $name:literal, $response:ty;)*) => {
+        $(
+            impl Call for $request {
+                const NAME: &'static str = $name;
+                type Response = $response;
+            }
+        )*
+
+        /// Every function's name.
+        pub const FUNCTION_NAMES: &[&str] = &[$($name),*];
+    };
+}
+
+calls! {
+    PlanRequest => "get-execution-plan-v2", PlanResponse;
+    ClaimRequest => "branch_rules_claim", ClaimResponse;
+    HeartbeatRequest => "executions_heartbeat", HeartbeatResponse;
+    ViolationRequest => "violations_create", ViolationResponse;
+    SetNextRunTimeRequest => "branch_rules_set_NextRunTime", SetNextRunTimeResponse;
+    PauseRequest => "executions_pause", PauseResponse;
+    RegisterRequest => "runner_register", RegisterResponse;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_has_one_name_and_path() {
+        assert_eq!(FUNCTION_NAMES.len(), 7);
+        let mut names = FUNCTION_NAMES.to_vec();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 7, "names are unique");
+        assert_eq!(ClaimRequest::path(), "/functions/v1/branch_rules_claim");
+    }
+}
