@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 
 use crate::db;
-use crate::telemetry::LogFormat;
+use crate::logging::LogFormat;
 
 /// Where the database is.
 #[derive(Debug, Clone, Args)]

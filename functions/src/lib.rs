@@ -10,11 +10,11 @@ pub mod db;
 mod encoding;
 pub mod error;
 pub mod extract;
+pub mod logging;
 pub mod openapi;
 pub mod router;
 pub mod serve;
 pub mod state;
-pub mod telemetry;
 
 pub use error::ApiError;
 pub use router::{Function, router};

@@ -8,9 +8,9 @@ use clap::Parser;
 use tokio::net::TcpListener;
 
 use crate::config::{DatabaseArgs, ServeArgs};
+use crate::logging;
 use crate::router::{Function, router};
 use crate::state::AppState;
-use crate::telemetry;
 
 /// Whether this process runs inside AWS Lambda.
 pub fn in_lambda() -> bool {
@@ -91,11 +91,11 @@ pub fn function_main(function: Function) -> ExitCode {
     let args = FunctionArgs::parse();
     // Lambda's log pipeline handles JSON best.
     let format = if in_lambda() {
-        telemetry::LogFormat::Json
+        logging::LogFormat::Json
     } else {
         args.serve.log_format
     };
-    telemetry::init(format);
+    logging::init(format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

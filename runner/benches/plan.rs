@@ -10,7 +10,7 @@ use res_runner::plan::file::{encode, write_atomic};
 use res_runner::plan::merge::{MergeSettings, merge};
 use res_runner::plan::{Plan, ready};
 use res_shared::schedule::RuleStatus;
-use res_shared::wire::{Branch, PlanLookups, PlanResponse, Rule, Workflow};
+use res_shared::wire::{Branch, PlanEntry, PlanLookups, PlanResponse, Rule};
 use serde_json::json;
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -68,7 +68,7 @@ fn response(due: usize) -> PlanResponse {
                 _ => (Some("22:00"), Some("13:00")),
             };
             let next = if i < due { now() - TimeDelta::seconds(i as i64 % 50) } else { now() + TimeDelta::seconds(60 + i as i64) };
-            let mut w: Workflow = serde_json::from_value(json!({
+            let mut w: PlanEntry = serde_json::from_value(json!({
                 "id": Uuid::new_v4(), "branch_id": branches[i % BRANCHES], "rule_id": rules[i / BRANCHES],
                 "brand_rule_id": null, "is_active": true, "is_archived": false, "is_force_stopped": false,
                 "is_currently_running": false, "next_run_time": next, "last_run_time": null,

@@ -18,8 +18,8 @@ use crate::db;
 use crate::db::executions::{ExecutionRow, NewExecution};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::logging::Untrusted;
 use crate::state::AppState;
-use crate::telemetry::Untrusted;
 
 /// What a claim attempt decides, before any write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,12 +27,12 @@ pub struct Decision {
     /// A live execution whose lease ran out: declare it crashed (whatever else happens).
     pub crash: Option<Uuid>,
     /// The answer to the caller.
-    pub outcome: Outcome,
+    pub outcome: ClaimOutcome,
 }
 
 /// The answer to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum ClaimOutcome {
     /// Another execution holds a live lease.
     Running {
         /// That execution.
@@ -65,7 +65,7 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
         (Some(e), Some(s)) if s.is_live() && e.lease_expires_at > now => {
             return Decision {
                 crash: None,
-                outcome: Outcome::Running { execution_id: e.id },
+                outcome: ClaimOutcome::Running { execution_id: e.id },
             };
         }
         (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e)),
@@ -74,9 +74,9 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
             rule.paused_until = Some(e.resume_at.unwrap_or(now));
             let blockers = rule.blockers(now);
             let outcome = if blockers.is_empty() {
-                Outcome::Resume { execution_id: e.id }
+                ClaimOutcome::Resume { execution_id: e.id }
             } else {
-                Outcome::NotReady(blockers)
+                ClaimOutcome::NotReady(blockers)
             };
             return Decision {
                 crash: None,
@@ -87,13 +87,13 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
     };
     let blockers = rule.blockers(now);
     let outcome = if blockers.is_empty() {
-        Outcome::Claim {
+        ClaimOutcome::Claim {
             attempt: crashed.map_or(1, |e| e.attempt.saturating_add(1)),
             retry_of: crashed.map(|e| e.id),
             root_id: crashed.map(|e| e.root_id),
         }
     } else {
-        Outcome::NotReady(blockers)
+        ClaimOutcome::NotReady(blockers)
     };
     Decision { crash, outcome }
 }
@@ -162,7 +162,7 @@ async fn claim_rule(
     }
     let claim_token = Uuid::new_v4().simple().to_string();
     let claimed = match decision.outcome {
-        Outcome::Running { execution_id } => {
+        ClaimOutcome::Running { execution_id } => {
             tx.commit().await?;
             return Err(refusal(
                 "running",
@@ -170,7 +170,7 @@ async fn claim_rule(
                 Vec::new(),
             ));
         }
-        Outcome::NotReady(blockers) => {
+        ClaimOutcome::NotReady(blockers) => {
             tx.commit().await?;
             let paused = matches!(blockers.as_slice(), [Blocker::Paused { .. }]);
             return Err(if paused {
@@ -187,7 +187,7 @@ async fn claim_rule(
                 )
             });
         }
-        Outcome::Resume { execution_id } => {
+        ClaimOutcome::Resume { execution_id } => {
             let paused = latest.as_ref().filter(|e| e.id == execution_id);
             let (lease_expires_at, context) = db::executions::resume(
                 &mut tx,
@@ -207,7 +207,7 @@ async fn claim_rule(
                 context,
             }
         }
-        Outcome::Claim {
+        ClaimOutcome::Claim {
             attempt,
             retry_of,
             root_id,
@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
-            Outcome::Claim {
+            ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
                 root_id: None
@@ -364,7 +364,7 @@ mod tests {
         let decision = decide(&ready(), Some(&live), now());
         assert_eq!(
             decision.outcome,
-            Outcome::Running {
+            ClaimOutcome::Running {
                 execution_id: live.id
             }
         );
@@ -378,7 +378,7 @@ mod tests {
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,
-            Outcome::Claim {
+            ClaimOutcome::Claim {
                 attempt: 3,
                 retry_of: Some(dead.id),
                 root_id: Some(dead.root_id)
@@ -393,7 +393,7 @@ mod tests {
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
-            Outcome::Claim {
+            ClaimOutcome::Claim {
                 attempt: 2,
                 retry_of: Some(crashed.id),
                 root_id: Some(crashed.root_id)
@@ -408,7 +408,7 @@ mod tests {
         let waiting = decide(&ready(), Some(&paused), now());
         assert_eq!(
             waiting.outcome,
-            Outcome::NotReady(vec![Blocker::Paused {
+            ClaimOutcome::NotReady(vec![Blocker::Paused {
                 resume_at: now() + TimeDelta::minutes(5)
             }])
         );
@@ -421,7 +421,7 @@ mod tests {
         let resume = decide(&later, Some(&paused), now());
         assert_eq!(
             resume.outcome,
-            Outcome::Resume {
+            ClaimOutcome::Resume {
                 execution_id: paused.id
             }
         );
@@ -434,7 +434,7 @@ mod tests {
         let decision = decide(&ready(), Some(&done), now());
         assert_eq!(
             decision.outcome,
-            Outcome::Claim {
+            ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
                 root_id: None
@@ -454,7 +454,7 @@ mod tests {
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,
-            Outcome::NotReady(vec![
+            ClaimOutcome::NotReady(vec![
                 Blocker::ForceStopped,
                 Blocker::NotDue {
                     next_run_time: now() + TimeDelta::minutes(5)

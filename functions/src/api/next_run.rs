@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::schedule::fallback_next_run;
+use res_shared::schedule::reschedule;
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, FinishStatus, OfflineRun, OfflineViolation, SetNextRunTimeRequest,
     SetNextRunTimeResponse,
@@ -18,8 +18,8 @@ use crate::db::executions::{ExecutionRow, Finish};
 use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::logging::Untrusted;
 use crate::state::AppState;
-use crate::telemetry::Untrusted;
 
 /// How a report meets its execution.
 #[derive(Debug, Clone, PartialEq)]
@@ -246,7 +246,7 @@ async fn record(
         .as_ref()
         .filter(|_| matches!(mode, Some(Mode::Offline(_))));
     let from = offline.map_or(rule.db_now, |o| o.finished_at.min(rule.db_now));
-    let next = fallback_next_run(
+    let next = reschedule(
         rule.cron_expression.as_deref(),
         rule.window(),
         Some(&rule.timezone),

@@ -15,8 +15,8 @@ use crate::auth::Caller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::logging::Untrusted;
 use crate::state::AppState;
-use crate::telemetry::Untrusted;
 
 /// How often (seconds) one process prunes old change records.
 const PRUNE_INTERVAL_SECONDS: i64 = 600;

@@ -9,8 +9,8 @@ use crate::auth::Caller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::logging::Untrusted;
 use crate::state::AppState;
-use crate::telemetry::Untrusted;
 
 /// Register a runner's boot; live executions of its earlier boots become `crashed`.
 #[utoipa::path(

@@ -11,8 +11,8 @@ use crate::db;
 use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
+use crate::logging::Untrusted;
 use crate::state::AppState;
-use crate::telemetry::Untrusted;
 
 /// Set on a response that returns an existing violation for a repeated idempotency key.
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::config::{DatabaseArgs, ServeArgs};
 use res_functions::openapi::ApiDoc;
-use res_functions::{AppState, Function, db, router, serve, telemetry};
+use res_functions::{AppState, Function, db, logging, router, serve};
 use utoipa::OpenApi;
 use uuid::Uuid;
 
@@ -75,9 +75,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = match &cli.command {
         Command::Serve { serve, .. } => serve.log_format,
-        _ => telemetry::LogFormat::Text,
+        _ => logging::LogFormat::Text,
     };
-    telemetry::init(format);
+    logging::init(format);
     let result = tokio::runtime::Runtime::new()
         .context("cannot start the async runtime")
         .and_then(|runtime| runtime.block_on(run(cli.command)));

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures_util::TryStreamExt;
 use res_shared::schedule::RuleStatus;
 use res_shared::wire::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, Rule, Workflow,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, Rule,
 };
 use serde_json::value::RawValue;
 use sqlx::postgres::PgRow;
@@ -45,7 +45,7 @@ pub async fn full(
     pool: &PgPool,
     tx: &mut Tx,
     scope: Scope<'_>,
-) -> Result<(Vec<Workflow>, PlanLookups), sqlx::Error> {
+) -> Result<(Vec<PlanEntry>, PlanLookups), sqlx::Error> {
     // Only when it costs no waiting: an idle connection, or room to open one.
     let spare = pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
     let helper = if spare {
@@ -82,7 +82,7 @@ pub async fn changed(
     scope: Scope<'_>,
     branch_rules: &[Uuid],
     branches_changed: &[Uuid],
-) -> Result<(Vec<Workflow>, PlanLookups), sqlx::Error> {
+) -> Result<(Vec<PlanEntry>, PlanLookups), sqlx::Error> {
     let (all, branches) = scope.as_params();
     let rows = sqlx::query(concat!(
         workflow_select!(),
@@ -135,7 +135,7 @@ async fn share_snapshot(tx: &mut Tx, mut helper: Tx) -> Result<Tx, sqlx::Error> 
 async fn all_workflows(
     connection: &mut PgConnection,
     scope: Scope<'_>,
-) -> Result<Vec<Workflow>, sqlx::Error> {
+) -> Result<Vec<PlanEntry>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     // Decoded as the rows arrive, so this process works while the database still sends.
     let mut rows = sqlx::query(concat!(
@@ -159,7 +159,7 @@ async fn all_workflows(
 async fn with_workflow_configs<'r>(
     connection: &mut PgConnection,
     rows: impl Iterator<Item = &'r PgRow> + Clone,
-) -> Result<Vec<Workflow>, sqlx::Error> {
+) -> Result<Vec<PlanEntry>, sqlx::Error> {
     let rule_ids: BTreeSet<Uuid> = rows
         .clone()
         .map(|row| row.try_get(2))
@@ -176,9 +176,9 @@ async fn with_workflow_configs<'r>(
     rows.map(|row| workflow(row, &configs)).collect()
 }
 
-fn workflow(row: &PgRow, configs: &HashMap<Uuid, Arc<RawValue>>) -> Result<Workflow, sqlx::Error> {
+fn workflow(row: &PgRow, configs: &HashMap<Uuid, Arc<RawValue>>) -> Result<PlanEntry, sqlx::Error> {
     let rule_id: Uuid = row.try_get(2)?;
-    Ok(Workflow {
+    Ok(PlanEntry {
         id: row.try_get(0)?,
         branch_id: row.try_get(1)?,
         rule_id,
@@ -237,9 +237,9 @@ async fn details_in_scope(
 /// Branches, brands, rules and brand rules of the workflows.
 async fn definitions(
     connection: &mut PgConnection,
-    workflows: &[Workflow],
+    workflows: &[PlanEntry],
 ) -> Result<PlanLookups, sqlx::Error> {
-    let distinct = |f: fn(&Workflow) -> Option<Uuid>| -> Vec<Uuid> {
+    let distinct = |f: fn(&PlanEntry) -> Option<Uuid>| -> Vec<Uuid> {
         workflows
             .iter()
             .filter_map(f)
@@ -323,7 +323,7 @@ async fn definitions(
 async fn templates(
     connection: &mut PgConnection,
     details: &[ActionDetail],
-    workflows: &[Workflow],
+    workflows: &[PlanEntry],
 ) -> Result<BTreeMap<Uuid, ActionTemplate>, sqlx::Error> {
     let ids: BTreeSet<Uuid> = details.iter().map(|d| d.action_template_id).collect();
     let rules: BTreeSet<Uuid> = workflows.iter().map(|w| w.rule_id).collect();

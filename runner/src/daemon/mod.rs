@@ -11,7 +11,7 @@ pub mod memory;
 pub mod outage;
 pub mod outbox;
 pub mod pool;
-pub mod prepared;
+pub mod prepared_cache;
 pub mod queue;
 pub mod refresher;
 pub mod scheduler;
@@ -62,7 +62,7 @@ pub struct Daemon {
     /// Runs workflows.
     pub engine: Engine,
     /// Loaded workflows by branch rule.
-    pub prepared: prepared::PreparedCache,
+    pub prepared: prepared_cache::PreparedCache,
     /// Metrics.
     pub metrics: Metrics,
     /// Running and recent jobs.
@@ -153,7 +153,7 @@ impl Daemon {
             job_added: Notify::new(),
             delivering: tokio::sync::Mutex::new(()),
             reconnected: Notify::new(),
-            prepared: prepared::PreparedCache::new(config.plan_action_details_cap),
+            prepared: prepared_cache::PreparedCache::new(config.plan_action_details_cap),
             metrics,
             activity: Activity::default(),
             shutdown: CancellationToken::new(),

@@ -36,7 +36,7 @@ pub fn handler(daemon: Arc<Daemon>) -> Handler {
 }
 
 /// What came of a job, for the status page and metrics.
-struct Outcome {
+struct JobOutcome {
     execution_id: Option<Uuid>,
     status: String,
     next_run_time: Option<DateTime<Utc>>,
@@ -44,9 +44,9 @@ struct Outcome {
     error: Option<String>,
 }
 
-impl Outcome {
-    fn skipped(status: &str, error: String) -> Outcome {
-        Outcome {
+impl JobOutcome {
+    fn skipped(status: &str, error: String) -> JobOutcome {
+        JobOutcome {
             execution_id: None,
             status: status.to_owned(),
             next_run_time: None,
@@ -95,7 +95,7 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
     });
 }
 
-async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
+async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
     let id = job.branch_rule_id;
     // A report of this rule still in the outbox goes first: claiming again before it
     // arrives would crash the finished run (its lease ran out during the outage) and run
@@ -130,14 +130,14 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> Outcome {
         }
         Err(error) => {
             lost_claim(daemon, id, &error);
-            Outcome::skipped("claim_lost", error.to_string())
+            JobOutcome::skipped("claim_lost", error.to_string())
         }
     }
 }
 
 /// The functions cannot take this rule's claim now: run it offline when this runner may,
 /// else skip it. The outage itself is logged once, by [`Daemon::cloud_lost`].
-async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> Outcome {
+async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
     if daemon.config.offline_execution {
         tracing::debug!(why, "functions unreachable: running from the local plan");
         daemon.outage_run(true);
@@ -151,7 +151,7 @@ async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> Outcome {
         daemon
             .plan
             .set_running(job.branch_rule_id, false, Utc::now());
-        Outcome::skipped("skipped_offline", why.to_owned())
+        JobOutcome::skipped("skipped_offline", why.to_owned())
     }
 }
 
@@ -183,7 +183,7 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
 }
 
 /// Loads the rule's workflow from the plan.
-fn prepare(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Entry), String> {
+fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Entry), String> {
     let plan = daemon.plan.read();
     let entry = plan
         .workflows
@@ -196,7 +196,7 @@ fn prepare(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Ent
     Ok((prepared, entry.clone()))
 }
 
-async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> Outcome {
+async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutcome {
     let id = job.branch_rule_id;
     let cancel = daemon.abort.child_token();
     let heartbeat = tokio::spawn(heartbeat(
@@ -206,7 +206,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> Outcome
         Duration::from_secs(u64::from(daemon.config.lease_seconds)) / 3,
         cancel.clone(),
     ));
-    let report = match prepare(daemon, id) {
+    let report = match load_prepared(daemon, id) {
         Ok((prepared, _)) => {
             let execution = prepared.execution(&claim);
             let services = ClaimedServices::new(
@@ -231,7 +231,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> Outcome
     if report.status == ExecutionStatus::Paused {
         let resume_at = report.resume_at.unwrap_or_else(Utc::now);
         daemon.plan.set_paused(id, resume_at, Utc::now());
-        return Outcome {
+        return JobOutcome {
             execution_id: Some(claim.execution_id),
             status: "paused".into(),
             next_run_time: Some(resume_at),
@@ -241,13 +241,13 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> Outcome
     }
     let Some(request) = report.next_run_request(id, &claim.claim_token) else {
         daemon.plan.set_running(id, false, Utc::now());
-        return Outcome::skipped(
+        return JobOutcome::skipped(
             "unreported",
             format!("no report for status {:?}", report.status),
         );
     };
     let next = report_run(daemon, request).await;
-    Outcome {
+    JobOutcome {
         execution_id: Some(claim.execution_id),
         status: report.status.as_str().to_owned(),
         next_run_time: next,
@@ -310,7 +310,7 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
 }
 
 /// Runs a due rule without a claim (sole runner, functions unreachable).
-async fn run_offline(daemon: &Daemon, job: Job) -> Outcome {
+async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let id = job.branch_rule_id;
     let execution_id = Uuid::new_v4();
     let claim_token = format!("offline-{}", Uuid::new_v4().simple());
@@ -319,7 +319,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> Outcome {
     let lag = (started_at - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
     daemon.metrics.dispatch_lag_seconds.observe(lag);
     let services = OfflineServices::default();
-    let report = match prepare(daemon, id) {
+    let report = match load_prepared(daemon, id) {
         Ok((prepared, entry)) => {
             let execution = Execution {
                 execution_id,
@@ -344,7 +344,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> Outcome {
     };
     let Some(mut request) = report.next_run_request(id, &claim_token) else {
         daemon.plan.set_running(id, false, Utc::now());
-        return Outcome::skipped(
+        return JobOutcome::skipped(
             "unreported",
             format!("no report for status {:?}", report.status),
         );
@@ -356,7 +356,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> Outcome {
         violations: services.take(),
     });
     let next = report_run(daemon, request).await;
-    Outcome {
+    JobOutcome {
         execution_id: Some(execution_id),
         status: report.status.as_str().to_owned(),
         next_run_time: next,

@@ -2,7 +2,7 @@
 //! server is the source of truth except where this runner knows better for now.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::wire::{PlanResponse, Workflow};
+use res_shared::wire::{PlanEntry, PlanResponse};
 use uuid::Uuid;
 
 use super::{Entry, Local, Plan};
@@ -125,7 +125,7 @@ pub fn merge(
 /// Returns whether a local value was kept.
 fn merge_entry(
     entry: &mut Entry,
-    server: Workflow,
+    server: PlanEntry,
     now: DateTime<Utc>,
     settings: MergeSettings,
 ) -> bool {

@@ -11,7 +11,7 @@ pub mod writer;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{PlanLookups, Workflow};
+use res_shared::wire::{PlanEntry, PlanLookups};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -32,7 +32,7 @@ pub struct Plan {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     /// The server's view, with local changes applied.
-    pub workflow: Workflow,
+    pub workflow: PlanEntry,
     /// What only this runner knows.
     pub local: Local,
 }

@@ -5,8 +5,7 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{
-    Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Zone, fallback_next_run,
-    window_deadline,
+    Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Zone, reschedule, window_deadline,
 };
 use res_shared::wire::{PlanLookups, SetNextRunTimeResponse};
 use serde::Serialize;
@@ -277,7 +276,7 @@ pub fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// The next run as `branch_rules_set_NextRunTime` would compute it at `now`: the same
 /// function of the shared crate, so cloud and site agree.
 pub fn local_next_run(entry: &Entry, now: DateTime<Utc>, failed: bool) -> SetNextRunTimeResponse {
-    let next = fallback_next_run(
+    let next = reschedule(
         entry.workflow.cron_expression.as_deref(),
         window(entry),
         Some(&entry.workflow.timezone),
@@ -298,7 +297,7 @@ pub fn local_next_run(entry: &Entry, now: DateTime<Utc>, failed: bool) -> SetNex
 #[cfg(test)]
 mod tests {
     use chrono::{NaiveTime, TimeDelta, TimeZone};
-    use res_shared::wire::{Branch, Rule, Workflow};
+    use res_shared::wire::{Branch, PlanEntry, Rule};
 
     use super::*;
     use crate::plan::Local;
@@ -340,7 +339,7 @@ mod tests {
                 2 => (hour(i + 20), hour(i + 2)),
                 _ => (hour(i + 3), hour(i + 4)),
             };
-            let workflow: Workflow = serde_json::from_value(serde_json::json!({
+            let workflow: PlanEntry = serde_json::from_value(serde_json::json!({
                 "id": Uuid::new_v4(), "branch_id": branch, "rule_id": rule, "brand_rule_id": null,
                 "is_active": i % 13 != 0, "is_archived": false, "is_force_stopped": i % 17 == 0,
                 "is_currently_running": i % 11 == 0,

@@ -21,7 +21,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::config::{Action, ConfigErrors, Node, Workflow};
-use super::executors::{ActionCall, ActionError, ActionInfo, Executors, Job};
+use super::executors::{ActionCall, ActionError, ActionInfo, ActionJob, Executors};
 use super::metrics::Sampler;
 use super::report::{Consolidation, ExecutionReport, NodeRecord, NodeStatus, RunError};
 use super::services::ExecutionServices;
@@ -344,7 +344,7 @@ impl Run<'_> {
         let started_at = Utc::now();
         let outcome = {
             let execution = self.execution;
-            let job = Job {
+            let job = ActionJob {
                 execution_id: execution.execution_id,
                 root_execution_id: execution.root_execution_id,
                 attempt: execution.attempt,

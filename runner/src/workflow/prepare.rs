@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use res_shared::wire::{ClaimResponse, PlanLookups, Workflow as PlanEntry};
+use res_shared::wire::{ClaimResponse, PlanEntry, PlanLookups};
 use serde_json::Value;
 use uuid::Uuid;
 

@@ -3,16 +3,16 @@
 
 mod cron;
 mod error;
-mod fallback;
 mod next_run;
 mod readiness;
+mod reschedule;
 mod window;
 mod zone;
 
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
-pub use fallback::{FallbackNextRun, UNSCHEDULABLE_RETRY, fallback_next_run};
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};
 pub use readiness::{Blocker, RuleState, RuleStatus};
+pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule};
 pub use window::{OperationWindow, WindowPosition, parse_wall_time};
 pub use zone::Zone;

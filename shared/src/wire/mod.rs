@@ -26,8 +26,8 @@ pub use execution::{
 };
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use plan::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanLookups, PlanRequest, PlanResponse,
-    Rule, Workflow,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, PlanRequest,
+    PlanResponse, Rule,
 };
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};

@@ -37,7 +37,7 @@ pub struct PlanResponse {
     /// True: a complete snapshot that replaces the caller's plan. False: a delta.
     pub full: bool,
     /// Branch rules (all of them when `full`, else the changed ones).
-    pub workflows: Vec<Workflow>,
+    pub workflows: Vec<PlanEntry>,
     /// Branch rules deleted or moved out of the caller's scope since the cursor.
     pub removed: Vec<Uuid>,
     /// The lookup tables the returned workflows refer to.
@@ -52,7 +52,7 @@ struct PlanResponseFields {
     generated_at: DateTime<Utc>,
     cursor: String,
     full: bool,
-    workflows: Vec<Workflow>,
+    workflows: Vec<PlanEntry>,
     removed: Vec<Uuid>,
     #[serde(default)]
     branches: BTreeMap<Uuid, Branch>,
@@ -109,7 +109,7 @@ pub struct PlanLookups {
 /// One branch rule as the runner needs it, with its effective schedule.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Workflow {
+pub struct PlanEntry {
     /// The branch rule id.
     pub id: Uuid,
     /// Its branch.

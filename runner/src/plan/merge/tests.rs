@@ -1,7 +1,7 @@
 //! Reference 000's merge rules, one test each.
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use res_shared::wire::{PlanLookups, PlanResponse, Workflow};
+use res_shared::wire::{PlanEntry, PlanLookups, PlanResponse};
 use uuid::Uuid;
 
 use super::{MergeSettings, merge};
@@ -13,7 +13,7 @@ fn t(minute: u32) -> DateTime<Utc> {
         .expect("valid")
 }
 
-fn workflow(id: Uuid, next: DateTime<Utc>) -> Workflow {
+fn workflow(id: Uuid, next: DateTime<Utc>) -> PlanEntry {
     serde_json::from_value(serde_json::json!({
         "id": id, "branch_id": Uuid::nil(), "rule_id": Uuid::nil(), "brand_rule_id": null,
         "is_active": true, "is_archived": false, "is_force_stopped": false,
@@ -26,7 +26,7 @@ fn workflow(id: Uuid, next: DateTime<Utc>) -> Workflow {
     .expect("a workflow")
 }
 
-fn response(full: bool, workflows: Vec<Workflow>, removed: Vec<Uuid>) -> PlanResponse {
+fn response(full: bool, workflows: Vec<PlanEntry>, removed: Vec<Uuid>) -> PlanResponse {
     PlanResponse {
         generated_at: t(30),
         cursor: "c2".into(),
@@ -45,7 +45,7 @@ fn settings(first: bool) -> MergeSettings {
     }
 }
 
-fn plan_with(entry: Workflow, local: Local) -> Plan {
+fn plan_with(entry: PlanEntry, local: Local) -> Plan {
     let mut plan = Plan::default();
     plan.workflows.insert(
         entry.id,

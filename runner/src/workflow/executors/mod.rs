@@ -46,7 +46,7 @@ impl ActionKind {
 
 /// What an action is given: everything it may need about the run, as JSON on the wire.
 #[derive(Debug, Clone, Serialize)]
-pub struct Job<'a> {
+pub struct ActionJob<'a> {
     /// The execution.
     pub execution_id: Uuid,
     /// The first attempt of its retry chain (stable across retries).
@@ -71,7 +71,7 @@ pub struct Job<'a> {
     pub aggregated_actions_details: &'a [Value],
 }
 
-/// The template part of a [`Job`].
+/// The template part of a [`ActionJob`].
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionInfo<'a> {
     /// Template id.
@@ -87,7 +87,7 @@ pub struct ActionInfo<'a> {
 /// One call of an executor.
 pub struct ActionCall<'a> {
     /// The job.
-    pub job: &'a Job<'a>,
+    pub job: &'a ActionJob<'a>,
     /// The template's config (checked by [`Executor::check_config`] when the workflow loaded).
     pub config: &'a Value,
     /// Fires at the deadline, the runtime limit or on cancel: stop, keeping what you have.

@@ -5,7 +5,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{ActionCall, ActionError, ActionKind, Executor, Job, check_parses, parse_config};
+use super::{ActionCall, ActionError, ActionJob, ActionKind, Executor, check_parses, parse_config};
 
 /// A business template config for `create_violation`.
 #[derive(Debug, Deserialize)]
@@ -25,7 +25,7 @@ struct ViolationConfig {
 
 /// The idempotency key of a violation: the same for every attempt of a retry chain (the
 /// root execution) and for a resumed run, different for each visit of the node.
-pub fn idempotency_key(job: &Job<'_>) -> String {
+pub fn idempotency_key(job: &ActionJob<'_>) -> String {
     format!("{}:{}:{}", job.root_execution_id, job.node_id, job.visit)
 }
 

@@ -165,7 +165,7 @@ fn named_templates(config: &Value, into: &mut BTreeSet<Uuid>) {
 
 #[cfg(test)]
 mod tests {
-    use res_shared::wire::{ActionTemplate, Workflow};
+    use res_shared::wire::{ActionTemplate, PlanEntry};
     use serde_json::json;
 
     use super::*;
@@ -173,7 +173,7 @@ mod tests {
     use crate::workflow::executors::Executors;
 
     fn entry(id: Uuid, template: Uuid, run_count: i64) -> Entry {
-        let workflow: Workflow = serde_json::from_value(json!({
+        let workflow: PlanEntry = serde_json::from_value(json!({
             "id": id, "branch_id": Uuid::nil(), "rule_id": Uuid::nil(), "brand_rule_id": null,
             "is_active": true, "is_archived": false, "is_force_stopped": false,
             "is_currently_running": false, "next_run_time": null, "last_run_time": null,

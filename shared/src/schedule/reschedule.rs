@@ -1,4 +1,6 @@
-//! The runner's own next-run answer when the cloud function cannot be reached.
+//! Rescheduling a rule after a run: the one answer the cloud gives on every report and the
+//! runner computes itself while the cloud is unreachable. It never fails: a schedule that
+//! cannot be used still yields a next run (a fixed delay) and says why.
 
 use chrono::{DateTime, TimeDelta, Utc};
 
@@ -10,25 +12,25 @@ use super::zone::Zone;
 /// A rule whose schedule cannot be computed is retried this long after `now`.
 pub const UNSCHEDULABLE_RETRY: TimeDelta = TimeDelta::minutes(30);
 
-/// The runner's local answer, which never fails.
+/// A rule's next run after a run, with what was wrong if the schedule could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FallbackNextRun {
+pub struct Rescheduled {
     /// The computed (or fixed-delay) next run.
     pub next_run: NextRun,
     /// What is wrong with the rule's schedule, when it could not be used; for the log.
     pub problem: Option<String>,
 }
 
-/// The next run as the runner computes it offline: identical to the cloud function's
-/// answer whenever the rule's schedule is valid; `now + 5 min` after a failed run; and
-/// `now + 30 min` when the cron expression is missing or the schedule cannot be used.
-pub fn fallback_next_run(
+/// The next run of a rule that ran at `now`: the schedule's answer whenever it is valid
+/// (`now + 5 min` after a failed run, per the schedule rules); `now + 5 min` after a failed
+/// run and `now + 30 min` otherwise when the cron expression is missing or unusable.
+pub fn reschedule(
     cron: Option<&str>,
     window: Option<OperationWindow>,
     tz: Option<&str>,
     now: DateTime<Utc>,
     last_run_failed: bool,
-) -> FallbackNextRun {
+) -> Rescheduled {
     let schedule = match cron {
         Some(cron) => schedule(cron, window, tz).map_err(|error| error.to_string()),
         None => Err("the rule has no cron expression".to_owned()),
@@ -39,7 +41,7 @@ pub fn fallback_next_run(
             .map_err(|error| error.to_string())
     });
     match computed {
-        Ok(next_run) => FallbackNextRun {
+        Ok(next_run) => Rescheduled {
             next_run,
             problem: None,
         },
@@ -49,7 +51,7 @@ pub fn fallback_next_run(
             } else {
                 UNSCHEDULABLE_RETRY
             };
-            FallbackNextRun {
+            Rescheduled {
                 next_run: NextRun {
                     next_run_time: now.checked_add_signed(delay).unwrap_or(now),
                     degenerate: false,
