@@ -1,4 +1,4 @@
-//! Bearer tokens: who is calling, and which branches they may see.
+//! Bearer tokens: from the `Authorization` header to the [`Caller`] it belongs to.
 //!
 //! Tokens are 256 random bits, so a plain SHA-256 is a safe thing to store and look up by;
 //! a slow password hash would only cost latency on every call.
@@ -11,87 +11,14 @@ use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
-use uuid::Uuid;
 
+pub use crate::access::{Caller, Role, Scope};
 use crate::db;
 use crate::error::ApiError;
 use crate::state::AppState;
 
 /// Prefix of every token, so leaked tokens are easy to recognise and scan for.
 const TOKEN_PREFIX: &str = "res_";
-
-/// What a key may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Sees every branch; may use the legacy next-run call.
-    Service,
-    /// Sees only its branches.
-    Runner,
-}
-
-impl Role {
-    /// The name stored in `api_keys.role`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Service => "service",
-            Role::Runner => "runner",
-        }
-    }
-
-    /// Parses a stored or typed role name.
-    pub fn parse(name: &str) -> Option<Role> {
-        match name {
-            "service" => Some(Role::Service),
-            "runner" => Some(Role::Runner),
-            _ => None,
-        }
-    }
-}
-
-/// The authenticated caller of a function.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    /// The key's id (for logs).
-    pub key_id: Uuid,
-    /// What the key may do.
-    pub role: Role,
-    /// The branches a runner key sees (ignored for service keys).
-    pub branch_ids: Vec<Uuid>,
-}
-
-/// The branches a query may touch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope<'a> {
-    /// Every branch.
-    All,
-    /// Only these.
-    Branches(&'a [Uuid]),
-}
-
-impl Caller {
-    /// Whether the caller may see a branch.
-    pub fn sees_branch(&self, branch_id: Uuid) -> bool {
-        self.role == Role::Service || self.branch_ids.contains(&branch_id)
-    }
-
-    /// The caller's scope, for queries.
-    pub fn scope(&self) -> Scope<'_> {
-        match self.role {
-            Role::Service => Scope::All,
-            Role::Runner => Scope::Branches(&self.branch_ids),
-        }
-    }
-}
-
-impl Scope<'_> {
-    /// `(all, ids)`: the two parameters scoped queries take.
-    pub fn as_params(self) -> (bool, Vec<Uuid>) {
-        match self {
-            Scope::All => (true, Vec::new()),
-            Scope::Branches(ids) => (false, ids.to_vec()),
-        }
-    }
-}
 
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
@@ -165,23 +92,5 @@ mod tests {
         }
         assert_eq!(bearer_token("Basic abc"), None);
         assert_eq!(bearer_token("Bearerabc"), None);
-    }
-
-    #[test]
-    fn runners_see_only_their_branches() {
-        let mine = Uuid::new_v4();
-        let runner = Caller {
-            key_id: Uuid::new_v4(),
-            role: Role::Runner,
-            branch_ids: vec![mine],
-        };
-        assert!(runner.sees_branch(mine));
-        assert!(!runner.sees_branch(Uuid::new_v4()));
-        let service = Caller {
-            role: Role::Service,
-            branch_ids: vec![],
-            ..runner
-        };
-        assert!(service.sees_branch(Uuid::new_v4()));
     }
 }

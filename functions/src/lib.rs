@@ -3,6 +3,7 @@
 //! schedule the rule's next run. The same axum router runs as local routes
 //! (`res-functions serve`) and, one function per binary, on AWS Lambda.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod config;

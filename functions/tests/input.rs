@@ -246,7 +246,7 @@ async fn health_and_the_openapi_document_need_no_token() {
         "ClaimRequest",
         "ClaimResponse",
         "PlanResponse",
-        "Workflow",
+        "PlanEntry",
         "SetNextRunTimeRequest",
         "ErrorBody",
     ] {

@@ -59,7 +59,7 @@ pub enum ClaimOutcome {
 /// Decides a claim from the rule's readiness (its running flag and pause come from
 /// `latest`, the rule's most recent execution) at database time `now`.
 pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc>) -> Decision {
-    let status = latest.and_then(|e| ExecutionStatus::parse(&e.status));
+    let status = latest.map(|e| e.status);
     let mut rule = rule.clone();
     let (crash, crashed) = match (latest, status) {
         (Some(e), Some(s)) if s.is_live() && e.lease_expires_at > now => {
@@ -332,7 +332,7 @@ mod tests {
         ExecutionRow {
             id: Uuid::new_v4(),
             branch_rule_id: Uuid::new_v4(),
-            status: status.to_owned(),
+            status: ExecutionStatus::parse(status).expect("a status name"),
             attempt,
             claim_token: "t".to_owned(),
             lease_expires_at: now() + TimeDelta::seconds(lease_from_now),

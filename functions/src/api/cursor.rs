@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::auth::Scope;
+use crate::access::Scope;
 
 /// Change records are kept this long; an older cursor gets a full plan.
 pub const CHANGE_RETENTION_HOURS: i32 = 24;

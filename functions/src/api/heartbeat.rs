@@ -41,13 +41,8 @@ pub async fn heartbeat(
         ));
     }
     let id = request.execution_id;
-    let beat = db::executions::heartbeat(
-        &state.pool,
-        id,
-        &request.claim_token,
-        caller.scope().as_params(),
-    )
-    .await?;
+    let beat =
+        db::executions::heartbeat(&state.pool, id, &request.claim_token, caller.scope()).await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {
         return Ok(Json(HeartbeatResponse {
             lease_expires_at,
@@ -61,7 +56,7 @@ pub async fn heartbeat(
         .ok_or_else(|| ApiError::NotFound(format!("execution {id} not found")))?;
     let message = if miss.claim_token != request.claim_token {
         format!("the claim token does not own execution {id}; stop working on it")
-    } else if !ExecutionStatus::parse(&miss.status).is_some_and(ExecutionStatus::is_live) {
+    } else if !miss.status.is_live() {
         format!(
             "execution {id} is already {}; stop working on it",
             miss.status

@@ -41,7 +41,7 @@ pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
     if execution.claim_token != claim_token {
         return Judgement::Stale(format!("the claim token does not own execution {id}"));
     }
-    if ExecutionStatus::parse(&execution.status).is_some_and(ExecutionStatus::is_live) {
+    if execution.status.is_live() {
         return Judgement::Finish;
     }
     match execution
@@ -50,9 +50,7 @@ pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
         .and_then(|r| serde_json::from_value::<SetNextRunTimeResponse>(r.clone()).ok())
     {
         Some(answer) => Judgement::Replay(Box::new(answer)),
-        None if execution.report.is_none()
-            && ExecutionStatus::parse(&execution.status) == Some(ExecutionStatus::Crashed) =>
-        {
+        None if execution.report.is_none() && execution.status == ExecutionStatus::Crashed => {
             Judgement::Late
         }
         None => Judgement::Stale(format!(
@@ -223,7 +221,7 @@ async fn record(
             // no longer knows).
             if let Some(live) = db::executions::latest_for_rule(&mut tx, rule.id)
                 .await?
-                .filter(|e| ExecutionStatus::parse(&e.status).is_some_and(holds_rule))
+                .filter(|e| holds_rule(e.status))
             {
                 return Err(ApiError::conflict(
                     "running",
@@ -454,7 +452,7 @@ mod tests {
         ExecutionRow {
             id: Uuid::new_v4(),
             branch_rule_id: Uuid::new_v4(),
-            status: status.to_owned(),
+            status: ExecutionStatus::parse(status).expect("a status name"),
             attempt: 1,
             claim_token: "mine".to_owned(),
             lease_expires_at: Utc::now(),

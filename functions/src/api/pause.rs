@@ -3,9 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::wire::{
-    ErrorBody, ExecutionStatus, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse,
-};
+use res_shared::wire::{ErrorBody, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse};
 
 use super::require_raw_object;
 use crate::auth::Caller;
@@ -70,7 +68,7 @@ pub async fn pause(
             format!("the claim token does not own execution {id}"),
         ));
     }
-    if !ExecutionStatus::parse(&execution.status).is_some_and(ExecutionStatus::is_live) {
+    if !execution.status.is_live() {
         return Err(ApiError::conflict(
             "lease_lost",
             format!("execution {id} is already {}", execution.status),

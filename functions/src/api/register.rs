@@ -38,7 +38,7 @@ pub async fn register(
         &mut tx,
         &request.runner_id,
         &request.boot_id,
-        caller.scope().as_params(),
+        caller.scope(),
     )
     .await?;
     let server_time = db::now(&mut tx).await?;

@@ -3,7 +3,7 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::auth::{Caller, Role};
+use crate::access::{Caller, Role};
 
 /// The live key with this hash, as a caller.
 pub async fn find_live(pool: &PgPool, key_hash: &str) -> Result<Option<Caller>, sqlx::Error> {

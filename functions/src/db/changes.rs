@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::Tx;
-use crate::auth::Scope;
+use crate::access::Scope;
 
 /// Starts a consistent read: every query of the transaction sees one snapshot, whose text
 /// (returned with the database time) becomes the plan's cursor.

@@ -6,7 +6,10 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use res_shared::wire::ExecutionStatus;
+
 use super::Tx;
+use crate::access::Scope;
 
 /// An execution as the claim and finish logic needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -15,8 +18,9 @@ pub struct ExecutionRow {
     pub id: Uuid,
     /// Its branch rule.
     pub branch_rule_id: Uuid,
-    /// Stored status name.
-    pub status: String,
+    /// Where it stands.
+    #[sqlx(try_from = "String")]
+    pub status: ExecutionStatus,
     /// 1 for a fresh run.
     pub attempt: i32,
     /// Ownership proof.
@@ -179,8 +183,9 @@ pub async fn crash_earlier_boots(
     tx: &mut Tx,
     runner_id: &str,
     boot_id: &str,
-    (all, branches): (bool, Vec<Uuid>),
+    scope: Scope<'_>,
 ) -> Result<Vec<Uuid>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
     let crashed: Vec<(Uuid, Uuid)> = sqlx::query_as(
         "UPDATE executions e \
          SET status = 'crashed', finished_at = now(), \
@@ -242,8 +247,9 @@ pub async fn heartbeat(
     pool: &PgPool,
     id: Uuid,
     claim_token: &str,
-    (all, branches): (bool, Vec<Uuid>),
+    scope: Scope<'_>,
 ) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
     sqlx::query_as(
         "UPDATE executions e \
          SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
@@ -265,8 +271,9 @@ pub async fn heartbeat(
 /// Why a heartbeat did not land: the execution, its branch, and whether its lease ran out.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct HeartbeatMiss {
-    /// Status name.
-    pub status: String,
+    /// Where it stands.
+    #[sqlx(try_from = "String")]
+    pub status: ExecutionStatus,
     /// The owning token.
     pub claim_token: String,
     /// Lease end.

@@ -15,7 +15,7 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool, Row};
 use uuid::Uuid;
 
 use super::Tx;
-use crate::auth::Scope;
+use crate::access::Scope;
 
 /// The workflow columns and joins both workflow queries share (a literal, so queries stay
 /// `&'static str`). Column order matters: `workflow` reads them by position.

@@ -62,9 +62,24 @@ impl ExecutionStatus {
         .find(|status| status.as_str() == name)
     }
 
-    /// Whether the attempt still holds its rule (`scheduled` or `running`).
+    /// Whether the attempt still holds a live lease (`scheduled` or `running`).
     pub fn is_live(self) -> bool {
         matches!(self, ExecutionStatus::Scheduled | ExecutionStatus::Running)
+    }
+}
+
+/// Decodes a stored status (databases hand back text).
+impl TryFrom<String> for ExecutionStatus {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        ExecutionStatus::parse(&name).ok_or_else(|| format!("unknown execution status {name:?}"))
+    }
+}
+
+impl std::fmt::Display for ExecutionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
