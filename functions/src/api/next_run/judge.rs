@@ -1,0 +1,119 @@
+//! How a report meets the execution it names: a pure decision over the locked row.
+
+use res_shared::wire::{ExecutionStatus, SetNextRunTimeResponse};
+
+use crate::db::executions::ExecutionRow;
+
+/// How a report meets its execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Judgement {
+    /// The execution is live and the token owns it: finish it.
+    Finish,
+    /// The same execution was reported before: answer as then, change nothing.
+    Replay(Box<SetNextRunTimeResponse>),
+    /// The lease ran out before this report arrived (the runner lost the functions, not
+    /// its work): keep what it reports.
+    Late,
+    /// The token does not own the execution any more.
+    Stale(String),
+}
+
+/// Judges a report carrying `claim_token` against the execution it names.
+pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
+    let id = execution.id;
+    if execution.claim_token != claim_token {
+        return Judgement::Stale(format!("the claim token does not own execution {id}"));
+    }
+    if execution.status.is_live() {
+        return Judgement::Finish;
+    }
+    match execution
+        .report
+        .as_ref()
+        .and_then(|r| serde_json::from_value::<SetNextRunTimeResponse>(r.clone()).ok())
+    {
+        Some(answer) => Judgement::Replay(Box::new(answer)),
+        None if execution.report.is_none() && execution.status == ExecutionStatus::Crashed => {
+            Judgement::Late
+        }
+        None => Judgement::Stale(format!(
+            "execution {id} is already {} and was not finished by a report",
+            execution.status
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn execution(status: &str, report: Option<serde_json::Value>) -> ExecutionRow {
+        ExecutionRow {
+            id: Uuid::new_v4(),
+            branch_rule_id: Uuid::new_v4(),
+            status: ExecutionStatus::parse(status).expect("a status name"),
+            attempt: 1,
+            claim_token: "mine".to_owned(),
+            lease_expires_at: Utc::now(),
+            report,
+            resume_at: None,
+            root_id: Uuid::new_v4(),
+            runner_id: "r".to_owned(),
+            offline: false,
+        }
+    }
+
+    #[test]
+    fn a_live_execution_with_its_token_is_finished() {
+        assert_eq!(
+            judge(&execution("running", None), "mine"),
+            Judgement::Finish
+        );
+        assert_eq!(
+            judge(&execution("scheduled", None), "mine"),
+            Judgement::Finish
+        );
+    }
+
+    #[test]
+    fn another_token_is_stale() {
+        assert!(matches!(
+            judge(&execution("running", None), "theirs"),
+            Judgement::Stale(_)
+        ));
+    }
+
+    #[test]
+    fn a_reported_execution_replays_its_answer() {
+        let answer = SetNextRunTimeResponse {
+            branch_rule_id: Uuid::new_v4(),
+            next_run_time: Utc::now(),
+            last_run_time: Utc::now(),
+            is_currently_running: false,
+            run_count: 3,
+            degenerate: false,
+            warnings: vec![],
+        };
+        let stored = serde_json::to_value(&answer).expect("serialisable");
+        assert_eq!(
+            judge(&execution("completed", Some(stored)), "mine"),
+            Judgement::Replay(Box::new(answer))
+        );
+    }
+
+    #[test]
+    fn a_crashed_execution_takes_its_late_report_only_with_its_token() {
+        assert_eq!(judge(&execution("crashed", None), "mine"), Judgement::Late);
+        assert!(matches!(
+            judge(&execution("crashed", None), "theirs"),
+            Judgement::Stale(_)
+        ));
+        assert!(matches!(
+            judge(&execution("paused", None), "mine"),
+            Judgement::Stale(_)
+        ));
+    }
+}
