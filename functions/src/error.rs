@@ -3,8 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use res_shared::wire::{ErrorBody, ErrorDetail};
-use serde_json::{Map, Value};
+use res_shared::wire::{ClaimRefusal, ErrorBody, ErrorDetail};
 
 /// Everything a function can answer besides success.
 #[derive(Debug, thiserror::Error)]
@@ -26,16 +25,18 @@ pub enum ApiError {
     /// 405: a function called with another method than POST.
     #[error("{0}")]
     MethodNotAllowed(String),
-    /// 409: the request conflicts with the current state; `extra` adds top-level fields.
+    /// 409: the request conflicts with the current state.
     #[error("{message}")]
     Conflict {
-        /// Stable code such as `running` or `lease_lost`.
+        /// Stable code such as `lease_lost`.
         code: &'static str,
         /// What conflicted.
         message: String,
-        /// Extra top-level fields of the body (e.g. `claimed: false`).
-        extra: Map<String, Value>,
     },
+    /// 409: a claim refused, answered in its own shape (`claimed: false`, `reason`,
+    /// `blockers`, and the common `error`).
+    #[error("{}", .0.error.message)]
+    ClaimRefused(Box<ClaimRefusal>),
     /// 413: the body is over 1 MiB.
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge {
@@ -53,6 +54,9 @@ pub enum ApiError {
         /// What is unacceptable, naming the field.
         message: String,
     },
+    /// 500: a bug of ours (an answer that cannot be encoded); details go to the log.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// 500/503: the database failed; details go to the log, not the caller.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -80,7 +84,6 @@ impl ApiError {
         ApiError::Conflict {
             code,
             message: message.into(),
-            extra: Map::new(),
         }
     }
 
@@ -91,6 +94,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
+            ApiError::ClaimRefused(_) => (StatusCode::CONFLICT, "claim_refused"),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, "unreadable_body"),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
@@ -100,7 +104,9 @@ impl ApiError {
             ApiError::Database(error) if contended(error) => {
                 (StatusCode::CONFLICT, "concurrent_update")
             }
-            ApiError::Database(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+            ApiError::Database(_) | ApiError::Internal(_) => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
+            }
         }
     }
 }
@@ -142,20 +148,19 @@ impl IntoResponse for ApiError {
                 tracing::error!(%error, "database error");
                 "the database could not answer; see the function's log".to_owned()
             }
+            ApiError::Internal(error) => {
+                tracing::error!(%error, "internal error");
+                "the function failed; see its log".to_owned()
+            }
             other => other.to_string(),
         };
+        if let ApiError::ClaimRefused(refusal) = self {
+            return (status, Json(*refusal)).into_response();
+        }
         let detail = ErrorDetail {
             code: code.to_owned(),
             message,
         };
-        let ApiError::Conflict { extra, .. } = self else {
-            return (status, Json(ErrorBody { error: detail })).into_response();
-        };
-        let mut body = extra;
-        body.insert(
-            "error".to_owned(),
-            serde_json::to_value(detail).unwrap_or(Value::Null),
-        );
-        (status, Json(Value::Object(body))).into_response()
+        (status, Json(ErrorBody { error: detail })).into_response()
     }
 }

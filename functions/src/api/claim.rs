@@ -8,7 +8,6 @@ use res_shared::wire::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail,
     ExecutionStatus, MAX_LEASE_SECONDS,
 };
-use serde_json::{Map, Value};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -281,25 +280,15 @@ struct Claimed {
 }
 
 fn refusal(reason: &'static str, message: String, blockers: Vec<Blocker>) -> ApiError {
-    let body = ClaimRefusal {
+    ApiError::ClaimRefused(Box::new(ClaimRefusal {
         claimed: false,
         reason: reason.to_owned(),
         blockers,
         error: ErrorDetail {
             code: reason.to_owned(),
-            message: message.clone(),
+            message,
         },
-    };
-    let mut extra = match serde_json::to_value(body) {
-        Ok(Value::Object(map)) => map,
-        _ => Map::new(),
-    };
-    extra.remove("error");
-    ApiError::Conflict {
-        code: reason,
-        message,
-        extra,
-    }
+    }))
 }
 
 #[cfg(test)]

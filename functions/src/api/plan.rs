@@ -131,6 +131,6 @@ fn large_json(plan: &PlanResponse, workflows: usize) -> Result<Response, ApiErro
     const BYTES_PER_WORKFLOW: usize = 1_600;
     let mut body = Vec::with_capacity(4_096 + workflows * BYTES_PER_WORKFLOW);
     serde_json::to_writer(&mut body, plan)
-        .map_err(|e| ApiError::Database(sqlx::Error::Encode(Box::new(e))))?;
+        .map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }

@@ -279,7 +279,8 @@ async fn write_report(
         None => None,
     };
     if let Some(id) = execution_id {
-        let report = serde_json::to_value(&answer).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+        let report = serde_json::to_value(&answer)
+            .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
         db::executions::finish(
             tx,
             id,
