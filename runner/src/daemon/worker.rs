@@ -35,20 +35,46 @@ pub fn handler(daemon: Arc<Daemon>) -> Handler {
     })
 }
 
+/// How a job ended: an execution's status, or what happened instead of a run. Its name is
+/// the `status` label of `res_runner_executions_total` and the status page's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    /// The execution ended (or paused) with this status.
+    Ran(ExecutionStatus),
+    /// Another runner holds the rule, or the server says it is not due.
+    ClaimLost,
+    /// The functions are unreachable and `offline_execution` is off.
+    SkippedOffline,
+    /// The run ended without a status that is reported.
+    Unreported,
+}
+
+impl JobStatus {
+    /// Its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Ran(status) => status.as_str(),
+            JobStatus::ClaimLost => "claim_lost",
+            JobStatus::SkippedOffline => "skipped_offline",
+            JobStatus::Unreported => "unreported",
+        }
+    }
+}
+
 /// What came of a job, for the status page and metrics.
 struct JobOutcome {
     execution_id: Option<Uuid>,
-    status: String,
+    status: JobStatus,
     next_run_time: Option<DateTime<Utc>>,
     offline: bool,
     error: Option<String>,
 }
 
 impl JobOutcome {
-    fn skipped(status: &str, error: String) -> JobOutcome {
+    fn skipped(status: JobStatus, error: String) -> JobOutcome {
         JobOutcome {
             execution_id: None,
-            status: status.to_owned(),
+            status,
             next_run_time: None,
             offline: false,
             error: Some(error),
@@ -68,15 +94,15 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
     });
     let outcome = claim_and_run(daemon, job).await;
     let duration_ms = (Utc::now() - started_at).num_milliseconds();
-    daemon.metrics.count(&outcome.status);
+    daemon.metrics.count(outcome.status.as_str());
     // During an outage the skipped runs are counted into its end line instead.
-    let level_info = outcome.status != "skipped_offline";
+    let level_info = outcome.status != JobStatus::SkippedOffline;
     if !level_info {
-        tracing::debug!(status = %outcome.status, duration_ms, "job finished");
+        tracing::debug!(status = %outcome.status.as_str(), duration_ms, "job finished");
     } else {
         tracing::info!(
             execution_id = ?outcome.execution_id,
-            status = %outcome.status,
+            status = %outcome.status.as_str(),
             next_run_time = ?outcome.next_run_time,
             offline = outcome.offline,
             duration_ms,
@@ -86,7 +112,7 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
     daemon.activity.finished(JobResult {
         branch_rule_id: id,
         execution_id: outcome.execution_id,
-        status: outcome.status,
+        status: outcome.status.as_str().to_owned(),
         started_at,
         duration_ms,
         next_run_time: outcome.next_run_time,
@@ -130,7 +156,7 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
         }
         Err(error) => {
             lost_claim(daemon, id, &error);
-            JobOutcome::skipped("claim_lost", error.to_string())
+            JobOutcome::skipped(JobStatus::ClaimLost, error.to_string())
         }
     }
 }
@@ -151,7 +177,7 @@ async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
         daemon
             .plan
             .set_running(job.branch_rule_id, false, Utc::now());
-        JobOutcome::skipped("skipped_offline", why.to_owned())
+        JobOutcome::skipped(JobStatus::SkippedOffline, why.to_owned())
     }
 }
 
@@ -233,7 +259,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
         daemon.plan.set_paused(id, resume_at, Utc::now());
         return JobOutcome {
             execution_id: Some(claim.execution_id),
-            status: "paused".into(),
+            status: JobStatus::Ran(ExecutionStatus::Paused),
             next_run_time: Some(resume_at),
             offline: false,
             error: None,
@@ -242,14 +268,14 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     let Some(request) = report.next_run_request(id, &claim.claim_token) else {
         daemon.plan.set_running(id, false, Utc::now());
         return JobOutcome::skipped(
-            "unreported",
+            JobStatus::Unreported,
             format!("no report for status {:?}", report.status),
         );
     };
     let next = report_run(daemon, request).await;
     JobOutcome {
         execution_id: Some(claim.execution_id),
-        status: report.status.as_str().to_owned(),
+        status: JobStatus::Ran(report.status),
         next_run_time: next,
         offline: false,
         error: report.error.map(|e| e.message),
@@ -345,7 +371,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let Some(mut request) = report.next_run_request(id, &claim_token) else {
         daemon.plan.set_running(id, false, Utc::now());
         return JobOutcome::skipped(
-            "unreported",
+            JobStatus::Unreported,
             format!("no report for status {:?}", report.status),
         );
     };
@@ -358,7 +384,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let next = report_run(daemon, request).await;
     JobOutcome {
         execution_id: Some(execution_id),
-        status: report.status.as_str().to_owned(),
+        status: JobStatus::Ran(report.status),
         next_run_time: next,
         offline: true,
         error: report.error.map(|e| e.message),
