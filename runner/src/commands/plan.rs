@@ -10,7 +10,7 @@ use res_shared::schedule::Blocker;
 use uuid::Uuid;
 
 use crate::plan::file;
-use crate::plan::{Entry, Plan, ready};
+use crate::plan::{Entry, Plan, explain};
 
 /// Arguments of `res-runner plan`.
 #[derive(Debug, Args)]
@@ -93,7 +93,7 @@ fn names(plan: &Plan, entry: &Entry) -> (String, String) {
 fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
     let mut rows = Vec::new();
     for entry in plan.workflows.values() {
-        let why = ready::explain(plan, entry, now);
+        let why = explain::explain(plan, entry, now);
         let (branch, rule) = names(plan, entry);
         rows.push((entry, branch, rule, why));
     }
@@ -123,7 +123,7 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
         let state = if why.ready {
             "READY".to_owned()
         } else {
-            let mut reasons: Vec<String> = why.blockers.iter().map(ready::describe).collect();
+            let mut reasons: Vec<String> = why.blockers.iter().map(explain::describe).collect();
             if why.missing_since.is_some() {
                 reasons.push("not in the server's plan".into());
             }
@@ -154,7 +154,7 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
         );
         return ExitCode::from(1);
     };
-    let why = ready::explain(plan, entry, now);
+    let why = explain::explain(plan, entry, now);
     if json {
         println!("{}", serde_json::to_string(&why).unwrap_or_default());
         return ExitCode::SUCCESS;

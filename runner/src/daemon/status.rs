@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::Daemon;
 use super::telemetry::{JobResult, RunningJob};
-use crate::plan::ready;
+use crate::plan::explain;
 
 /// Rules listed on the status page and in `/status` at most.
 const RULES_SHOWN: usize = 500;
@@ -80,10 +80,10 @@ fn snapshot(daemon: &Daemon) -> Status {
     let now = Utc::now();
     let (workflows, rules) = {
         let plan = daemon.plan.read();
-        let rules: Vec<RuleRow> = ready::listing(&plan, RULES_SHOWN)
+        let rules: Vec<RuleRow> = explain::listing(&plan, RULES_SHOWN)
             .into_iter()
             .map(|entry| {
-                let why = ready::explain(&plan, entry, now);
+                let why = explain::explain(&plan, entry, now);
                 let w = &entry.workflow;
                 RuleRow {
                     id: w.id,
@@ -257,7 +257,7 @@ pub fn render(s: &Status) -> String {
         let why = if rule.ready {
             "<b class=ok>ready</b>".to_owned()
         } else {
-            let mut reasons: Vec<String> = rule.blockers.iter().map(ready::describe).collect();
+            let mut reasons: Vec<String> = rule.blockers.iter().map(explain::describe).collect();
             if let Some(since) = rule.missing_since {
                 reasons.push(format!(
                     "not in the server's plan since {}",

@@ -21,7 +21,7 @@ use super::queue::Job;
 use super::services::{ClaimedServices, OfflineServices};
 use super::telemetry::{JobResult, RunningJob};
 use crate::cloud::CloudError;
-use crate::plan::ready;
+use crate::plan::local_run;
 use crate::workflow::engine::Execution;
 use crate::workflow::prepare::Prepared;
 use crate::workflow::report::ExecutionReport;
@@ -329,7 +329,7 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
         let plan = daemon.plan.read();
         plan.workflows
             .get(&id)
-            .map(|entry| ready::local_next_run(entry, finished_at, failed))
+            .map(|entry| local_run::local_next_run(entry, finished_at, failed))
     }?;
     daemon.plan.apply_report(&answer, failed, true, Utc::now());
     Some(answer.next_run_time)
@@ -354,7 +354,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
                 workflow: Arc::clone(&prepared.workflow),
                 branch_rule: Arc::clone(&prepared.branch_rule),
                 details: Arc::clone(&prepared.details),
-                deadline: ready::deadline(&entry, started_at),
+                deadline: local_run::deadline(&entry, started_at),
                 max_runtime: prepared.max_runtime,
                 resume: None,
             };

@@ -2,7 +2,10 @@
 //! they refer to, synced from `get-execution-plan-v2`, updated locally as runs finish, and
 //! persisted so a restart (or a cloud outage) does not leave the site without a schedule.
 
+pub mod entry_rules;
+pub mod explain;
 pub mod file;
+pub mod local_run;
 pub mod merge;
 pub mod ready;
 pub mod store;

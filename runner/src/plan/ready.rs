@@ -1,71 +1,15 @@
-//! Which branch rules may start now, when the next one may, and why a rule may not — the
-//! same readiness rules the claim function applies, read from the local plan.
+//! Which branch rules may start now and when the next one may — the same readiness rules
+//! the claim function applies, read from the local plan.
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{
-    Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Zone, reschedule, window_deadline,
-};
-use res_shared::wire::{PlanLookups, SetNextRunTimeResponse};
-use serde::Serialize;
+use res_shared::schedule::{RuleStatus, Zone};
+use res_shared::wire::PlanLookups;
 use uuid::Uuid;
 
+use super::entry_rules::{due_at, rule_state_in, window};
 use super::{Entry, Plan};
-
-/// The window of a plan entry (none unless both ends are set, as the functions read it).
-pub fn window(entry: &Entry) -> Option<OperationWindow> {
-    match (
-        entry.workflow.operation_time_from,
-        entry.workflow.operation_time_to,
-    ) {
-        (Some(from), Some(to)) => OperationWindow::new(from, to),
-        _ => None,
-    }
-}
-
-/// The zone of a plan entry; an unknown name falls back to Asia/Riyadh as in the functions.
-pub fn zone(entry: &Entry) -> Zone {
-    Zone::parse(&entry.workflow.timezone).unwrap_or(Zone::DEFAULT)
-}
-
-/// The readiness inputs of an entry.
-pub fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
-    rule_state_in(entry, lookups, zone(entry))
-}
-
-/// [`rule_state`] with the zone already resolved.
-fn rule_state_in(entry: &Entry, lookups: &PlanLookups, zone: Zone) -> RuleState {
-    let workflow = &entry.workflow;
-    RuleState {
-        is_active: workflow.is_active,
-        is_archived: workflow.is_archived,
-        is_force_stopped: workflow.is_force_stopped,
-        is_currently_running: workflow.is_currently_running,
-        branch_is_active: lookups
-            .branches
-            .get(&workflow.branch_id)
-            .is_some_and(|b| b.is_active),
-        rule_status: lookups
-            .rules
-            .get(&workflow.rule_id)
-            .map_or(RuleStatus::Inactive, |r| r.status),
-        next_run_time: workflow.next_run_time,
-        paused_until: workflow.resume_at,
-        window: window(entry),
-        zone,
-    }
-}
-
-/// When an entry becomes due (ignoring the window): its next run time, or the resume time
-/// of a paused execution; `None` = due now.
-fn due_at(entry: &Entry) -> Option<DateTime<Utc>> {
-    let workflow = &entry.workflow;
-    match (workflow.resume_at, workflow.next_run_time) {
-        (Some(resume), _) => Some(resume),
-        (None, next) => next,
-    }
-}
 
 /// The active branches and rules of a plan, gathered once per pass.
 struct Active {
@@ -183,117 +127,6 @@ pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         .min()
 }
 
-/// A readiness check that failed, in a few words (status page, `plan show`).
-pub fn describe(blocker: &Blocker) -> String {
-    let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    match blocker {
-        Blocker::Inactive => "branch rule inactive".into(),
-        Blocker::Archived => "archived".into(),
-        Blocker::ForceStopped => "force-stopped".into(),
-        Blocker::AlreadyRunning => "running".into(),
-        Blocker::BranchInactive => "branch inactive".into(),
-        Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),
-        Blocker::NotDue { next_run_time } => format!("due {}", time(next_run_time)),
-        Blocker::Paused { resume_at } => format!("paused until {}", time(resume_at)),
-        Blocker::OutsideWindow { next_start } => match next_start {
-            Some(at) => format!("window opens {}", time(at)),
-            None => "outside window".into(),
-        },
-    }
-}
-
-/// Every reason a rule is not ready, including the ones only the local plan knows.
-#[derive(Debug, Clone, Serialize)]
-pub struct Explanation {
-    /// The branch rule.
-    pub id: Uuid,
-    /// Ready now.
-    pub ready: bool,
-    /// Readiness checks that fail (empty when ready).
-    pub blockers: Vec<Blocker>,
-    /// The server no longer lists it (since then); it is not scheduled.
-    pub missing_since: Option<DateTime<Utc>>,
-    /// Its branch or rule is not in the lookup tables.
-    pub missing_lookups: Vec<&'static str>,
-    /// The next run was computed on this runner while the cloud was unreachable.
-    pub local_next_run: bool,
-}
-
-/// The first `limit` entries in the order a technician reads them: running ones, then by next run,
-/// unscheduled last — so a capped list shows what happens soonest, not an arbitrary subset.
-pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
-    let mut entries: Vec<&Entry> = plan.workflows.values().collect();
-    let key = |e: &&Entry| {
-        let w = &e.workflow;
-        (
-            !w.is_currently_running,
-            w.next_run_time.is_none(),
-            w.next_run_time,
-            w.id,
-        )
-    };
-    if entries.len() > limit {
-        entries.select_nth_unstable_by_key(limit, key);
-        entries.truncate(limit);
-    }
-    entries.sort_unstable_by_key(key);
-    entries
-}
-
-/// Explains the readiness at `now` of `entry`, one of `plan`'s workflows.
-pub fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explanation {
-    let blockers = rule_state(entry, &plan.lookups).blockers(now);
-    let mut missing_lookups = Vec::new();
-    if !plan
-        .lookups
-        .branches
-        .contains_key(&entry.workflow.branch_id)
-    {
-        missing_lookups.push("branch");
-    }
-    if !plan.lookups.rules.contains_key(&entry.workflow.rule_id) {
-        missing_lookups.push("rule");
-    }
-    Explanation {
-        id: entry.workflow.id,
-        ready: blockers.is_empty() && entry.local.missing_since.is_none(),
-        blockers,
-        missing_since: entry.local.missing_since,
-        missing_lookups,
-        local_next_run: entry.local.local_next_run,
-    }
-}
-
-/// The deadline of a run starting at `now` (end of the window occurrence), for runs made
-/// without a claim.
-pub fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    match window_deadline(window(entry).as_ref(), zone(entry), now) {
-        Deadline::At(end) => Some(end),
-        Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
-    }
-}
-
-/// The next run as `branch_rules_set_NextRunTime` would compute it at `now`: the same
-/// function of the shared crate, so cloud and site agree.
-pub fn local_next_run(entry: &Entry, now: DateTime<Utc>, failed: bool) -> SetNextRunTimeResponse {
-    let next = reschedule(
-        entry.workflow.cron_expression.as_deref(),
-        window(entry),
-        Some(&entry.workflow.timezone),
-        now,
-        failed,
-    );
-    SetNextRunTimeResponse {
-        branch_rule_id: entry.workflow.id,
-        next_run_time: next.next_run.next_run_time,
-        last_run_time: now,
-        is_currently_running: false,
-        run_count: entry.workflow.run_count + 1,
-        degenerate: next.next_run.degenerate,
-        warnings: next.problem.into_iter().collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::{NaiveTime, TimeDelta, TimeZone};
@@ -301,6 +134,9 @@ mod tests {
 
     use super::*;
     use crate::plan::Local;
+    use crate::plan::entry_rules::rule_state;
+    // The listing is the operator view over the same selection; tested on the same plans.
+    use crate::plan::explain::listing;
 
     fn plan(n: usize, now: DateTime<Utc>) -> Plan {
         let branch = Uuid::new_v4();

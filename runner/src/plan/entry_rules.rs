@@ -1,0 +1,62 @@
+//! A plan entry as the shared schedule rules see it: its window, zone, readiness inputs and
+//! due time, read the way the functions read the database row.
+
+use chrono::{DateTime, Utc};
+use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
+use res_shared::wire::PlanLookups;
+
+use super::Entry;
+
+/// The window of a plan entry (none unless both ends are set, as the functions read it).
+pub fn window(entry: &Entry) -> Option<OperationWindow> {
+    match (
+        entry.workflow.operation_time_from,
+        entry.workflow.operation_time_to,
+    ) {
+        (Some(from), Some(to)) => OperationWindow::new(from, to),
+        _ => None,
+    }
+}
+
+/// The zone of a plan entry; an unknown name falls back to Asia/Riyadh as in the functions.
+pub fn zone(entry: &Entry) -> Zone {
+    Zone::parse(&entry.workflow.timezone).unwrap_or(Zone::DEFAULT)
+}
+
+/// The readiness inputs of an entry.
+pub fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
+    rule_state_in(entry, lookups, zone(entry))
+}
+
+/// [`rule_state`] with the zone already resolved.
+pub(crate) fn rule_state_in(entry: &Entry, lookups: &PlanLookups, zone: Zone) -> RuleState {
+    let workflow = &entry.workflow;
+    RuleState {
+        is_active: workflow.is_active,
+        is_archived: workflow.is_archived,
+        is_force_stopped: workflow.is_force_stopped,
+        is_currently_running: workflow.is_currently_running,
+        branch_is_active: lookups
+            .branches
+            .get(&workflow.branch_id)
+            .is_some_and(|b| b.is_active),
+        rule_status: lookups
+            .rules
+            .get(&workflow.rule_id)
+            .map_or(RuleStatus::Inactive, |r| r.status),
+        next_run_time: workflow.next_run_time,
+        paused_until: workflow.resume_at,
+        window: window(entry),
+        zone,
+    }
+}
+
+/// When an entry becomes due (ignoring the window): its next run time, or the resume time
+/// of a paused execution; `None` = due now.
+pub(crate) fn due_at(entry: &Entry) -> Option<DateTime<Utc>> {
+    let workflow = &entry.workflow;
+    match (workflow.resume_at, workflow.next_run_time) {
+        (Some(resume), _) => Some(resume),
+        (None, next) => next,
+    }
+}

@@ -1,0 +1,91 @@
+//! Operator views of the plan: why a rule is (not) ready, in words, and the order a
+//! technician reads the rules in (status page, `plan show`, `plan why`).
+
+use chrono::{DateTime, Utc};
+use res_shared::schedule::Blocker;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::entry_rules::rule_state;
+use super::{Entry, Plan};
+
+/// A readiness check that failed, in a few words (status page, `plan show`).
+pub fn describe(blocker: &Blocker) -> String {
+    let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    match blocker {
+        Blocker::Inactive => "branch rule inactive".into(),
+        Blocker::Archived => "archived".into(),
+        Blocker::ForceStopped => "force-stopped".into(),
+        Blocker::AlreadyRunning => "running".into(),
+        Blocker::BranchInactive => "branch inactive".into(),
+        Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),
+        Blocker::NotDue { next_run_time } => format!("due {}", time(next_run_time)),
+        Blocker::Paused { resume_at } => format!("paused until {}", time(resume_at)),
+        Blocker::OutsideWindow { next_start } => match next_start {
+            Some(at) => format!("window opens {}", time(at)),
+            None => "outside window".into(),
+        },
+    }
+}
+
+/// Every reason a rule is not ready, including the ones only the local plan knows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// The branch rule.
+    pub id: Uuid,
+    /// Ready now.
+    pub ready: bool,
+    /// Readiness checks that fail (empty when ready).
+    pub blockers: Vec<Blocker>,
+    /// The server no longer lists it (since then); it is not scheduled.
+    pub missing_since: Option<DateTime<Utc>>,
+    /// Its branch or rule is not in the lookup tables.
+    pub missing_lookups: Vec<&'static str>,
+    /// The next run was computed on this runner while the cloud was unreachable.
+    pub local_next_run: bool,
+}
+
+/// The first `limit` entries in the order a technician reads them: running ones, then by next run,
+/// unscheduled last — so a capped list shows what happens soonest, not an arbitrary subset.
+pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
+    let mut entries: Vec<&Entry> = plan.workflows.values().collect();
+    let key = |e: &&Entry| {
+        let w = &e.workflow;
+        (
+            !w.is_currently_running,
+            w.next_run_time.is_none(),
+            w.next_run_time,
+            w.id,
+        )
+    };
+    if entries.len() > limit {
+        entries.select_nth_unstable_by_key(limit, key);
+        entries.truncate(limit);
+    }
+    entries.sort_unstable_by_key(key);
+    entries
+}
+
+/// Explains the readiness at `now` of `entry`, one of `plan`'s workflows.
+pub fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explanation {
+    let blockers = rule_state(entry, &plan.lookups).blockers(now);
+    let mut missing_lookups = Vec::new();
+    if !plan
+        .lookups
+        .branches
+        .contains_key(&entry.workflow.branch_id)
+    {
+        missing_lookups.push("branch");
+    }
+    if !plan.lookups.rules.contains_key(&entry.workflow.rule_id) {
+        missing_lookups.push("rule");
+    }
+    Explanation {
+        id: entry.workflow.id,
+        ready: blockers.is_empty() && entry.local.missing_since.is_none(),
+        blockers,
+        missing_since: entry.local.missing_since,
+        missing_lookups,
+        local_next_run: entry.local.local_next_run,
+    }
+}
