@@ -261,6 +261,7 @@ mod tests {
 
     #[test]
     fn the_standard_registry_names_each_kind() {
+        crate::tls::install();
         let executors = Executors::standard();
         assert_eq!(
             executors.names(ActionKind::Detection),
