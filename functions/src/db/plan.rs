@@ -4,27 +4,30 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use chrono::{DateTime, NaiveTime, Utc};
+
 use futures_util::TryStreamExt;
 use res_shared::schedule::RuleStatus;
 use res_shared::wire::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, Rule,
 };
 use serde_json::value::RawValue;
-use sqlx::postgres::PgRow;
-use sqlx::{AssertSqlSafe, PgConnection, PgPool, Row};
+use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::Tx;
 use crate::access::Scope;
 
 /// The workflow columns and joins both workflow queries share (a literal, so queries stay
-/// `&'static str`). Column order matters: `workflow` reads them by position.
+/// `&'static str`). Each column is named as the [`EntryRow`] field it fills.
 macro_rules! workflow_select {
     () => {
         "SELECT br.id, br.branch_id, br.rule_id, br.brand_rule_id, br.is_active, br.is_archived, \
-                br.is_force_stopped, br.is_currently_running AND live.id IS NOT NULL, \
+                br.is_force_stopped, \
+                br.is_currently_running AND live.id IS NOT NULL AS is_currently_running, \
                 br.next_run_time, br.last_run_time, br.operation_time_from, br.operation_time_to, \
-                COALESCE(brr.cron_expression, r.cron_expression), COALESCE(b.timezone, bd.timezone), \
+                COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
+                COALESCE(b.timezone, bd.timezone) AS timezone, \
                 br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
                 paused.resume_at \
          FROM branch_rules br \
@@ -84,7 +87,7 @@ pub async fn changed(
     branches_changed: &[Uuid],
 ) -> Result<(Vec<PlanEntry>, PlanLookups), sqlx::Error> {
     let (all, branches) = scope.as_params();
-    let rows = sqlx::query(concat!(
+    let rows = sqlx::query_as::<_, EntryRow>(concat!(
         workflow_select!(),
         " WHERE (br.id = ANY($3) OR br.branch_id = ANY($4)) AND ($1 OR br.branch_id = ANY($2))"
     ))
@@ -94,7 +97,7 @@ pub async fn changed(
     .bind(branches_changed)
     .fetch_all(&mut **tx)
     .await?;
-    let workflows = with_workflow_configs(tx, rows.iter()).await?;
+    let workflows = with_workflow_configs(tx, rows).await?;
     if workflows.is_empty() {
         return Ok((workflows, PlanLookups::default()));
     }
@@ -138,7 +141,7 @@ async fn all_workflows(
 ) -> Result<Vec<PlanEntry>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     // Decoded as the rows arrive, so this process works while the database still sends.
-    let mut rows = sqlx::query(concat!(
+    let mut rows = sqlx::query_as::<_, EntryRow>(concat!(
         workflow_select!(),
         " WHERE ($1 OR br.branch_id = ANY($2))"
     ))
@@ -150,20 +153,17 @@ async fn all_workflows(
         decoded.push(row);
     }
     drop(rows);
-    with_workflow_configs(connection, decoded.iter()).await
+    with_workflow_configs(connection, decoded).await
 }
 
 /// Builds workflows from rows, attaching each rule's workflow config. Configs are read
 /// once per rule and shared, not once per branch rule: a plan of 10,000 branch rules over
 /// 100 rules would otherwise move and copy every config a hundred times.
-async fn with_workflow_configs<'r>(
+async fn with_workflow_configs(
     connection: &mut PgConnection,
-    rows: impl Iterator<Item = &'r PgRow> + Clone,
+    rows: Vec<EntryRow>,
 ) -> Result<Vec<PlanEntry>, sqlx::Error> {
-    let rule_ids: BTreeSet<Uuid> = rows
-        .clone()
-        .map(|row| row.try_get(2))
-        .collect::<Result<_, _>>()?;
+    let rule_ids: BTreeSet<Uuid> = rows.iter().map(|row| row.rule_id).collect();
     let configs: HashMap<Uuid, Arc<RawValue>> = sqlx::query_as::<_, (Uuid, Box<RawValue>)>(
         "SELECT rule_id, workflow_config FROM action_template_connections WHERE rule_id = ANY($1)",
     )
@@ -173,33 +173,61 @@ async fn with_workflow_configs<'r>(
     .into_iter()
     .map(|(rule, config)| (rule, Arc::from(config)))
     .collect();
-    rows.map(|row| workflow(row, &configs)).collect()
+    Ok(rows
+        .into_iter()
+        .map(|row| row.into_entry(&configs))
+        .collect())
 }
 
-fn workflow(row: &PgRow, configs: &HashMap<Uuid, Arc<RawValue>>) -> Result<PlanEntry, sqlx::Error> {
-    let rule_id: Uuid = row.try_get(2)?;
-    Ok(PlanEntry {
-        id: row.try_get(0)?,
-        branch_id: row.try_get(1)?,
-        rule_id,
-        brand_rule_id: row.try_get(3)?,
-        is_active: row.try_get(4)?,
-        is_archived: row.try_get(5)?,
-        is_force_stopped: row.try_get(6)?,
-        is_currently_running: row.try_get(7)?,
-        next_run_time: row.try_get(8)?,
-        resume_at: row.try_get(18)?,
-        last_run_time: row.try_get(9)?,
-        operation_time_from: row.try_get(10)?,
-        operation_time_to: row.try_get(11)?,
-        cron_expression: row.try_get(12)?,
-        timezone: row.try_get(13)?,
-        workflow_config: configs.get(&rule_id).cloned(),
-        run_count: row.try_get(14)?,
-        failure_count: row.try_get(15)?,
-        is_last_run_failed: row.try_get(16)?,
-        updated_at: row.try_get(17)?,
-    })
+/// One plan entry as the database returns it, before its rule's workflow config is attached.
+#[derive(sqlx::FromRow)]
+struct EntryRow {
+    id: Uuid,
+    branch_id: Uuid,
+    rule_id: Uuid,
+    brand_rule_id: Option<Uuid>,
+    is_active: bool,
+    is_archived: bool,
+    is_force_stopped: bool,
+    is_currently_running: bool,
+    next_run_time: Option<DateTime<Utc>>,
+    resume_at: Option<DateTime<Utc>>,
+    last_run_time: Option<DateTime<Utc>>,
+    operation_time_from: Option<NaiveTime>,
+    operation_time_to: Option<NaiveTime>,
+    cron_expression: Option<String>,
+    timezone: String,
+    run_count: i64,
+    failure_count: i64,
+    is_last_run_failed: bool,
+    updated_at: DateTime<Utc>,
+}
+
+impl EntryRow {
+    fn into_entry(self, configs: &HashMap<Uuid, Arc<RawValue>>) -> PlanEntry {
+        PlanEntry {
+            workflow_config: configs.get(&self.rule_id).cloned(),
+            id: self.id,
+            branch_id: self.branch_id,
+            rule_id: self.rule_id,
+            brand_rule_id: self.brand_rule_id,
+            is_active: self.is_active,
+            is_archived: self.is_archived,
+            is_force_stopped: self.is_force_stopped,
+            is_currently_running: self.is_currently_running,
+            next_run_time: self.next_run_time,
+            resume_at: self.resume_at,
+            last_run_time: self.last_run_time,
+            operation_time_from: self.operation_time_from,
+            operation_time_to: self.operation_time_to,
+            cron_expression: self.cron_expression,
+            timezone: self.timezone,
+            run_count: self.run_count,
+            failure_count: self.failure_count,
+            is_last_run_failed: self.is_last_run_failed,
+            updated_at: self.updated_at,
+        }
+    }
 }
 
 type DetailRow = (Uuid, Uuid, Uuid, Box<RawValue>);
