@@ -6,6 +6,9 @@
 //! list and generator comprehensions, and the builtins `len any all sum min max abs round
 //! int float str bool` — and evaluated with a step and size budget.
 
+// Consumed by the functions and the runner: every public item says what it is.
+#![warn(missing_docs)]
+
 mod builtins;
 mod compile;
 mod eval;

@@ -12,6 +12,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// Consumed by the functions and the runner: every public item says what it is.
+#![warn(missing_docs)]
+
 pub mod schedule;
 pub mod untrusted;
 pub mod wire;

@@ -73,7 +73,6 @@ pub struct RunnerSpec<'a> {
     pub name: &'a str,
     /// The functions' base URL.
     pub functions_url: &'a str,
-    /// Its token.
     pub token: &'a str,
 }
 

@@ -33,10 +33,7 @@ pub struct Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
     /// Another execution holds a live lease.
-    Running {
-        /// That execution.
-        execution_id: Uuid,
-    },
+    Running { execution_id: Uuid },
     /// The rule is not ready (a pause still running counts); every reason.
     NotReady(Vec<Blocker>),
     /// Start a new execution.

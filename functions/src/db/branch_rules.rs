@@ -12,13 +12,10 @@ use super::Tx;
 pub struct LockedRule {
     /// Branch rule id.
     pub id: Uuid,
-    /// Its branch.
     pub branch_id: Uuid,
     /// Enabled.
     pub is_active: bool,
-    /// Archived.
     pub is_archived: bool,
-    /// Force-stopped.
     pub is_force_stopped: bool,
     /// Due time.
     pub next_run_time: Option<DateTime<Utc>>,
@@ -26,7 +23,6 @@ pub struct LockedRule {
     pub operation_time_from: Option<NaiveTime>,
     /// Window end.
     pub operation_time_to: Option<NaiveTime>,
-    /// The branch is active.
     pub branch_is_active: bool,
     /// The rule's status.
     pub rule_status: String,

@@ -14,9 +14,7 @@ use crate::access::Scope;
 /// An execution as the claim and finish logic needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ExecutionRow {
-    /// Id.
     pub id: Uuid,
-    /// Its branch rule.
     pub branch_rule_id: Uuid,
     /// Where it stands.
     #[sqlx(try_from = "String")]
@@ -86,7 +84,6 @@ pub async fn mark_crashed(
 
 /// A new scheduled execution handed to `runner_id`.
 pub struct NewExecution<'a> {
-    /// The rule.
     pub branch_rule_id: Uuid,
     /// The claimant.
     pub runner_id: &'a str,

@@ -11,7 +11,6 @@ pub struct NewViolation<'a> {
     pub branch_rule_id: Uuid,
     /// The execution that found it.
     pub execution_id: Uuid,
-    /// Its kind.
     pub kind: &'a str,
     /// Its evidence.
     pub details: &'a Value,

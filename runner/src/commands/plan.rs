@@ -39,10 +39,7 @@ pub enum PlanCommand {
     /// Every rule in the local plan: next run, ready or why not.
     Show,
     /// Why one rule is or is not ready, check by check.
-    Why {
-        /// The branch rule id.
-        branch_rule_id: Uuid,
-    },
+    Why { branch_rule_id: Uuid },
 }
 
 /// Runs a `plan` subcommand.

@@ -47,7 +47,6 @@ pub struct Daemon {
     pub boot_id: String,
     /// The functions.
     pub client: FunctionsClient,
-    /// The plan.
     pub plan: PlanStore,
     /// Waiting and active jobs.
     pub queue: Mutex<JobQueue>,
@@ -63,7 +62,6 @@ pub struct Daemon {
     pub engine: Engine,
     /// Loaded workflows by branch rule.
     pub prepared: prepared_cache::PreparedCache,
-    /// Metrics.
     pub metrics: Metrics,
     /// Running and recent jobs.
     pub activity: Activity,

@@ -14,7 +14,6 @@ use uuid::Uuid;
 /// A queued rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
-    /// The branch rule.
     pub branch_rule_id: Uuid,
     /// When it became due (for dispatch lag).
     pub due_at: DateTime<Utc>,

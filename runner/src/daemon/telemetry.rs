@@ -128,7 +128,6 @@ impl Metrics {
 /// One finished job, for the status page.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobResult {
-    /// The branch rule.
     pub branch_rule_id: Uuid,
     /// The execution (none when the claim was lost).
     pub execution_id: Option<Uuid>,
@@ -149,7 +148,6 @@ pub struct JobResult {
 /// A job being run.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunningJob {
-    /// The branch rule.
     pub branch_rule_id: Uuid,
     /// Its execution, once claimed.
     pub execution_id: Option<Uuid>,

@@ -20,7 +20,6 @@ pub struct PlanFile {
     pub version: u32,
     /// When it was written.
     pub saved_at: DateTime<Utc>,
-    /// The plan.
     pub plan: Plan,
 }
 

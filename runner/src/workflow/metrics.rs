@@ -23,7 +23,6 @@ pub struct Metrics {
     pub process_cpu_mean_percent: f32,
     /// Largest used host memory, bytes.
     pub host_memory_used_max_bytes: u64,
-    /// Host memory, bytes.
     pub host_memory_total_bytes: u64,
     /// Mean host CPU use, percent of all cores.
     pub host_cpu_mean_percent: f32,

@@ -28,7 +28,6 @@ pub enum NodeStatus {
 /// One run of one node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeRecord {
-    /// The node.
     pub node_id: String,
     /// `detection`, `business` or `delay`.
     pub node_type: String,
@@ -56,7 +55,6 @@ pub struct NodeRecord {
 /// The consolidation decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Consolidation {
-    /// The expression.
     pub expression: String,
     /// Whether business nodes ran.
     pub passed: bool,
@@ -78,7 +76,6 @@ pub struct RunError {
 /// and results span all segments).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExecutionReport {
-    /// The execution.
     pub execution_id: Uuid,
     /// The first attempt of its retry chain.
     pub root_execution_id: Uuid,

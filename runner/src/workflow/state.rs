@@ -16,7 +16,6 @@ pub const CONTEXT_VERSION: u32 = 1;
 /// A node waiting to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
-    /// The node.
     pub node_id: String,
     /// Index in `nodes` of the run whose edge led here (its result is the input).
     pub from: Option<usize>,

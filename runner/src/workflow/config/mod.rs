@@ -63,9 +63,7 @@ impl Node {
 /// An action node's template, resolved to its executor.
 #[derive(Clone)]
 pub struct Action {
-    /// The template.
     pub template_id: Uuid,
-    /// Its name.
     pub name: String,
     /// Its config (the executor's settings).
     pub config: Value,

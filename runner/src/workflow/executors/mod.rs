@@ -47,7 +47,6 @@ impl ActionKind {
 /// What an action is given: everything it may need about the run, as JSON on the wire.
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionJob<'a> {
-    /// The execution.
     pub execution_id: Uuid,
     /// The first attempt of its retry chain (stable across retries).
     pub root_execution_id: Uuid,
@@ -74,7 +73,6 @@ pub struct ActionJob<'a> {
 /// The template part of a [`ActionJob`].
 #[derive(Debug, Clone, Serialize)]
 pub struct ActionInfo<'a> {
-    /// Template id.
     pub template_id: Uuid,
     /// Template name.
     pub name: &'a str,
@@ -86,7 +84,6 @@ pub struct ActionInfo<'a> {
 
 /// One call of an executor.
 pub struct ActionCall<'a> {
-    /// The job.
     pub job: &'a ActionJob<'a>,
     /// The template's config (checked by [`Executor::check_config`] when the workflow loaded).
     pub config: &'a Value,
