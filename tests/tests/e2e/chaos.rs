@@ -38,7 +38,8 @@ async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
 async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_failure_and_no_superseded_report()
  {
     let mut system = System::start().await;
-    let mut runner = system.runner("site-1", &[("LEASE_SECONDS", "6")]);
+    // Heartbeats every 3 s: a 4 s freeze stays inside the lease, a 12 s outage does not.
+    let mut runner = system.runner("site-1", &[("LEASE_SECONDS", "9")]);
 
     // 1. The host stalls (SIGSTOP) for longer than the detector's timeout while the
     //    detector finishes in one second: the run keeps its result.
@@ -82,7 +83,7 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
     .await;
     let in_flight = system.executions(busy).await[0].0;
     assert!(system.functions.stop());
-    tokio::time::sleep(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
     system.functions.restart().await;
     eventually("the rule ran again after the outage", WAIT, || async {
         statuses(&system, busy)
