@@ -22,16 +22,16 @@ use crate::state::AppState;
 
 /// What a claim attempt decides, before any write.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub(crate) struct Decision {
     /// A live execution whose lease ran out: declare it crashed (whatever else happens).
-    pub crash: Option<Uuid>,
+    pub(crate) crash: Option<Uuid>,
     /// The answer to the caller.
-    pub outcome: ClaimOutcome,
+    pub(crate) outcome: ClaimOutcome,
 }
 
 /// The answer to a claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimOutcome {
+pub(crate) enum ClaimOutcome {
     /// Another execution holds a live lease.
     Running { execution_id: Uuid },
     /// The rule is not ready (a pause still running counts); every reason.
@@ -54,7 +54,11 @@ pub enum ClaimOutcome {
 
 /// Decides a claim from the rule's readiness (its running flag and pause come from
 /// `latest`, the rule's most recent execution) at database time `now`.
-pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc>) -> Decision {
+pub(crate) fn decide(
+    rule: &RuleState,
+    latest: Option<&ExecutionRow>,
+    now: DateTime<Utc>,
+) -> Decision {
     let status = latest.map(|e| e.status);
     let mut rule = rule.clone();
     let (crash, crashed) = match (latest, status) {
@@ -110,7 +114,7 @@ pub fn decide(rule: &RuleState, latest: Option<&ExecutionRow>, now: DateTime<Utc
     security(("bearer" = [])),
     tag = "executions"
 )]
-pub async fn claim(
+pub(crate) async fn claim(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<ClaimRequest>,

@@ -10,24 +10,24 @@ use sha2::{Digest, Sha256};
 use crate::access::Scope;
 
 /// Change records are kept this long; an older cursor gets a full plan.
-pub const CHANGE_RETENTION_HOURS: i32 = 24;
+pub(crate) const CHANGE_RETENTION_HOURS: i32 = 24;
 
 /// A decoded cursor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanCursor {
+pub(crate) struct PlanCursor {
     /// Format version.
     v: u8,
     /// `pg_snapshot` text (`xmin:xmax:xip,...`).
-    pub snapshot: String,
+    pub(crate) snapshot: String,
     /// Database time of the plan.
-    pub at: DateTime<Utc>,
+    pub(crate) at: DateTime<Utc>,
     /// Fingerprint of the caller's scope when the plan was read.
-    pub scope: String,
+    pub(crate) scope: String,
 }
 
 /// Full snapshot or delta.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlanKind {
+pub(crate) enum PlanKind {
     /// Everything in scope.
     Full,
     /// Changes since this cursor.
@@ -36,7 +36,7 @@ pub enum PlanKind {
 
 impl PlanCursor {
     /// A cursor for a plan read now.
-    pub fn new(snapshot: String, at: DateTime<Utc>, scope: String) -> PlanCursor {
+    pub(crate) fn new(snapshot: String, at: DateTime<Utc>, scope: String) -> PlanCursor {
         PlanCursor {
             v: 1,
             snapshot,
@@ -46,13 +46,13 @@ impl PlanCursor {
     }
 
     /// The opaque text handed to the caller.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         // Serialising this plain struct cannot fail.
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
     }
 
     /// Reads a cursor back; the error says what is wrong with it.
-    pub fn decode(text: &str) -> Result<PlanCursor, String> {
+    pub(crate) fn decode(text: &str) -> Result<PlanCursor, String> {
         let invalid = || "since is not a cursor returned by get-execution-plan-v2".to_owned();
         let bytes = URL_SAFE_NO_PAD.decode(text.trim()).map_err(|_| invalid())?;
         let cursor: PlanCursor = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
@@ -65,7 +65,7 @@ impl PlanCursor {
 
 /// Decides between a full plan and a delta: a delta needs a cursor for the same scope
 /// that is younger than the change records kept.
-pub fn plan_kind(since: Option<PlanCursor>, scope: &str, now: DateTime<Utc>) -> PlanKind {
+pub(crate) fn plan_kind(since: Option<PlanCursor>, scope: &str, now: DateTime<Utc>) -> PlanKind {
     // An hour of margin keeps a cursor from outliving the records it depends on.
     let oldest = now - TimeDelta::hours(i64::from(CHANGE_RETENTION_HOURS) - 1);
     match since {
@@ -77,7 +77,7 @@ pub fn plan_kind(since: Option<PlanCursor>, scope: &str, now: DateTime<Utc>) -> 
 }
 
 /// A fingerprint of a scope: a cursor is only valid for the scope it was read with.
-pub fn scope_key(scope: Scope<'_>) -> String {
+pub(crate) fn scope_key(scope: Scope<'_>) -> String {
     let mut hasher = Sha256::new();
     match scope {
         Scope::All => hasher.update(b"all"),

@@ -9,11 +9,11 @@ use crate::state::AppState;
 
 /// Health answer.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Health {
+pub(crate) struct Health {
     /// `ok` or `degraded`.
-    pub status: &'static str,
+    pub(crate) status: &'static str,
     /// `ok` or what failed.
-    pub database: String,
+    pub(crate) database: String,
 }
 
 /// Liveness and database reachability (no token needed).
@@ -26,7 +26,7 @@ pub struct Health {
     ),
     tag = "operations"
 )]
-pub async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+pub(crate) async fn health(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
     match sqlx::query("SELECT 1").execute(&state.pool).await {
         Ok(_) => (
             StatusCode::OK,

@@ -26,7 +26,7 @@ use crate::state::AppState;
     security(("bearer" = [])),
     tag = "executions"
 )]
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<HeartbeatRequest>,

@@ -1,15 +1,15 @@
 //! The functions' HTTP handlers: thin shells that check input, call the schedule rules and
 //! the SQL in `db`, and shape the answer.
 
-pub mod claim;
-pub mod cursor;
+pub(crate) mod claim;
+pub(crate) mod cursor;
 mod fields;
-pub mod health;
-pub mod heartbeat;
-pub mod next_run;
-pub mod pause;
-pub mod plan;
-pub mod register;
-pub mod violations;
+pub(crate) mod health;
+pub(crate) mod heartbeat;
+pub(crate) mod next_run;
+pub(crate) mod pause;
+pub(crate) mod plan;
+pub(crate) mod register;
+pub(crate) mod violations;
 
 pub(crate) use fields::{nul_path, require_object, require_raw_object, require_text};

@@ -28,7 +28,7 @@ use crate::state::AppState;
     security(("bearer" = [])),
     tag = "executions"
 )]
-pub async fn pause(
+pub(crate) async fn pause(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<PauseRequest>,

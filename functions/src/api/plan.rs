@@ -35,7 +35,7 @@ const PRUNE_INTERVAL_SECONDS: i64 = 600;
     security(("bearer" = [])),
     tag = "plan"
 )]
-pub async fn get_execution_plan(
+pub(crate) async fn get_execution_plan(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<PlanRequest>,

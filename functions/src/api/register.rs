@@ -26,7 +26,7 @@ use crate::state::AppState;
     security(("bearer" = [])),
     tag = "runners"
 )]
-pub async fn register(
+pub(crate) async fn register(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<RegisterRequest>,

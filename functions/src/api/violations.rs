@@ -15,7 +15,7 @@ use crate::logging::Untrusted;
 use crate::state::AppState;
 
 /// Set on a response that returns an existing violation for a repeated idempotency key.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Record a violation found by an execution.
 #[utoipa::path(
@@ -33,7 +33,7 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
     security(("bearer" = [])),
     tag = "violations"
 )]
-pub async fn create_violation(
+pub(crate) async fn create_violation(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<ViolationRequest>,

@@ -6,7 +6,10 @@ use uuid::Uuid;
 use crate::access::{Caller, Role};
 
 /// The live key with this hash, as a caller.
-pub async fn find_live(pool: &PgPool, key_hash: &str) -> Result<Option<Caller>, sqlx::Error> {
+pub(crate) async fn find_live(
+    pool: &PgPool,
+    key_hash: &str,
+) -> Result<Option<Caller>, sqlx::Error> {
     let row: Option<(Uuid, String, Vec<Uuid>)> = sqlx::query_as(
         "SELECT id, role, branch_ids FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
     )

@@ -9,36 +9,36 @@ use super::Tx;
 /// A branch rule locked for a state change, with its effective schedule settings and
 /// the database time of the transaction.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct LockedRule {
+pub(crate) struct LockedRule {
     /// Branch rule id.
-    pub id: Uuid,
-    pub branch_id: Uuid,
+    pub(crate) id: Uuid,
+    pub(crate) branch_id: Uuid,
     /// Enabled.
-    pub is_active: bool,
-    pub is_archived: bool,
-    pub is_force_stopped: bool,
+    pub(crate) is_active: bool,
+    pub(crate) is_archived: bool,
+    pub(crate) is_force_stopped: bool,
     /// Due time.
-    pub next_run_time: Option<DateTime<Utc>>,
+    pub(crate) next_run_time: Option<DateTime<Utc>>,
     /// Window start.
-    pub operation_time_from: Option<NaiveTime>,
+    pub(crate) operation_time_from: Option<NaiveTime>,
     /// Window end.
-    pub operation_time_to: Option<NaiveTime>,
-    pub branch_is_active: bool,
+    pub(crate) operation_time_to: Option<NaiveTime>,
+    pub(crate) branch_is_active: bool,
     /// The rule's status.
-    pub rule_status: String,
+    pub(crate) rule_status: String,
     /// Brand rule's expression, else the rule's.
-    pub cron_expression: Option<String>,
+    pub(crate) cron_expression: Option<String>,
     /// Branch's zone, else the brand's.
-    pub timezone: String,
+    pub(crate) timezone: String,
     /// `now()` of this transaction: every decision uses database time.
-    pub db_now: DateTime<Utc>,
+    pub(crate) db_now: DateTime<Utc>,
     /// When the branch rule was created.
-    pub created_at: DateTime<Utc>,
+    pub(crate) created_at: DateTime<Utc>,
 }
 
 impl LockedRule {
     /// The operation window, if both ends are set and differ.
-    pub fn window(&self) -> Option<OperationWindow> {
+    pub(crate) fn window(&self) -> Option<OperationWindow> {
         match (self.operation_time_from, self.operation_time_to) {
             (Some(from), Some(to)) => OperationWindow::new(from, to),
             _ => None,
@@ -46,7 +46,7 @@ impl LockedRule {
     }
 
     /// The zone, falling back to Asia/Riyadh when the stored name is unknown.
-    pub fn zone(&self) -> Zone {
+    pub(crate) fn zone(&self) -> Zone {
         Zone::parse(&self.timezone).unwrap_or_else(|error| {
             tracing::warn!(branch_rule_id = %self.id, %error, "using Asia/Riyadh instead");
             Zone::DEFAULT
@@ -55,7 +55,11 @@ impl LockedRule {
 
     /// The readiness inputs, taking "currently running" and the pause from the caller
     /// (who knows the rule's executions).
-    pub fn state(&self, currently_running: bool, paused_until: Option<DateTime<Utc>>) -> RuleState {
+    pub(crate) fn state(
+        &self,
+        currently_running: bool,
+        paused_until: Option<DateTime<Utc>>,
+    ) -> RuleState {
         RuleState {
             is_active: self.is_active,
             is_archived: self.is_archived,
@@ -72,7 +76,7 @@ impl LockedRule {
 }
 
 /// Locks a branch rule row (serialising claims and reports on it) and reads its settings.
-pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
+pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
     sqlx::query_as(
         "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
                 br.next_run_time, br.operation_time_from, br.operation_time_to, \
@@ -94,7 +98,7 @@ pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Err
 }
 
 /// Sets whether the rule is running (a claim or resume took it; a pause released it).
-pub async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<(), sqlx::Error> {
+pub(crate) async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<(), sqlx::Error> {
     sqlx::query("UPDATE branch_rules SET is_currently_running = $2 WHERE id = $1")
         .bind(id)
         .bind(running)
@@ -104,7 +108,7 @@ pub async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<(), sql
 }
 
 /// Records a finished run and the next run time; returns `(last_run_time, run_count)`.
-pub async fn record_run(
+pub(crate) async fn record_run(
     tx: &mut Tx,
     id: Uuid,
     failed: bool,

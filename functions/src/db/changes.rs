@@ -11,7 +11,7 @@ use crate::access::Scope;
 
 /// Starts a consistent read: every query of the transaction sees one snapshot, whose text
 /// (returned with the database time) becomes the plan's cursor.
-pub async fn begin_snapshot(
+pub(crate) async fn begin_snapshot(
     pool: &sqlx::PgPool,
 ) -> Result<(Tx, String, DateTime<Utc>), sqlx::Error> {
     let mut tx = pool
@@ -25,17 +25,17 @@ pub async fn begin_snapshot(
 
 /// Changes committed after `snapshot` and visible now, within a scope.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Changes {
+pub(crate) struct Changes {
     /// A shared definition (rule, template, brand) changed: every plan must be rebuilt.
-    pub global: bool,
+    pub(crate) global: bool,
     /// Branch rules that changed.
-    pub branch_rules: BTreeSet<Uuid>,
+    pub(crate) branch_rules: BTreeSet<Uuid>,
     /// Branches whose every rule may have changed.
-    pub branches: BTreeSet<Uuid>,
+    pub(crate) branches: BTreeSet<Uuid>,
 }
 
 /// What changed since `snapshot` (text of a `pg_snapshot`), in the caller's scope.
-pub async fn changes_since(
+pub(crate) async fn changes_since(
     tx: &mut Tx,
     snapshot: &str,
     scope: Scope<'_>,
@@ -69,7 +69,7 @@ pub async fn changes_since(
 
 /// Branch rules whose live lease ran out in `(after, now]`: they stopped counting as
 /// running without any write, so a delta must report them.
-pub async fn leases_expired_since(
+pub(crate) async fn leases_expired_since(
     tx: &mut Tx,
     after: DateTime<Utc>,
     scope: Scope<'_>,
@@ -90,7 +90,10 @@ pub async fn leases_expired_since(
 }
 
 /// Deletes change records older than the retention (cursors that old get a full plan).
-pub async fn prune_changes(pool: &sqlx::PgPool, keep_hours: i32) -> Result<u64, sqlx::Error> {
+pub(crate) async fn prune_changes(
+    pool: &sqlx::PgPool,
+    keep_hours: i32,
+) -> Result<u64, sqlx::Error> {
     sqlx::query("DELETE FROM plan_changes WHERE recorded_at < now() - make_interval(hours => $1)")
         .bind(keep_hours)
         .execute(pool)

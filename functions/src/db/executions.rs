@@ -13,33 +13,33 @@ use crate::access::Scope;
 
 /// An execution as the claim and finish logic needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct ExecutionRow {
-    pub id: Uuid,
-    pub branch_rule_id: Uuid,
+pub(crate) struct ExecutionRow {
+    pub(crate) id: Uuid,
+    pub(crate) branch_rule_id: Uuid,
     /// Where it stands.
     #[sqlx(try_from = "String")]
-    pub status: ExecutionStatus,
+    pub(crate) status: ExecutionStatus,
     /// 1 for a fresh run.
-    pub attempt: i32,
+    pub(crate) attempt: i32,
     /// Ownership proof.
-    pub claim_token: String,
+    pub(crate) claim_token: String,
     /// Lease end.
-    pub lease_expires_at: DateTime<Utc>,
+    pub(crate) lease_expires_at: DateTime<Utc>,
     /// The answer given to its finishing report, if it was finished by one.
-    pub report: Option<Value>,
+    pub(crate) report: Option<Value>,
     /// When a paused execution may resume.
-    pub resume_at: Option<DateTime<Utc>>,
+    pub(crate) resume_at: Option<DateTime<Utc>>,
     /// The first attempt of its retry chain.
-    pub root_id: Uuid,
+    pub(crate) root_id: Uuid,
     /// The runner holding (or last holding) it.
-    pub runner_id: String,
+    pub(crate) runner_id: String,
     /// Recorded from an offline run's report.
-    pub offline: bool,
+    pub(crate) offline: bool,
 }
 
 /// The most recent execution of a rule, locked (a live one is always the most recent:
 /// a new attempt can only start once none is live).
-pub async fn latest_for_rule(
+pub(crate) async fn latest_for_rule(
     tx: &mut Tx,
     branch_rule_id: Uuid,
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
@@ -55,7 +55,7 @@ pub async fn latest_for_rule(
 }
 
 /// An execution by id, locked.
-pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
+pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
                 resume_at, root_id, runner_id, offline \
@@ -67,7 +67,7 @@ pub async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::E
 }
 
 /// Declares a live execution whose lease has expired `crashed`.
-pub async fn mark_crashed(
+pub(crate) async fn mark_crashed(
     executor: impl sqlx::PgExecutor<'_>,
     id: Uuid,
 ) -> Result<bool, sqlx::Error> {
@@ -83,27 +83,27 @@ pub async fn mark_crashed(
 }
 
 /// A new scheduled execution handed to `runner_id`.
-pub struct NewExecution<'a> {
-    pub branch_rule_id: Uuid,
+pub(crate) struct NewExecution<'a> {
+    pub(crate) branch_rule_id: Uuid,
     /// The claimant.
-    pub runner_id: &'a str,
+    pub(crate) runner_id: &'a str,
     /// Attempt number.
-    pub attempt: i32,
+    pub(crate) attempt: i32,
     /// The crashed attempt this retries.
-    pub retry_of: Option<Uuid>,
+    pub(crate) retry_of: Option<Uuid>,
     /// Ownership proof.
-    pub claim_token: &'a str,
+    pub(crate) claim_token: &'a str,
     /// Lease length.
-    pub lease_seconds: i32,
+    pub(crate) lease_seconds: i32,
     /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
-    pub root_id: Option<Uuid>,
+    pub(crate) root_id: Option<Uuid>,
     /// The claimant's boot.
-    pub boot_id: Option<&'a str>,
+    pub(crate) boot_id: Option<&'a str>,
 }
 
 /// Inserts a scheduled execution; returns its id, lease end and root. A second live
 /// execution for the same rule violates `executions_one_live_per_rule`.
-pub async fn insert(
+pub(crate) async fn insert(
     tx: &mut Tx,
     new: &NewExecution<'_>,
 ) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
@@ -128,7 +128,7 @@ pub async fn insert(
 }
 
 /// Parks a live execution until `delay_seconds` from now; returns when it may resume.
-pub async fn pause(
+pub(crate) async fn pause(
     tx: &mut Tx,
     id: Uuid,
     context: &serde_json::value::RawValue,
@@ -149,7 +149,7 @@ pub async fn pause(
 
 /// Hands a paused execution to a new claimant: new token, new lease, same id. Returns
 /// the lease end and the saved context.
-pub async fn resume(
+pub(crate) async fn resume(
     tx: &mut Tx,
     id: Uuid,
     runner_id: &str,
@@ -176,7 +176,7 @@ pub async fn resume(
 
 /// Declares live executions that `runner_id` claimed in boots other than `boot_id`
 /// crashed and frees their rules; returns their ids. Only rules in the caller's branches.
-pub async fn crash_earlier_boots(
+pub(crate) async fn crash_earlier_boots(
     tx: &mut Tx,
     runner_id: &str,
     boot_id: &str,
@@ -210,7 +210,7 @@ pub async fn crash_earlier_boots(
 
 /// Records a run made without a claim, already finished with `status`; `false` when an
 /// execution with that id exists.
-pub async fn insert_offline(
+pub(crate) async fn insert_offline(
     tx: &mut Tx,
     id: Uuid,
     branch_rule_id: Uuid,
@@ -240,7 +240,7 @@ pub async fn insert_offline(
 
 /// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
 /// beat); returns the new lease end and whether a stop was requested.
-pub async fn heartbeat(
+pub(crate) async fn heartbeat(
     pool: &PgPool,
     id: Uuid,
     claim_token: &str,
@@ -267,22 +267,25 @@ pub async fn heartbeat(
 
 /// Why a heartbeat did not land: the execution, its branch, and whether its lease ran out.
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct HeartbeatMiss {
+pub(crate) struct HeartbeatMiss {
     /// Where it stands.
     #[sqlx(try_from = "String")]
-    pub status: ExecutionStatus,
+    pub(crate) status: ExecutionStatus,
     /// The owning token.
-    pub claim_token: String,
+    pub(crate) claim_token: String,
     /// Lease end.
-    pub lease_expires_at: DateTime<Utc>,
+    pub(crate) lease_expires_at: DateTime<Utc>,
     /// The lease has run out.
-    pub expired: bool,
+    pub(crate) expired: bool,
     /// The rule's branch, for scoping.
-    pub branch_id: Uuid,
+    pub(crate) branch_id: Uuid,
 }
 
 /// Reads what a failed heartbeat needs to explain itself.
-pub async fn heartbeat_miss(pool: &PgPool, id: Uuid) -> Result<Option<HeartbeatMiss>, sqlx::Error> {
+pub(crate) async fn heartbeat_miss(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<HeartbeatMiss>, sqlx::Error> {
     sqlx::query_as(
         "SELECT e.status, e.claim_token, e.lease_expires_at, e.lease_expires_at <= now() AS expired, \
                 br.branch_id \
@@ -294,23 +297,23 @@ pub async fn heartbeat_miss(pool: &PgPool, id: Uuid) -> Result<Option<HeartbeatM
 }
 
 /// What a finishing report writes.
-pub struct Finish<'a> {
+pub(crate) struct Finish<'a> {
     /// Final status name.
-    pub status: &'a str,
+    pub(crate) status: &'a str,
     /// Execution report.
-    pub result: Option<&'a Value>,
+    pub(crate) result: Option<&'a Value>,
     /// Failure message.
-    pub error: Option<&'a str>,
+    pub(crate) error: Option<&'a str>,
     /// Run metrics.
-    pub metrics: Option<&'a Value>,
+    pub(crate) metrics: Option<&'a Value>,
     /// The answer, replayed if the report repeats.
-    pub report: &'a Value,
+    pub(crate) report: &'a Value,
     /// When it ended, if not now (a late report of an offline run).
-    pub finished_at: Option<DateTime<Utc>>,
+    pub(crate) finished_at: Option<DateTime<Utc>>,
 }
 
 /// Finishes an execution in one write.
-pub async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
+pub(crate) async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE executions SET status = $2, finished_at = COALESCE($7, now()), \
                 started_at = COALESCE(started_at, now()), result = $3, error = $4, \
@@ -330,7 +333,10 @@ pub async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sq
 }
 
 /// The execution's branch rule and branch, and its token, for violation records.
-pub async fn owner(tx: &mut Tx, id: Uuid) -> Result<Option<(Uuid, Uuid, String)>, sqlx::Error> {
+pub(crate) async fn owner(
+    tx: &mut Tx,
+    id: Uuid,
+) -> Result<Option<(Uuid, Uuid, String)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT e.branch_rule_id, br.branch_id, e.claim_token \
          FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",

@@ -2,11 +2,11 @@
 //! query against a real PostgreSQL.
 
 pub mod api_keys;
-pub mod branch_rules;
-pub mod changes;
-pub mod executions;
-pub mod plan;
-pub mod violations;
+pub(crate) mod branch_rules;
+pub(crate) mod changes;
+pub(crate) mod executions;
+pub(crate) mod plan;
+pub(crate) mod violations;
 
 use std::time::Duration;
 
@@ -15,10 +15,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, Transaction};
 
 /// The schema migrations in `migrations/`, embedded in the binaries.
-pub static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
+pub(crate) static MIGRATOR: Migrator = sqlx::migrate!("../migrations");
 
 /// A transaction on the RES database.
-pub type Tx = Transaction<'static, Postgres>;
+pub(crate) type Tx = Transaction<'static, Postgres>;
 
 /// How long a request waits for a database connection before it is answered 503. Short,
 /// so that while the database is down runners hear it at once and back off instead of
@@ -60,7 +60,7 @@ pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<i64>, sqlx::Error> 
 }
 
 /// The database's clock: every decision and every time a runner compares against.
-pub async fn now(tx: &mut Tx) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
+pub(crate) async fn now(tx: &mut Tx) -> Result<chrono::DateTime<chrono::Utc>, sqlx::Error> {
     sqlx::query_scalar("SELECT now()")
         .fetch_one(&mut **tx)
         .await

@@ -44,7 +44,7 @@ macro_rules! workflow_select {
 /// Everything in scope, for a full plan. When the pool has a connection to spare, the
 /// action details (half the work) are read on it at the same time, on the same snapshot:
 /// the database and this process then work side by side instead of taking turns.
-pub async fn full(
+pub(crate) async fn full(
     pool: &PgPool,
     tx: &mut Tx,
     scope: Scope<'_>,
@@ -80,7 +80,7 @@ pub async fn full(
 }
 
 /// The workflows in scope among the given branch rules and branches, and their lookups.
-pub async fn changed(
+pub(crate) async fn changed(
     tx: &mut Tx,
     scope: Scope<'_>,
     branch_rules: &[Uuid],

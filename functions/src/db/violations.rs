@@ -6,21 +6,21 @@ use uuid::Uuid;
 use super::Tx;
 
 /// A violation to record.
-pub struct NewViolation<'a> {
+pub(crate) struct NewViolation<'a> {
     /// The rule it belongs to.
-    pub branch_rule_id: Uuid,
+    pub(crate) branch_rule_id: Uuid,
     /// The execution that found it.
-    pub execution_id: Uuid,
-    pub kind: &'a str,
+    pub(crate) execution_id: Uuid,
+    pub(crate) kind: &'a str,
     /// Its evidence.
-    pub details: &'a Value,
+    pub(crate) details: &'a Value,
     /// Retries with the same key get the same row; keys are unique per branch rule.
-    pub idempotency_key: &'a str,
+    pub(crate) idempotency_key: &'a str,
 }
 
 /// The outcome of recording a violation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Recorded {
+pub(crate) enum Recorded {
     /// A new row.
     Created(Uuid),
     /// The key was used before, by this execution or an earlier attempt of its retry
@@ -34,7 +34,7 @@ pub enum Recorded {
 }
 
 /// Inserts a violation unless its idempotency key exists.
-pub async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Recorded, sqlx::Error> {
+pub(crate) async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Recorded, sqlx::Error> {
     let created: Option<Uuid> = sqlx::query_scalar(
         "INSERT INTO violations (branch_rule_id, execution_id, kind, details, idempotency_key) \
          VALUES ($1, $2, $3, $4, $5) \

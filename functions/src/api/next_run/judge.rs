@@ -6,7 +6,7 @@ use crate::db::executions::ExecutionRow;
 
 /// How a report meets its execution.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Judgement {
+pub(crate) enum Judgement {
     /// The execution is live and the token owns it: finish it.
     Finish,
     /// The same execution was reported before: answer as then, change nothing.
@@ -19,7 +19,7 @@ pub enum Judgement {
 }
 
 /// Judges a report carrying `claim_token` against the execution it names.
-pub fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
+pub(crate) fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
     let id = execution.id;
     if execution.claim_token != claim_token {
         return Judgement::Stale(format!("the claim token does not own execution {id}"));

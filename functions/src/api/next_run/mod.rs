@@ -12,7 +12,7 @@ use uuid::Uuid;
 mod judge;
 mod offline;
 
-pub use judge::{Judgement, judge};
+pub(crate) use judge::{Judgement, judge};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 
 use super::require_object;
@@ -41,7 +41,7 @@ use crate::state::AppState;
     security(("bearer" = [])),
     tag = "executions"
 )]
-pub async fn set_next_run_time(
+pub(crate) async fn set_next_run_time(
     State(state): State<AppState>,
     caller: Caller,
     ApiJson(request): ApiJson<SetNextRunTimeRequest>,
