@@ -75,8 +75,7 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         };
         // serde_json reports some type mismatches (a boolean where an enum is expected) as
         // syntax errors; a body that parses as JSON has a field wrong, not bad JSON.
-        let valid_json = serde_json::from_slice::<Value>(bytes).is_ok();
-        if path != "." && !inner.is_data() && valid_json {
+        if path != "." && !inner.is_data() && serde_json::from_slice::<Value>(bytes).is_ok() {
             return ApiError::bad_request(
                 "invalid_field",
                 format!(

@@ -11,7 +11,7 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::require_text;
+use super::{require_seconds, require_text};
 use crate::auth::Caller;
 use crate::db;
 use crate::db::executions::{ExecutionRow, NewExecution};
@@ -120,20 +120,13 @@ pub(crate) async fn claim(
     ApiJson(request): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
-    let lease_seconds = request
-        .lease_seconds
-        .unwrap_or(i64::from(DEFAULT_LEASE_SECONDS));
-    let lease_seconds = i32::try_from(lease_seconds)
-        .ok()
-        .filter(|s| (1..=MAX_LEASE_SECONDS as i32).contains(s))
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                "invalid_field",
-                format!(
-                    "lease_seconds must be between 1 and {MAX_LEASE_SECONDS}, got {lease_seconds}"
-                ),
-            )
-        })?;
+    let lease_seconds = require_seconds(
+        "lease_seconds",
+        request
+            .lease_seconds
+            .unwrap_or(i64::from(DEFAULT_LEASE_SECONDS)),
+        MAX_LEASE_SECONDS,
+    )?;
     let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
     claim_rule(&state, &caller, &request, lease_seconds)
         .instrument(span)

@@ -23,6 +23,33 @@ pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), A
     Ok(())
 }
 
+/// Checks a whole number of seconds against `1..=max`; every value outside (negative,
+/// zero, too large) is the same 422 naming the field.
+pub(crate) fn require_seconds(field: &str, value: i64, max: u32) -> Result<i32, ApiError> {
+    i32::try_from(value)
+        .ok()
+        .filter(|s| *s >= 1 && i64::from(*s) <= i64::from(max))
+        .ok_or_else(|| {
+            ApiError::unprocessable(
+                "invalid_field",
+                format!("{field} must be between 1 and {max}, got {value}"),
+            )
+        })
+}
+
+/// Checks a violation's fields; `prefix` places them in the body (`""` for
+/// `violations_create`, `offline.violations[i].` in an offline report).
+pub(crate) fn require_violation(
+    prefix: &str,
+    kind: &str,
+    details: &Value,
+    idempotency_key: &str,
+) -> Result<(), ApiError> {
+    require_text(&format!("{prefix}kind"), kind, 100)?;
+    require_object(&format!("{prefix}details"), details)?;
+    require_text(&format!("{prefix}idempotency_key"), idempotency_key, 255)
+}
+
 /// Checks that a field the API documents as an object is one.
 pub(crate) fn require_object(field: &str, value: &Value) -> Result<(), ApiError> {
     if value.is_object() {

@@ -12,4 +12,6 @@ pub(crate) mod plan;
 pub(crate) mod register;
 pub(crate) mod violations;
 
-pub(crate) use fields::{nul_path, require_object, require_raw_object, require_text};
+pub(crate) use fields::{
+    nul_path, require_object, require_raw_object, require_seconds, require_text, require_violation,
+};

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{ErrorBody, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse};
 
-use super::require_raw_object;
+use super::{require_raw_object, require_seconds};
 use crate::auth::Caller;
 use crate::db;
 use crate::error::ApiError;
@@ -33,18 +33,7 @@ pub(crate) async fn pause(
     caller: Caller,
     ApiJson(request): ApiJson<PauseRequest>,
 ) -> Result<Json<PauseResponse>, ApiError> {
-    let delay = i32::try_from(request.delay_seconds)
-        .ok()
-        .filter(|s| (1..=MAX_PAUSE_SECONDS as i32).contains(s))
-        .ok_or_else(|| {
-            ApiError::unprocessable(
-                "invalid_field",
-                format!(
-                    "delay_seconds must be between 1 and {MAX_PAUSE_SECONDS}, got {}",
-                    request.delay_seconds
-                ),
-            )
-        })?;
+    let delay = require_seconds("delay_seconds", request.delay_seconds, MAX_PAUSE_SECONDS)?;
     require_raw_object("context", &request.context)?;
     let id = request.execution_id;
     let mut tx = state.pool.begin().await?;

@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use res_shared::wire::{ErrorBody, ViolationRequest, ViolationResponse};
 
-use super::{require_object, require_text};
+use super::require_violation;
 use crate::auth::Caller;
 use crate::db;
 use crate::db::violations::{NewViolation, Recorded};
@@ -45,9 +45,12 @@ pub(crate) async fn create_violation(
     ),
     ApiError,
 > {
-    require_text("kind", &request.kind, 100)?;
-    require_text("idempotency_key", &request.idempotency_key, 255)?;
-    require_object("details", &request.details)?;
+    require_violation(
+        "",
+        &request.kind,
+        &request.details,
+        &request.idempotency_key,
+    )?;
     let execution_id = request.execution_id;
     let mut tx = state.pool.begin().await?;
     let (branch_rule_id, _branch, claim_token) = db::executions::owner(&mut tx, execution_id)

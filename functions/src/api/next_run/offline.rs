@@ -4,7 +4,7 @@
 use res_shared::wire::{OfflineRun, OfflineViolation};
 use uuid::Uuid;
 
-use crate::api::{require_object, require_text};
+use crate::api::{require_text, require_violation};
 use crate::db;
 use crate::db::branch_rules::LockedRule;
 use crate::db::executions::ExecutionRow;
@@ -67,19 +67,11 @@ pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(
         ));
     }
     for (i, violation) in offline.violations.iter().enumerate() {
-        require_text(
-            &format!("offline.violations[{i}].kind"),
+        require_violation(
+            &format!("offline.violations[{i}]."),
             &violation.kind,
-            100,
-        )?;
-        require_object(
-            &format!("offline.violations[{i}].details"),
             &violation.details,
-        )?;
-        require_text(
-            &format!("offline.violations[{i}].idempotency_key"),
             &violation.idempotency_key,
-            255,
         )?;
     }
     Ok(())
