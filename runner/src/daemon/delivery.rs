@@ -54,8 +54,7 @@ pub async fn deliver(daemon: &Daemon) -> bool {
     for stored in pending {
         let sent = match send(daemon, &stored).await {
             Err(error) if error.is_superseded() => {
-                daemon.metrics.reports_superseded.inc();
-                tracing::info!(%error, "outbox: late report stored by the functions (a retry had taken the rule meanwhile)");
+                daemon.report_superseded(&error);
                 Ok(())
             }
             other => other,

@@ -196,9 +196,11 @@ impl Daemon {
         self.outage.lost(error, Utc::now());
     }
 
-    /// A due run met an outage: made offline, or skipped.
-    pub fn outage_run(&self, offline: bool) {
-        self.outage.run(offline);
+    /// A late report the functions stored and answered `409 superseded`: delivered, counted,
+    /// not a refusal.
+    pub fn report_superseded(&self, error: &crate::cloud::CloudError) {
+        self.metrics.reports_superseded.inc();
+        tracing::info!(%error, "late report stored by the functions (a retry had taken the rule meanwhile)");
     }
 
     /// Refreshes the gauges that are read rather than counted.

@@ -78,10 +78,13 @@ pub fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
             queue.refuses(id, scheduled_for(id), at)
         });
         ids.into_iter()
-            .map(|id| Job {
-                branch_rule_id: id,
-                due_at: scheduled_for(id).map_or(now, |due| due.min(now)),
-                scheduled_for: scheduled_for(id),
+            .map(|id| {
+                let scheduled_for = scheduled_for(id);
+                Job {
+                    branch_rule_id: id,
+                    due_at: scheduled_for.map_or(now, |due| due.min(now)),
+                    scheduled_for,
+                }
             })
             .collect()
     };

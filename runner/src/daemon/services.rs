@@ -33,6 +33,19 @@ impl CloudServices {
     }
 }
 
+impl CloudServices {
+    /// The `violations_create` request of this execution.
+    fn violation(&self, kind: &str, details: Value, idempotency_key: String) -> ViolationRequest {
+        ViolationRequest {
+            execution_id: self.execution_id,
+            claim_token: self.claim_token.clone(),
+            kind: kind.to_owned(),
+            details,
+            idempotency_key,
+        }
+    }
+}
+
 impl ExecutionServices for CloudServices {
     fn create_violation<'a>(
         &'a self,
@@ -41,13 +54,7 @@ impl ExecutionServices for CloudServices {
         idempotency_key: String,
     ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
         Box::pin(async move {
-            let request = ViolationRequest {
-                execution_id: self.execution_id,
-                claim_token: self.claim_token.clone(),
-                kind: kind.to_owned(),
-                details,
-                idempotency_key,
-            };
+            let request = self.violation(kind, details, idempotency_key);
             self.client
                 .call(&request)
                 .await
@@ -91,8 +98,6 @@ fn service_error(error: CloudError) -> ServiceError {
 pub struct ClaimedServices {
     cloud: CloudServices,
     outbox: Arc<Outbox>,
-    execution_id: Uuid,
-    claim_token: String,
 }
 
 impl ClaimedServices {
@@ -104,10 +109,8 @@ impl ClaimedServices {
         claim_token: String,
     ) -> ClaimedServices {
         ClaimedServices {
-            cloud: CloudServices::new(client, execution_id, claim_token.clone()),
+            cloud: CloudServices::new(client, execution_id, claim_token),
             outbox,
-            execution_id,
-            claim_token,
         }
     }
 }
@@ -134,13 +137,11 @@ impl ExecutionServices for ClaimedServices {
                 }
             }
             self.outbox
-                .push(&Item::Violation(ViolationRequest {
-                    execution_id: self.execution_id,
-                    claim_token: self.claim_token.clone(),
-                    kind: kind.to_owned(),
+                .push(&Item::Violation(self.cloud.violation(
+                    kind,
                     details,
                     idempotency_key,
-                }))
+                )))
                 .map_err(|e| {
                     ServiceError::Unavailable(format!("cannot store the violation: {e}"))
                 })?;

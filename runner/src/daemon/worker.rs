@@ -96,8 +96,7 @@ pub async fn run_job(daemon: &Daemon, job: Job) {
     let duration_ms = (Utc::now() - started_at).num_milliseconds();
     daemon.metrics.count(outcome.status.as_str());
     // During an outage the skipped runs are counted into its end line instead.
-    let level_info = outcome.status != JobStatus::SkippedOffline;
-    if !level_info {
+    if outcome.status == JobStatus::SkippedOffline {
         tracing::debug!(status = %outcome.status.as_str(), duration_ms, "job finished");
     } else {
         tracing::info!(
@@ -166,14 +165,14 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
 async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
     if daemon.config.offline_execution {
         tracing::debug!(why, "functions unreachable: running from the local plan");
-        daemon.outage_run(true);
+        daemon.outage.run(true);
         run_offline(daemon, job).await
     } else {
         tracing::debug!(
             why,
             "functions unreachable: not running (offline_execution is off)"
         );
-        daemon.outage_run(false);
+        daemon.outage.run(false);
         daemon
             .plan
             .set_running(job.branch_rule_id, false, Utc::now());
@@ -301,12 +300,10 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
             }
             Err(error) if error.is_transient() => {
                 daemon.cloud_lost(&error);
-                daemon.outage.report_queued();
                 tracing::debug!(%error, "functions unreachable: report kept in the outbox, next run computed here");
             }
             Err(error) if error.is_superseded() => {
-                daemon.metrics.reports_superseded.inc();
-                tracing::info!(%error, "late report stored; a retry had already taken the rule");
+                daemon.report_superseded(&error);
                 daemon.plan.set_running(id, false, Utc::now());
                 return None;
             }
@@ -322,8 +319,10 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
             "report kept in the outbox behind earlier items, next run computed here"
         );
     }
-    if let Err(error) = daemon.outbox.push(&Item::Report(request)) {
-        tracing::error!(%error, "cannot store the report in the outbox; it is lost");
+    match daemon.outbox.push(&Item::Report(request)) {
+        // Every report kept during an outage counts, also those queued behind a backlog.
+        Ok(()) => daemon.outage.report_queued(),
+        Err(error) => tracing::error!(%error, "cannot store the report in the outbox; it is lost"),
     }
     let answer = {
         let plan = daemon.plan.read();
