@@ -227,17 +227,11 @@ async fn a_missing_database_is_a_503_at_once() {
         .parse()
         .expect("options");
     let pool = res_functions::db::lazy_pool(options, 2);
-    let app = res_functions::router(
+    let base = support::serve(res_functions::router(
         res_functions::AppState { pool },
         &res_functions::Function::ALL,
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("address"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    ))
+    .await;
     let started = Instant::now();
     let reply = support::client()
         .post(format!("{base}/functions/v1/branch_rules_claim"))

@@ -60,12 +60,7 @@ impl TestApp {
             .await
             .expect("connect to the test database");
         db::migrate(&pool).await.expect("migrations apply");
-        let app = router(AppState { pool: pool.clone() }, &Function::ALL);
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
-        let base = format!("http://{}", listener.local_addr().expect("local address"));
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let base = serve(router(AppState { pool: pool.clone() }, &Function::ALL)).await;
         let service = generate_token();
         db::api_keys::insert(
             &pool,
@@ -177,6 +172,17 @@ impl TestApp {
             .await
             .expect("now()")
     }
+}
+
+/// Serves `app` on a random local port for the rest of the test; returns
+/// `http://127.0.0.1:<port>`.
+pub async fn serve(app: axum::Router) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
+    let base = format!("http://{}", listener.local_addr().expect("local address"));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    base
 }
 
 /// Installs the TLS provider. reqwest is built without a default one (the runner picks

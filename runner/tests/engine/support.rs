@@ -39,16 +39,12 @@ pub struct Site {
 impl Site {
     pub async fn start() -> Site {
         let received = Arc::new(Mutex::new(Received::default()));
-        let app = axum::Router::new()
-            .route("/{route}", post(answer))
-            .with_state(Arc::clone(&received));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let base = res_tests::functions::serve(
+            axum::Router::new()
+                .route("/{route}", post(answer))
+                .with_state(Arc::clone(&received)),
+        )
+        .await;
         Site { base, received }
     }
 
