@@ -34,7 +34,6 @@ impl Role {
 /// The authenticated caller of a function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    /// The key's id (for logs).
     pub key_id: Uuid,
     /// What the key may do.
     pub role: Role,
@@ -57,7 +56,6 @@ impl Caller {
         self.role == Role::Service || self.branch_ids.contains(&branch_id)
     }
 
-    /// The caller's scope, for queries.
     pub fn scope(&self) -> Scope<'_> {
         match self.role {
             Role::Service => Scope::All,

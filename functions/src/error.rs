@@ -11,7 +11,6 @@ pub enum ApiError {
     /// 400: the body is not valid JSON or a field is missing or mistyped.
     #[error("{message}")]
     BadRequest {
-        /// Stable code.
         code: &'static str,
         /// Names the field.
         message: String,
@@ -49,7 +48,6 @@ pub enum ApiError {
     /// 422: valid JSON whose values are unacceptable.
     #[error("{message}")]
     Unprocessable {
-        /// Stable code.
         code: &'static str,
         /// What is unacceptable, naming the field.
         message: String,

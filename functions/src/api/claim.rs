@@ -38,7 +38,6 @@ pub(crate) enum ClaimOutcome {
     NotReady(Vec<Blocker>),
     /// Start a new execution.
     Claim {
-        /// Attempt number.
         attempt: i32,
         /// The crashed attempt this retries.
         retry_of: Option<Uuid>,
@@ -46,10 +45,7 @@ pub(crate) enum ClaimOutcome {
         root_id: Option<Uuid>,
     },
     /// Continue the paused execution, with the same id.
-    Resume {
-        /// The paused execution.
-        execution_id: Uuid,
-    },
+    Resume { execution_id: Uuid },
 }
 
 /// Decides a claim from the rule's readiness (its running flag and pause come from

@@ -10,21 +10,17 @@ use super::Tx;
 /// the database time of the transaction.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct LockedRule {
-    /// Branch rule id.
     pub(crate) id: Uuid,
     pub(crate) branch_id: Uuid,
-    /// Enabled.
     pub(crate) is_active: bool,
     pub(crate) is_archived: bool,
     pub(crate) is_force_stopped: bool,
-    /// Due time.
     pub(crate) next_run_time: Option<DateTime<Utc>>,
     /// Window start.
     pub(crate) operation_time_from: Option<NaiveTime>,
     /// Window end.
     pub(crate) operation_time_to: Option<NaiveTime>,
     pub(crate) branch_is_active: bool,
-    /// The rule's status.
     pub(crate) rule_status: String,
     /// Brand rule's expression, else the rule's.
     pub(crate) cron_expression: Option<String>,

@@ -28,7 +28,6 @@ pub(crate) async fn begin_snapshot(
 pub(crate) struct Changes {
     /// A shared definition (rule, template, brand) changed: every plan must be rebuilt.
     pub(crate) global: bool,
-    /// Branch rules that changed.
     pub(crate) branch_rules: BTreeSet<Uuid>,
     /// Branches whose every rule may have changed.
     pub(crate) branches: BTreeSet<Uuid>,

@@ -23,7 +23,6 @@ pub(crate) struct ExecutionRow {
     pub(crate) attempt: i32,
     /// Ownership proof.
     pub(crate) claim_token: String,
-    /// Lease end.
     pub(crate) lease_expires_at: DateTime<Utc>,
     /// The answer given to its finishing report, if it was finished by one.
     pub(crate) report: Option<Value>,
@@ -85,9 +84,7 @@ pub(crate) async fn mark_crashed(
 /// A new scheduled execution handed to `runner_id`.
 pub(crate) struct NewExecution<'a> {
     pub(crate) branch_rule_id: Uuid,
-    /// The claimant.
     pub(crate) runner_id: &'a str,
-    /// Attempt number.
     pub(crate) attempt: i32,
     /// The crashed attempt this retries.
     pub(crate) retry_of: Option<Uuid>,
@@ -97,7 +94,6 @@ pub(crate) struct NewExecution<'a> {
     pub(crate) lease_seconds: i32,
     /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
     pub(crate) root_id: Option<Uuid>,
-    /// The claimant's boot.
     pub(crate) boot_id: Option<&'a str>,
 }
 
@@ -271,9 +267,7 @@ pub(crate) struct HeartbeatMiss {
     /// Where it stands.
     #[sqlx(try_from = "String")]
     pub(crate) status: ExecutionStatus,
-    /// The owning token.
     pub(crate) claim_token: String,
-    /// Lease end.
     pub(crate) lease_expires_at: DateTime<Utc>,
     /// The lease has run out.
     pub(crate) expired: bool,
@@ -304,7 +298,6 @@ pub(crate) struct Finish<'a> {
     pub(crate) result: Option<&'a Value>,
     /// Failure message.
     pub(crate) error: Option<&'a str>,
-    /// Run metrics.
     pub(crate) metrics: Option<&'a Value>,
     /// The answer, replayed if the report repeats.
     pub(crate) report: &'a Value,

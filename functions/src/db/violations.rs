@@ -9,7 +9,6 @@ use super::Tx;
 pub(crate) struct NewViolation<'a> {
     /// The rule it belongs to.
     pub(crate) branch_rule_id: Uuid,
-    /// The execution that found it.
     pub(crate) execution_id: Uuid,
     pub(crate) kind: &'a str,
     /// Its evidence.

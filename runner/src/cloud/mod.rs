@@ -11,7 +11,6 @@ pub enum CloudError {
     /// No answer: network down, DNS, timeout, connection refused.
     #[error("cannot reach {function}: {message}")]
     Unreachable {
-        /// The function called.
         function: &'static str,
         /// Why.
         message: String,
@@ -19,13 +18,11 @@ pub enum CloudError {
     /// The function answered with an error.
     #[error("{function} answered {status} {code}: {message}")]
     Rejected {
-        /// The function called.
         function: &'static str,
         /// HTTP status.
         status: u16,
         /// The error code (`lease_lost`, `running`, ...).
         code: String,
-        /// The error message.
         message: String,
         /// The whole body (a claim refusal carries `reason` and `blockers`).
         body: serde_json::Value,
@@ -33,7 +30,6 @@ pub enum CloudError {
     /// The answer was not what the contract promises.
     #[error("unexpected answer from {function}: {message}")]
     Invalid {
-        /// The function called.
         function: &'static str,
         /// What was wrong.
         message: String,
@@ -43,7 +39,7 @@ pub enum CloudError {
 impl CloudError {
     /// Whether retrying later may succeed (no answer, or the server is struggling), as
     /// opposed to a definite refusal.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             CloudError::Unreachable { .. } => true,
             // `concurrent_update`: another request held the same row; nothing was changed.
@@ -56,11 +52,10 @@ impl CloudError {
 
     /// A late report the functions stored although a retry had already taken the rule
     /// (`409 superseded`): delivered, just not the rule's latest word.
-    pub fn is_superseded(&self) -> bool {
+    pub(crate) fn is_superseded(&self) -> bool {
         matches!(self, CloudError::Rejected { status: 409, code, .. } if code == "superseded")
     }
 
-    /// The error code of a refusal.
     pub fn code(&self) -> Option<&str> {
         match self {
             CloudError::Rejected { code, .. } => Some(code),

@@ -35,7 +35,7 @@ pub struct PlanArgs {
 
 /// `plan` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum PlanCommand {
+pub(crate) enum PlanCommand {
     /// Every rule in the local plan: next run, ready or why not.
     Show,
     /// Why one rule is or is not ready, check by check.

@@ -9,7 +9,7 @@ use crate::daemon::config::Config;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     /// Lines for people.
     Human,
     /// One JSON object per line, for log collectors.
@@ -38,7 +38,7 @@ pub struct RunArgs {
 }
 
 /// Installs the log subscriber (`RUST_LOG` filters; default `info`).
-pub fn init_logs(format: LogFormat) {
+pub(crate) fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colours only for a person at a terminal; files and journald get plain text.

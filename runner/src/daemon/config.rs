@@ -11,7 +11,7 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 /// The reference system's environment variables and the keys they set.
-pub const LEGACY_ENV: [(&str, &str); 4] = [
+pub(crate) const LEGACY_ENV: [(&str, &str); 4] = [
     ("EXECUTION_PLAN_REFRESH_SECONDS", "plan_refresh_seconds"),
     (
         "PLAN_MIN_WRITE_INTERVAL_SECONDS",
@@ -22,7 +22,7 @@ pub const LEGACY_ENV: [(&str, &str); 4] = [
 ];
 
 /// The prefix of environment overrides.
-pub const ENV_PREFIX: &str = "RES_RUNNER_";
+pub(crate) const ENV_PREFIX: &str = "RES_RUNNER_";
 
 /// A token that never appears in logs or debug output.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,48 +44,48 @@ impl std::fmt::Debug for Secret {
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Base URL of the functions, e.g. `https://x.example/functions/v1`.
-    pub functions_url: String,
+    pub(crate) functions_url: String,
     /// The runner's API token (a runner key scoped to its branches).
-    pub token: Secret,
+    pub(crate) token: Secret,
     /// This runner's name in claims and logs.
-    pub runner_id: String,
+    pub(crate) runner_id: String,
     /// Where the plan, outbox and shutdown marker live.
-    pub state_dir: PathBuf,
+    pub(crate) state_dir: PathBuf,
     /// Workers running jobs in parallel.
-    pub workers: usize,
+    pub(crate) workers: usize,
     /// Seconds between plan refreshes (reference: `EXECUTION_PLAN_REFRESH_SECONDS`).
-    pub plan_refresh_seconds: u64,
+    pub(crate) plan_refresh_seconds: u64,
     /// Minimum seconds between plan file writes.
-    pub plan_min_write_interval_seconds: u64,
+    pub(crate) plan_min_write_interval_seconds: u64,
     /// Hours before a rule the server stopped listing is pruned.
-    pub plan_workflow_max_age_hours: u64,
+    pub(crate) plan_workflow_max_age_hours: u64,
     /// Prepared workflows (loaded configs with their action details) kept in memory.
-    pub plan_action_details_cap: usize,
+    pub(crate) plan_action_details_cap: usize,
     /// Jobs queued per scheduler cycle at most.
-    pub max_jobs_per_cycle: usize,
+    pub(crate) max_jobs_per_cycle: usize,
     /// Longest the scheduler sleeps without a reason to wake.
-    pub safety_tick_seconds: u64,
+    pub(crate) safety_tick_seconds: u64,
     /// A rule processed this recently is not queued again.
-    pub recent_seconds: u64,
+    pub(crate) recent_seconds: u64,
     /// Claim lease; heartbeats go every third of it.
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// No new job starts while host memory use is at or above this percentage.
-    pub memory_limit_percent: f64,
+    pub(crate) memory_limit_percent: f64,
     /// Run due rules from the local plan when the functions are unreachable: only for a
     /// runner that is the sole runner of its branches.
-    pub offline_execution: bool,
+    pub(crate) offline_execution: bool,
     /// On shutdown, running jobs get this long to finish before they are cancelled.
-    pub shutdown_grace_seconds: u64,
+    pub(crate) shutdown_grace_seconds: u64,
     /// Address of the status endpoint (`/`, `/healthz`, `/metrics`, `/status`).
-    pub status_listen: SocketAddr,
+    pub(crate) status_listen: SocketAddr,
     /// Timeout of each call to the functions.
-    pub request_timeout_seconds: u64,
+    pub(crate) request_timeout_seconds: u64,
     /// Delays up to this long wait in place; longer ones pause the execution.
-    pub delay_in_place_max_seconds: u64,
+    pub(crate) delay_in_place_max_seconds: u64,
     /// Between SIGTERM and SIGKILL for `command` detectors.
-    pub stop_grace_seconds: u64,
+    pub(crate) stop_grace_seconds: u64,
     /// Warn when the runner's clock and the server's differ by more than this.
-    pub clock_skew_warn_seconds: u64,
+    pub(crate) clock_skew_warn_seconds: u64,
 }
 
 impl Default for Config {
@@ -118,7 +118,7 @@ impl Default for Config {
 
 /// Why the configuration is unusable.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     /// The file or an environment variable could not be read as configuration.
     #[error("{0}")]
     Read(String),
@@ -130,7 +130,7 @@ pub enum ConfigError {
 impl Config {
     /// Reads `path` (if given; a named file must exist), applies environment overrides
     /// from `env` (the process environment in production), and checks the result.
-    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    pub(crate) fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         if let Some(path) = path {
             if !path.exists() {
@@ -158,7 +158,7 @@ impl Config {
     }
 
     /// Every problem with the values.
-    pub fn check(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
         let mut need = |ok: bool, message: &str| {
             if !ok {
@@ -226,12 +226,12 @@ impl Config {
     }
 
     /// `plan_refresh_seconds` as a duration.
-    pub fn refresh_interval(&self) -> Duration {
+    pub(crate) fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.plan_refresh_seconds)
     }
 
     /// The plan file.
-    pub fn plan_path(&self) -> PathBuf {
+    pub(crate) fn plan_path(&self) -> PathBuf {
         self.state_dir.join("plan.json")
     }
 }

@@ -14,7 +14,7 @@ use crate::cloud::CloudError;
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// Runs until shutdown.
-pub async fn run(daemon: Arc<Daemon>) {
+pub(crate) async fn run(daemon: Arc<Daemon>) {
     let mut backoff = Duration::from_secs(1);
     loop {
         let delivered_all = deliver(&daemon).await;
@@ -41,7 +41,7 @@ pub async fn run(daemon: Arc<Daemon>) {
 }
 
 /// Delivers what it can; true when the outbox is empty afterwards.
-pub async fn deliver(daemon: &Daemon) -> bool {
+pub(crate) async fn deliver(daemon: &Daemon) -> bool {
     // One delivery at a time (the refresher also delivers before it fetches).
     let _one = daemon.delivering.lock().await;
     let pending = match daemon.outbox.pending() {

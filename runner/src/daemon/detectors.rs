@@ -17,20 +17,20 @@ use crate::workflow::executors::ProcessLedger;
 
 /// The record directory of one state directory.
 #[derive(Debug)]
-pub struct DetectorLedger {
+pub(crate) struct DetectorLedger {
     dir: PathBuf,
 }
 
 impl DetectorLedger {
     /// Opens (creating) `state_dir/detectors`.
-    pub fn open(state_dir: &Path) -> io::Result<DetectorLedger> {
+    pub(crate) fn open(state_dir: &Path) -> io::Result<DetectorLedger> {
         let dir = state_dir.join("detectors");
         fs::create_dir_all(&dir)?;
         Ok(DetectorLedger { dir })
     }
 
     /// Ends the groups an earlier boot left running; returns how many were still alive.
-    pub fn end_orphans(&self, grace: Duration) -> usize {
+    pub(crate) fn end_orphans(&self, grace: Duration) -> usize {
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return 0;
         };

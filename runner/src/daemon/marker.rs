@@ -13,22 +13,21 @@ use crate::plan::file::write_atomic;
 
 /// What the marker holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Marker {
-    /// When shutdown began.
-    pub shutdown_started_at: DateTime<Utc>,
+pub(crate) struct Marker {
+    pub(crate) shutdown_started_at: DateTime<Utc>,
     /// The process that stopped.
-    pub pid: u32,
+    pub(crate) pid: u32,
     /// The signal that stopped it.
-    pub signal: String,
+    pub(crate) signal: String,
 }
 
 /// The marker's path in the state directory.
-pub fn path(state_dir: &Path) -> PathBuf {
+pub(crate) fn path(state_dir: &Path) -> PathBuf {
     state_dir.join("shutdown-marker.json")
 }
 
 /// Writes the marker.
-pub fn write(
+pub(crate) fn write(
     state_dir: &Path,
     shutdown_started_at: DateTime<Utc>,
     signal: &str,
@@ -44,7 +43,7 @@ pub fn write(
 
 /// The boot record's path: written at every start, so a later start knows a run existed
 /// even if that run was killed before it wrote its first plan file.
-pub fn boot_path(state_dir: &Path) -> PathBuf {
+pub(crate) fn boot_path(state_dir: &Path) -> PathBuf {
     state_dir.join("boot.json")
 }
 
@@ -60,7 +59,7 @@ fn modified(path: &Path) -> Option<DateTime<Utc>> {
 /// returns how the last run ended as text. A marker older than the last boot record (or
 /// than the plan file, for state written before boot records existed) is stale: the
 /// process that wrote it stopped gracefully, but a later one ran and ended without one.
-pub fn report_last_stop(state_dir: &Path) -> String {
+pub(crate) fn report_last_stop(state_dir: &Path) -> String {
     let text = last_stop(state_dir);
     let boot = serde_json::json!({"pid": std::process::id(), "started_at": Utc::now()});
     if let Err(error) = write_atomic(&boot_path(state_dir), boot.to_string().as_bytes()) {
@@ -115,7 +114,7 @@ fn last_stop(state_dir: &Path) -> String {
 }
 
 /// Waits for SIGTERM or SIGINT and names it.
-pub async fn wait_for_signal() -> &'static str {
+pub(crate) async fn wait_for_signal() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -132,7 +131,7 @@ pub async fn wait_for_signal() -> &'static str {
 
 /// Pings the systemd watchdog at half its interval while the write thread and the
 /// workers are alive, so systemd restarts a wedged runner.
-pub async fn watchdog(daemon: Arc<Daemon>) {
+pub(crate) async fn watchdog(daemon: Arc<Daemon>) {
     let Some(interval) = sd_notify::watchdog_enabled() else {
         return;
     };

@@ -6,14 +6,14 @@ use sysinfo::System;
 
 /// Reads host memory use.
 #[derive(Debug)]
-pub struct MemoryProbe {
+pub(crate) struct MemoryProbe {
     limit_percent: f64,
     system: Mutex<Option<System>>,
 }
 
 impl MemoryProbe {
     /// A probe with a limit in percent of host RAM.
-    pub fn new(limit_percent: f64) -> MemoryProbe {
+    pub(crate) fn new(limit_percent: f64) -> MemoryProbe {
         MemoryProbe {
             limit_percent,
             system: Mutex::new(None),
@@ -21,7 +21,7 @@ impl MemoryProbe {
     }
 
     /// Host memory in use, percent; `None` where it cannot be read.
-    pub fn used_percent(&self) -> Option<f64> {
+    pub(crate) fn used_percent(&self) -> Option<f64> {
         let mut guard = self
             .system
             .lock()
@@ -36,13 +36,13 @@ impl MemoryProbe {
     }
 
     /// `Some(used)` when memory use is at or above the limit.
-    pub fn over_limit(&self) -> Option<f64> {
+    pub(crate) fn over_limit(&self) -> Option<f64> {
         self.used_percent()
             .filter(|used| *used >= self.limit_percent)
     }
 
     /// The limit.
-    pub fn limit_percent(&self) -> f64 {
+    pub(crate) fn limit_percent(&self) -> f64 {
         self.limit_percent
     }
 }

@@ -4,21 +4,21 @@
 //! are away), and tells operators what it is doing.
 
 pub mod config;
-pub mod delivery;
-pub mod detectors;
-pub mod marker;
-pub mod memory;
-pub mod outage;
-pub mod outbox;
+pub(crate) mod delivery;
+pub(crate) mod detectors;
+pub(crate) mod marker;
+pub(crate) mod memory;
+pub(crate) mod outage;
+pub(crate) mod outbox;
 pub mod pool;
-pub mod prepared_cache;
+pub(crate) mod prepared_cache;
 pub mod queue;
-pub mod refresher;
-pub mod scheduler;
+pub(crate) mod refresher;
+pub(crate) mod scheduler;
 pub mod services;
-pub mod status;
-pub mod telemetry;
-pub mod worker;
+pub(crate) mod status;
+pub(crate) mod telemetry;
+pub(crate) mod worker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,57 +42,53 @@ use telemetry::{Activity, Metrics};
 #[derive(Debug)]
 pub struct Daemon {
     /// Settings.
-    pub config: Config,
+    pub(crate) config: Config,
     /// This start of the process (claims carry it; `runner_register` crashes older ones).
-    pub boot_id: String,
+    pub(crate) boot_id: String,
     /// The functions.
-    pub client: FunctionsClient,
-    pub plan: PlanStore,
+    pub(crate) client: FunctionsClient,
+    pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
-    pub queue: Mutex<JobQueue>,
+    pub(crate) queue: Mutex<JobQueue>,
     /// Wakes workers when a job is queued.
-    pub job_added: Notify,
+    pub(crate) job_added: Notify,
     /// Undelivered reports and violations.
-    pub outbox: Arc<Outbox>,
+    pub(crate) outbox: Arc<Outbox>,
     /// Held while the outbox is being delivered.
-    pub delivering: tokio::sync::Mutex<()>,
+    pub(crate) delivering: tokio::sync::Mutex<()>,
     /// The functions answer again after failing.
-    pub reconnected: Notify,
-    /// Runs workflows.
-    pub engine: Engine,
+    pub(crate) reconnected: Notify,
+    pub(crate) engine: Engine,
     /// Loaded workflows by branch rule.
-    pub prepared: prepared_cache::PreparedCache,
-    pub metrics: Metrics,
+    pub(crate) prepared: prepared_cache::PreparedCache,
+    pub(crate) metrics: Metrics,
     /// Running and recent jobs.
-    pub activity: Activity,
+    pub(crate) activity: Activity,
     /// Stop taking jobs.
-    pub shutdown: CancellationToken,
+    pub(crate) shutdown: CancellationToken,
     /// Cancel running jobs (after the shutdown grace).
-    pub abort: CancellationToken,
+    pub(crate) abort: CancellationToken,
     /// The functions answered the last call.
-    pub cloud_reachable: AtomicBool,
+    pub(crate) cloud_reachable: AtomicBool,
     /// The functions' outage under way, logged at its start and end.
-    pub outage: outage::OutageLog,
+    pub(crate) outage: outage::OutageLog,
     /// This boot is registered with the functions.
-    pub registered: AtomicBool,
+    pub(crate) registered: AtomicBool,
     /// The first plan refresh (which trusts the server completely) is done.
-    pub first_refresh_done: AtomicBool,
-    /// Last successful plan refresh.
-    pub last_refresh: Mutex<Option<DateTime<Utc>>>,
-    /// Host memory probe.
-    pub memory: memory::MemoryProbe,
-    /// When the daemon started.
-    pub started_at: DateTime<Utc>,
+    pub(crate) first_refresh_done: AtomicBool,
+    pub(crate) last_refresh: Mutex<Option<DateTime<Utc>>>,
+    pub(crate) memory: memory::MemoryProbe,
+    pub(crate) started_at: DateTime<Utc>,
     /// How the plan file looked at start.
-    pub plan_at_start: String,
+    pub(crate) plan_at_start: String,
     /// How the last process ended.
-    pub last_stop: String,
+    pub(crate) last_stop: String,
 }
 
 impl Daemon {
     /// Sets the daemon up: state directory, plan (crash recovery), outbox, engine. Nothing
     /// runs yet.
-    pub fn open(config: Config) -> anyhow::Result<Arc<Daemon>> {
+    pub(crate) fn open(config: Config) -> anyhow::Result<Arc<Daemon>> {
         // Process start for the daemon (main does it too; a second call does nothing).
         crate::tls::install();
         std::fs::create_dir_all(&config.state_dir).map_err(|e| {
@@ -174,13 +170,13 @@ impl Daemon {
     }
 
     /// The queue, locked.
-    pub fn queue(&self) -> std::sync::MutexGuard<'_, JobQueue> {
+    pub(crate) fn queue(&self) -> std::sync::MutexGuard<'_, JobQueue> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Notes whether the functions answered; when they come back, the outbox and the
     /// refresher are woken instead of waiting out their backoff.
-    pub fn set_reachable(&self, reachable: bool) {
+    pub(crate) fn set_reachable(&self, reachable: bool) {
         let was = self.cloud_reachable.swap(reachable, Ordering::SeqCst);
         if reachable {
             self.outage.ended(Utc::now());
@@ -191,20 +187,20 @@ impl Daemon {
     }
 
     /// The functions could not be reached: starts (and logs, once) an outage.
-    pub fn cloud_lost(&self, error: &dyn std::fmt::Display) {
+    pub(crate) fn cloud_lost(&self, error: &dyn std::fmt::Display) {
         self.set_reachable(false);
         self.outage.lost(error, Utc::now());
     }
 
     /// A late report the functions stored and answered `409 superseded`: delivered, counted,
     /// not a refusal.
-    pub fn report_superseded(&self, error: &crate::cloud::CloudError) {
+    pub(crate) fn report_superseded(&self, error: &crate::cloud::CloudError) {
         self.metrics.reports_superseded.inc();
         tracing::info!(%error, "late report stored by the functions (a retry had taken the rule meanwhile)");
     }
 
     /// Refreshes the gauges that are read rather than counted.
-    pub fn sample_gauges(&self) {
+    pub(crate) fn sample_gauges(&self) {
         let (queued, active) = {
             let queue = self.queue();
             (queue.len(), queue.active())
@@ -227,7 +223,7 @@ impl Daemon {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully.
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     let daemon = Daemon::open(config)?;
     let listener = tokio::net::TcpListener::bind(daemon.config.status_listen)
         .await

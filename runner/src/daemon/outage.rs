@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 /// The outage under way, if any.
 #[derive(Debug, Default)]
-pub struct OutageLog {
+pub(crate) struct OutageLog {
     current: Mutex<Option<Outage>>,
 }
 
@@ -23,20 +23,20 @@ struct Outage {
 
 /// What an ended outage amounted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutageSummary {
+pub(crate) struct OutageSummary {
     /// How long it lasted, seconds.
-    pub seconds: i64,
+    pub(crate) seconds: i64,
     /// Due runs skipped (offline_execution off).
-    pub skipped: u64,
+    pub(crate) skipped: u64,
     /// Runs made offline.
-    pub offline_runs: u64,
+    pub(crate) offline_runs: u64,
     /// Reports kept in the outbox.
-    pub reports_queued: u64,
+    pub(crate) reports_queued: u64,
 }
 
 impl OutageLog {
     /// The functions failed to answer; true (and one WARN line) when this starts an outage.
-    pub fn lost(&self, error: &dyn Display, now: DateTime<Utc>) -> bool {
+    pub(crate) fn lost(&self, error: &dyn Display, now: DateTime<Utc>) -> bool {
         let mut current = self.lock();
         if current.is_some() {
             return false;
@@ -52,7 +52,7 @@ impl OutageLog {
     }
 
     /// A due run met the outage: made offline, or skipped.
-    pub fn run(&self, offline: bool) {
+    pub(crate) fn run(&self, offline: bool) {
         if let Some(outage) = self.lock().as_mut() {
             if offline {
                 outage.offline_runs += 1;
@@ -63,14 +63,14 @@ impl OutageLog {
     }
 
     /// A report went to the outbox during the outage.
-    pub fn report_queued(&self) {
+    pub(crate) fn report_queued(&self) {
         if let Some(outage) = self.lock().as_mut() {
             outage.reports_queued += 1;
         }
     }
 
     /// The functions answered; ends the outage (one INFO line) and returns its summary.
-    pub fn ended(&self, now: DateTime<Utc>) -> Option<OutageSummary> {
+    pub(crate) fn ended(&self, now: DateTime<Utc>) -> Option<OutageSummary> {
         let outage = self.lock().take()?;
         let summary = OutageSummary {
             seconds: (now - outage.since).num_seconds(),
@@ -89,7 +89,7 @@ impl OutageLog {
     }
 
     /// Whether an outage is under way.
-    pub fn ongoing(&self) -> bool {
+    pub(crate) fn ongoing(&self) -> bool {
         self.lock().is_some()
     }
 

@@ -20,16 +20,15 @@ use crate::plan::file::write_atomic;
 /// Something to deliver.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "request", rename_all = "snake_case")]
-pub enum Item {
+pub(crate) enum Item {
     /// A finished run (`branch_rules_set_NextRunTime`).
     Report(SetNextRunTimeRequest),
-    /// A violation (`violations_create`).
     Violation(ViolationRequest),
 }
 
 /// The durable queue.
 #[derive(Debug)]
-pub struct Outbox {
+pub(crate) struct Outbox {
     dir: PathBuf,
     next: Mutex<u64>,
     depth: AtomicUsize,
@@ -40,16 +39,16 @@ pub struct Outbox {
 
 /// A stored item.
 #[derive(Debug)]
-pub struct Stored {
+pub(crate) struct Stored {
     /// Its file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The item (`None` if the file is unreadable; it is moved aside).
-    pub item: Option<Item>,
+    pub(crate) item: Option<Item>,
 }
 
 impl Outbox {
     /// Opens (creating) the outbox in `dir`.
-    pub fn open(dir: &Path) -> io::Result<Outbox> {
+    pub(crate) fn open(dir: &Path) -> io::Result<Outbox> {
         fs::create_dir_all(dir)?;
         let files = list(dir)?;
         let next = files
@@ -73,7 +72,7 @@ impl Outbox {
     }
 
     /// Whether a report of `branch_rule_id` waits to be delivered.
-    pub fn holds_report_for(&self, branch_rule_id: Uuid) -> bool {
+    pub(crate) fn holds_report_for(&self, branch_rule_id: Uuid) -> bool {
         self.reports
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -96,7 +95,7 @@ impl Outbox {
     }
 
     /// Stores an item durably, after everything stored before it.
-    pub fn push(&self, item: &Item) -> io::Result<()> {
+    pub(crate) fn push(&self, item: &Item) -> io::Result<()> {
         let bytes = serde_json::to_vec(item).map_err(io::Error::other)?;
         let mut next = self
             .next
@@ -113,7 +112,7 @@ impl Outbox {
     }
 
     /// Items waiting, oldest first.
-    pub fn pending(&self) -> io::Result<Vec<Stored>> {
+    pub(crate) fn pending(&self) -> io::Result<Vec<Stored>> {
         let files = list(&self.dir)?;
         self.depth.store(files.len(), Ordering::SeqCst);
         Ok(files
@@ -126,7 +125,7 @@ impl Outbox {
     }
 
     /// Removes a delivered item.
-    pub fn remove(&self, stored: &Stored) -> io::Result<()> {
+    pub(crate) fn remove(&self, stored: &Stored) -> io::Result<()> {
         fs::remove_file(&stored.path)?;
         self.depth.fetch_sub(1, Ordering::SeqCst);
         self.count_report(stored.item.as_ref(), -1);
@@ -134,7 +133,7 @@ impl Outbox {
     }
 
     /// Moves an item the functions refused for good to `rejected/`, for a person to look at.
-    pub fn reject(&self, stored: &Stored) -> io::Result<PathBuf> {
+    pub(crate) fn reject(&self, stored: &Stored) -> io::Result<PathBuf> {
         let dir = self.dir.join("rejected");
         fs::create_dir_all(&dir)?;
         let name = stored
@@ -149,12 +148,12 @@ impl Outbox {
     }
 
     /// Items waiting.
-    pub fn depth(&self) -> usize {
+    pub(crate) fn depth(&self) -> usize {
         self.depth.load(Ordering::SeqCst)
     }
 
     /// Resolves when an item is pushed.
-    pub async fn added(&self) {
+    pub(crate) async fn added(&self) {
         self.added.notified().await;
     }
 }

@@ -22,7 +22,7 @@ use crate::workflow::prepare::Prepared;
 
 /// The cache.
 #[derive(Debug)]
-pub struct PreparedCache {
+pub(crate) struct PreparedCache {
     cap: usize,
     inner: Mutex<Inner>,
     hits: AtomicU64,
@@ -37,7 +37,7 @@ struct Inner {
 
 impl PreparedCache {
     /// An empty cache of at most `cap` workflows.
-    pub fn new(cap: usize) -> PreparedCache {
+    pub(crate) fn new(cap: usize) -> PreparedCache {
         PreparedCache {
             cap: cap.max(1),
             inner: Mutex::new(Inner::default()),
@@ -47,7 +47,7 @@ impl PreparedCache {
     }
 
     /// The prepared workflow of `entry`, loaded again only when what it depends on changed.
-    pub fn get_or_load(
+    pub(crate) fn get_or_load(
         &self,
         engine: &Engine,
         entry: &Entry,
@@ -89,25 +89,12 @@ impl PreparedCache {
     }
 
     /// `(hits, loads)` so far.
-    pub fn stats(&self) -> (u64, u64) {
+    #[cfg(test)]
+    fn stats(&self) -> (u64, u64) {
         (
             self.hits.load(Ordering::Relaxed),
             self.loads.load(Ordering::Relaxed),
         )
-    }
-
-    /// Cached workflows.
-    pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entries
-            .len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -14,16 +14,16 @@ use uuid::Uuid;
 /// A queued rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
-    pub branch_rule_id: Uuid,
+    pub(crate) branch_rule_id: Uuid,
     /// When it became due (for dispatch lag).
-    pub due_at: DateTime<Utc>,
+    pub(crate) due_at: DateTime<Utc>,
     /// The plan's due time it runs for (`None`: never scheduled), for deduplication.
-    pub scheduled_for: Option<DateTime<Utc>>,
+    pub(crate) scheduled_for: Option<DateTime<Utc>>,
 }
 
 /// Why a rule was not queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// It is in the queue.
     Queued,
     /// A worker is running it.
@@ -35,7 +35,7 @@ pub enum Refused {
 
 /// Queue state; callers hold it behind a lock.
 #[derive(Debug)]
-pub struct JobQueue {
+pub(crate) struct JobQueue {
     order: VecDeque<Uuid>,
     queued: HashMap<Uuid, Job>,
     active: HashMap<Uuid, Option<DateTime<Utc>>>,
@@ -46,7 +46,7 @@ pub struct JobQueue {
 impl JobQueue {
     /// An empty queue that refuses a rule processed within `recent_window` for the same
     /// due time.
-    pub fn new(recent_window: Duration) -> JobQueue {
+    pub(crate) fn new(recent_window: Duration) -> JobQueue {
         JobQueue {
             order: VecDeque::new(),
             queued: HashMap::new(),
@@ -57,7 +57,7 @@ impl JobQueue {
     }
 
     /// Queues a job unless it is queued, active or recent.
-    pub fn push(&mut self, job: Job, now: Instant) -> Result<(), Refused> {
+    pub(crate) fn push(&mut self, job: Job, now: Instant) -> Result<(), Refused> {
         let id = job.branch_rule_id;
         if self.queued.contains_key(&id) {
             return Err(Refused::Queued);
@@ -74,7 +74,7 @@ impl JobQueue {
     }
 
     /// Takes the oldest job and marks it active.
-    pub fn pop(&mut self) -> Option<Job> {
+    pub(crate) fn pop(&mut self) -> Option<Job> {
         while let Some(id) = self.order.pop_front() {
             if let Some(job) = self.queued.remove(&id) {
                 self.active.insert(id, job.scheduled_for);
@@ -85,7 +85,7 @@ impl JobQueue {
     }
 
     /// A worker is done with a rule.
-    pub fn finish(&mut self, id: Uuid, now: Instant) {
+    pub(crate) fn finish(&mut self, id: Uuid, now: Instant) {
         if let Some(scheduled_for) = self.active.remove(&id) {
             self.recent.insert(id, (now, scheduled_for));
         }
@@ -95,13 +95,18 @@ impl JobQueue {
     }
 
     /// Whether a rule is queued or active (the scheduler skips those).
-    pub fn holds(&self, id: Uuid) -> bool {
+    pub(crate) fn holds(&self, id: Uuid) -> bool {
         self.queued.contains_key(&id) || self.active.contains_key(&id)
     }
 
     /// Whether a rule due at `scheduled_for` would be refused at `now`: queued, active, or
     /// processed for that same due time too recently.
-    pub fn refuses(&self, id: Uuid, scheduled_for: Option<DateTime<Utc>>, now: Instant) -> bool {
+    pub(crate) fn refuses(
+        &self,
+        id: Uuid,
+        scheduled_for: Option<DateTime<Utc>>,
+        now: Instant,
+    ) -> bool {
         self.holds(id) || self.is_recent(id, scheduled_for, now)
     }
 
@@ -112,7 +117,7 @@ impl JobQueue {
     }
 
     /// When the earliest "processed recently" refusal ends (the scheduler wakes then).
-    pub fn next_recent_expiry(&self, now: Instant) -> Option<Instant> {
+    pub(crate) fn next_recent_expiry(&self, now: Instant) -> Option<Instant> {
         self.recent
             .values()
             .map(|(at, _)| *at + self.recent_window)
@@ -121,22 +126,22 @@ impl JobQueue {
     }
 
     /// Jobs waiting.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.queued.len()
     }
 
     /// Whether no job waits.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queued.is_empty()
     }
 
     /// Jobs being run.
-    pub fn active(&self) -> usize {
+    pub(crate) fn active(&self) -> usize {
         self.active.len()
     }
 
     /// Drops every waiting job (shutdown).
-    pub fn clear(&mut self) -> Vec<Job> {
+    pub(crate) fn clear(&mut self) -> Vec<Job> {
         self.order.clear();
         self.queued.drain().map(|(_, job)| job).collect()
     }

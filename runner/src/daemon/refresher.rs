@@ -17,14 +17,14 @@ const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Registers and fetches once before jobs start; failures are logged, and the runner
 /// continues from its stored plan.
-pub async fn first_refresh(daemon: &Daemon) {
+pub(crate) async fn first_refresh(daemon: &Daemon) {
     if let Err(error) = refresh(daemon).await {
         tracing::warn!(%error, "first plan refresh failed; running from the stored plan and retrying");
     }
 }
 
 /// Runs until shutdown.
-pub async fn run(daemon: Arc<Daemon>) {
+pub(crate) async fn run(daemon: Arc<Daemon>) {
     let interval = daemon.config.refresh_interval();
     let mut backoff = interval;
     loop {

@@ -12,7 +12,7 @@ use super::queue::Job;
 use crate::plan::ready;
 
 /// Runs until shutdown.
-pub async fn run(daemon: Arc<Daemon>) {
+pub(crate) async fn run(daemon: Arc<Daemon>) {
     let safety = Duration::from_secs(daemon.config.safety_tick_seconds);
     let mut throttled_since: Option<Instant> = None;
     loop {
@@ -64,7 +64,7 @@ pub async fn run(daemon: Arc<Daemon>) {
 }
 
 /// Queues the rules ready at `now`; returns how many.
-pub fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
+pub(crate) fn dispatch(daemon: &Daemon, now: DateTime<Utc>) -> usize {
     let jobs: Vec<Job> = {
         let plan = daemon.plan.read();
         let queue = daemon.queue();

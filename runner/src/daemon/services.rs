@@ -95,14 +95,14 @@ fn service_error(error: CloudError) -> ServiceError {
 
 /// A claimed execution's services; a violation the functions cannot take now goes to the
 /// outbox with its idempotency key and counts as recorded.
-pub struct ClaimedServices {
+pub(crate) struct ClaimedServices {
     cloud: CloudServices,
     outbox: Arc<Outbox>,
 }
 
 impl ClaimedServices {
     /// Services for one claim.
-    pub fn new(
+    pub(crate) fn new(
         client: FunctionsClient,
         outbox: Arc<Outbox>,
         execution_id: Uuid,
@@ -162,13 +162,13 @@ impl ExecutionServices for ClaimedServices {
 /// Services of a run made without a claim: violations are collected and travel with the
 /// run's report; pausing is impossible (the engine waits in place when it can).
 #[derive(Debug, Default)]
-pub struct OfflineServices {
+pub(crate) struct OfflineServices {
     violations: Mutex<Vec<OfflineViolation>>,
 }
 
 impl OfflineServices {
     /// The violations found.
-    pub fn take(&self) -> Vec<OfflineViolation> {
+    pub(crate) fn take(&self) -> Vec<OfflineViolation> {
         std::mem::take(
             &mut self
                 .violations

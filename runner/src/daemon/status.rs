@@ -23,7 +23,7 @@ use crate::plan::explain;
 const RULES_SHOWN: usize = 500;
 
 /// Serves until the task is aborted.
-pub async fn serve(daemon: Arc<Daemon>, listener: tokio::net::TcpListener) {
+pub(crate) async fn serve(daemon: Arc<Daemon>, listener: tokio::net::TcpListener) {
     let app = Router::new()
         .route("/", get(page))
         .route("/healthz", get(healthz))
@@ -37,7 +37,7 @@ pub async fn serve(daemon: Arc<Daemon>, listener: tokio::net::TcpListener) {
 
 /// `/status`.
 #[derive(Debug, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     runner_id: String,
     boot_id: String,
     started_at: DateTime<Utc>,
@@ -62,7 +62,7 @@ pub struct Status {
 
 /// One rule as the status page shows it.
 #[derive(Debug, Serialize)]
-pub struct RuleRow {
+pub(crate) struct RuleRow {
     id: Uuid,
     branch: String,
     rule: String,
@@ -198,7 +198,7 @@ fn time(t: Option<DateTime<Utc>>) -> String {
 }
 
 /// The HTML status page.
-pub fn render(s: &Status) -> String {
+pub(crate) fn render(s: &Status) -> String {
     let mut html = String::with_capacity(16 * 1024);
     let _ = write!(
         html,

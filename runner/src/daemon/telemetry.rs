@@ -20,22 +20,21 @@ const RECENT_RESULTS: usize = 50;
 
 /// The `status` label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabel {
-    /// Execution status.
-    pub status: String,
+pub(crate) struct StatusLabel {
+    pub(crate) status: String,
 }
 
 /// Declares every metric once: its field, type, initial value, name and help. The same
 /// declaration registers it, so a metric cannot exist without being exported, and lists
 /// its name in [`Metrics::NAMES`] (the docs are tested against that list).
 macro_rules! metrics {
-    ($( $(#[$doc:meta])* $field:ident: $ty:ty = $init:expr => $name:literal, $help:literal; )*) => {
+    ($( $field:ident: $ty:ty = $init:expr => $name:literal, $help:literal; )*) => {
         /// Every metric of the daemon.
         #[derive(Debug)]
-        pub struct Metrics {
+        pub(crate) struct Metrics {
             /// The registry `/metrics` encodes.
-            pub registry: Registry,
-            $( $(#[$doc])* pub $field: $ty, )*
+            pub(crate) registry: Registry,
+            $( #[doc = $help] pub(crate) $field: $ty, )*
         }
 
         impl Default for Metrics {
@@ -52,71 +51,58 @@ macro_rules! metrics {
         impl Metrics {
             /// Every metric's registered name (without the `res_runner_` prefix and the
             /// `_total` a counter gets).
-            pub const NAMES: &[&str] = &[$( $name ),*];
+            #[cfg(test)]
+            pub(crate) const NAMES: &[&str] = &[$( $name ),*];
         }
     };
 }
 
 metrics! {
-    /// Jobs waiting.
     queue_size: Gauge = Gauge::default() => "queue_size", "Jobs waiting for a worker";
-    /// Jobs being run.
     active_jobs: Gauge = Gauge::default() => "active_jobs", "Jobs being run";
-    /// Worker tasks alive.
     alive_workers: Gauge = Gauge::default() => "alive_workers", "Worker tasks alive";
-    /// The plan writer thread is running.
     write_thread_alive: Gauge = Gauge::default() =>
         "write_thread_alive", "1 while the plan writer thread runs";
-    /// The plan writer thread was started.
     write_thread_started: Gauge = Gauge::default() =>
         "write_thread_started", "1 once the plan writer thread was started";
-    /// Plan writes requested and not yet done.
     write_queue_size: Gauge = Gauge::default() =>
         "write_queue_size", "Plan writes requested and not yet done";
-    /// 1 while the plan write queue is full (further changes ride on a queued write).
+    // 1 while the plan write queue is full (further changes ride on a queued write).
     write_queue_full: Gauge = Gauge::default() =>
         "write_queue_full", "1 while the plan write queue is full";
-    /// Branch rules in the plan.
     plan_workflows: Gauge = Gauge::default() =>
         "plan_workflows", "Branch rules in the local plan";
-    /// Items waiting in the outbox.
     outbox_depth: Gauge = Gauge::default() =>
         "outbox_depth", "Reports and violations waiting for the functions";
-    /// 1 while new jobs are held back for memory.
     memory_throttled: Gauge = Gauge::default() =>
         "memory_throttled", "1 while no new job starts because host memory is above the limit";
-    /// Runner clock minus server clock, seconds.
     clock_skew_seconds: Gauge<f64, AtomicU64> = Gauge::default() =>
         "clock_skew_seconds", "Runner clock minus the functions' clock";
-    /// Finished executions by status (`paused`, `claim_lost` and `skipped_offline` included).
+    // Finished executions by status (`paused`, `claim_lost` and `skipped_offline` included).
     executions: Family<StatusLabel, Counter> = Family::default() =>
         "executions", "Executions by final status";
-    /// From due to claimed (or started offline), seconds.
     dispatch_lag_seconds: Histogram = Histogram::new([
         0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 15.0, 30.0, 60.0,
     ]) => "dispatch_lag_seconds", "From a rule becoming due to its claim";
-    /// Plan fetches that failed.
     plan_refresh_failures: Counter = Counter::default() =>
         "plan_refresh_failures", "Plan fetches that failed";
-    /// Workers that died and were replaced.
     worker_restarts: Counter = Counter::default() =>
         "worker_restarts", "Workers that died (panicked) and were replaced";
-    /// Late reports the functions kept but answered `409 superseded` (a retry had already
-    /// taken the rule): an expected outcome after a long outage, not a refusal.
+    // Late reports the functions kept but answered `409 superseded` (a retry had already
+    // taken the rule): an expected outcome after a long outage, not a refusal.
     reports_superseded: Counter = Counter::default() =>
         "reports_superseded", "Late reports stored by the functions after a retry took the rule";
-    /// Outbox items the functions refused for good (moved to `outbox/rejected/`).
     outbox_rejected: Counter = Counter::default() =>
         "outbox_rejected", "Outbox items refused for good and moved to outbox/rejected";
-    /// Detector process groups of an earlier boot that were still running at start and
-    /// were ended.
+    // Detector process groups of an earlier boot that were still running at start and
+    // were ended.
     orphan_detectors_killed: Counter = Counter::default() =>
         "orphan_detectors_killed", "Detector process groups left by an earlier boot and ended at start";
 }
 
 impl Metrics {
     /// Counts a finished execution.
-    pub fn count(&self, status: &str) {
+    pub(crate) fn count(&self, status: &str) {
         self.executions
             .get_or_create(&StatusLabel {
                 status: status.to_owned(),
@@ -127,49 +113,47 @@ impl Metrics {
 
 /// One finished job, for the status page.
 #[derive(Debug, Clone, Serialize)]
-pub struct JobResult {
-    pub branch_rule_id: Uuid,
+pub(crate) struct JobResult {
+    pub(crate) branch_rule_id: Uuid,
     /// The execution (none when the claim was lost).
-    pub execution_id: Option<Uuid>,
+    pub(crate) execution_id: Option<Uuid>,
     /// Final status, or what happened instead of a run.
-    pub status: String,
-    /// When it started.
-    pub started_at: DateTime<Utc>,
+    pub(crate) status: String,
+    pub(crate) started_at: DateTime<Utc>,
     /// How long it took, ms.
-    pub duration_ms: i64,
+    pub(crate) duration_ms: i64,
     /// The next run it got.
-    pub next_run_time: Option<DateTime<Utc>>,
+    pub(crate) next_run_time: Option<DateTime<Utc>>,
     /// Ran without a claim.
-    pub offline: bool,
+    pub(crate) offline: bool,
     /// What went wrong.
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 /// A job being run.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunningJob {
-    pub branch_rule_id: Uuid,
+pub(crate) struct RunningJob {
+    pub(crate) branch_rule_id: Uuid,
     /// Its execution, once claimed.
-    pub execution_id: Option<Uuid>,
-    /// Since when.
-    pub started_at: DateTime<Utc>,
+    pub(crate) execution_id: Option<Uuid>,
+    pub(crate) started_at: DateTime<Utc>,
 }
 
 /// Recent and running jobs.
 #[derive(Debug, Default)]
-pub struct Activity {
+pub(crate) struct Activity {
     recent: Mutex<VecDeque<JobResult>>,
     running: Mutex<Vec<RunningJob>>,
 }
 
 impl Activity {
     /// A job started.
-    pub fn started(&self, job: RunningJob) {
+    pub(crate) fn started(&self, job: RunningJob) {
         lock(&self.running).push(job);
     }
 
     /// A running job got its execution id.
-    pub fn claimed(&self, branch_rule_id: Uuid, execution_id: Uuid) {
+    pub(crate) fn claimed(&self, branch_rule_id: Uuid, execution_id: Uuid) {
         if let Some(job) = lock(&self.running)
             .iter_mut()
             .find(|j| j.branch_rule_id == branch_rule_id)
@@ -179,7 +163,7 @@ impl Activity {
     }
 
     /// A job ended.
-    pub fn finished(&self, result: JobResult) {
+    pub(crate) fn finished(&self, result: JobResult) {
         lock(&self.running).retain(|j| j.branch_rule_id != result.branch_rule_id);
         let mut recent = lock(&self.recent);
         if recent.len() == RECENT_RESULTS {
@@ -189,12 +173,12 @@ impl Activity {
     }
 
     /// Running jobs.
-    pub fn running(&self) -> Vec<RunningJob> {
+    pub(crate) fn running(&self) -> Vec<RunningJob> {
         lock(&self.running).clone()
     }
 
     /// Finished jobs, newest first.
-    pub fn recent(&self) -> Vec<JobResult> {
+    pub(crate) fn recent(&self) -> Vec<JobResult> {
         lock(&self.recent).iter().cloned().collect()
     }
 }

@@ -27,7 +27,7 @@ use crate::workflow::prepare::Prepared;
 use crate::workflow::report::ExecutionReport;
 
 /// The pool's handler: [`run_job`] in a span with the rule id.
-pub fn handler(daemon: Arc<Daemon>) -> Handler {
+pub(crate) fn handler(daemon: Arc<Daemon>) -> Handler {
     Arc::new(move |job: Job| {
         let daemon = Arc::clone(&daemon);
         let span = tracing::info_span!("job", branch_rule_id = %job.branch_rule_id);
@@ -38,7 +38,7 @@ pub fn handler(daemon: Arc<Daemon>) -> Handler {
 /// How a job ended: an execution's status, or what happened instead of a run. Its name is
 /// the `status` label of `res_runner_executions_total` and the status page's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobStatus {
+pub(crate) enum JobStatus {
     /// The execution ended (or paused) with this status.
     Ran(ExecutionStatus),
     /// Another runner holds the rule, or the server says it is not due.
@@ -51,7 +51,7 @@ pub enum JobStatus {
 
 impl JobStatus {
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             JobStatus::Ran(status) => status.as_str(),
             JobStatus::ClaimLost => "claim_lost",
@@ -83,7 +83,7 @@ impl JobOutcome {
 }
 
 /// Runs one job to its end.
-pub async fn run_job(daemon: &Daemon, job: Job) {
+pub(crate) async fn run_job(daemon: &Daemon, job: Job) {
     let id = job.branch_rule_id;
     let started_at = Utc::now();
     daemon.plan.set_running(id, true, started_at);

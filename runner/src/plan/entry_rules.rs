@@ -8,7 +8,7 @@ use res_shared::wire::PlanLookups;
 use super::Entry;
 
 /// The window of a plan entry (none unless both ends are set, as the functions read it).
-pub fn window(entry: &Entry) -> Option<OperationWindow> {
+pub(crate) fn window(entry: &Entry) -> Option<OperationWindow> {
     match (
         entry.workflow.operation_time_from,
         entry.workflow.operation_time_to,
@@ -19,12 +19,12 @@ pub fn window(entry: &Entry) -> Option<OperationWindow> {
 }
 
 /// The zone of a plan entry; an unknown name falls back to Asia/Riyadh as in the functions.
-pub fn zone(entry: &Entry) -> Zone {
+pub(crate) fn zone(entry: &Entry) -> Zone {
     Zone::parse(&entry.workflow.timezone).unwrap_or(Zone::DEFAULT)
 }
 
 /// The readiness inputs of an entry.
-pub fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
+pub(crate) fn rule_state(entry: &Entry, lookups: &PlanLookups) -> RuleState {
     rule_state_in(entry, lookups, zone(entry))
 }
 

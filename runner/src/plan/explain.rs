@@ -10,7 +10,7 @@ use super::entry_rules::rule_state;
 use super::{Entry, Plan};
 
 /// A readiness check that failed, in a few words (status page, `plan show`).
-pub fn describe(blocker: &Blocker) -> String {
+pub(crate) fn describe(blocker: &Blocker) -> String {
     let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     match blocker {
         Blocker::Inactive => "branch rule inactive".into(),
@@ -30,24 +30,22 @@ pub fn describe(blocker: &Blocker) -> String {
 
 /// Every reason a rule is not ready, including the ones only the local plan knows.
 #[derive(Debug, Clone, Serialize)]
-pub struct Explanation {
-    /// The branch rule.
-    pub id: Uuid,
-    /// Ready now.
-    pub ready: bool,
+pub(crate) struct Explanation {
+    pub(crate) id: Uuid,
+    pub(crate) ready: bool,
     /// Readiness checks that fail (empty when ready).
-    pub blockers: Vec<Blocker>,
+    pub(crate) blockers: Vec<Blocker>,
     /// The server no longer lists it (since then); it is not scheduled.
-    pub missing_since: Option<DateTime<Utc>>,
+    pub(crate) missing_since: Option<DateTime<Utc>>,
     /// Its branch or rule is not in the lookup tables.
-    pub missing_lookups: Vec<&'static str>,
+    pub(crate) missing_lookups: Vec<&'static str>,
     /// The next run was computed on this runner while the cloud was unreachable.
-    pub local_next_run: bool,
+    pub(crate) local_next_run: bool,
 }
 
 /// The first `limit` entries in the order a technician reads them: running ones, then by next run,
 /// unscheduled last — so a capped list shows what happens soonest, not an arbitrary subset.
-pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
+pub(crate) fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
     let mut entries: Vec<&Entry> = plan.workflows.values().collect();
     let key = |e: &&Entry| {
         let w = &e.workflow;
@@ -67,7 +65,7 @@ pub fn listing(plan: &Plan, limit: usize) -> Vec<&Entry> {
 }
 
 /// Explains the readiness at `now` of `entry`, one of `plan`'s workflows.
-pub fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explanation {
+pub(crate) fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explanation {
     let blockers = rule_state(entry, &plan.lookups).blockers(now);
     let mut missing_lookups = Vec::new();
     if !plan

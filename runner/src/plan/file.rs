@@ -11,21 +11,21 @@ use serde::{Deserialize, Serialize};
 use super::Plan;
 
 /// The file format version; a file of another version is ignored (and refetched).
-pub const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// What is stored.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct PlanFile {
+pub(crate) struct PlanFile {
     /// [`FORMAT_VERSION`].
-    pub version: u32,
+    pub(crate) version: u32,
     /// When it was written.
-    pub saved_at: DateTime<Utc>,
-    pub plan: Plan,
+    pub(crate) saved_at: DateTime<Utc>,
+    pub(crate) plan: Plan,
 }
 
 /// Why a plan file could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanFileError {
+pub(crate) enum PlanFileError {
     /// Reading failed.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -45,7 +45,7 @@ pub enum PlanFileError {
 }
 
 /// Reads a plan file; `Ok(None)` when there is none.
-pub fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
+pub(crate) fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

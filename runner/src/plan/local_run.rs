@@ -10,7 +10,7 @@ use super::entry_rules::{window, zone};
 
 /// The deadline of a run starting at `now` (end of the window occurrence), for runs made
 /// without a claim.
-pub fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+pub(crate) fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     match window_deadline(window(entry).as_ref(), zone(entry), now) {
         Deadline::At(end) => Some(end),
         Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
@@ -19,7 +19,11 @@ pub fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
 
 /// The next run as `branch_rules_set_NextRunTime` would compute it at `now`: the same
 /// function of the shared crate, so cloud and site agree.
-pub fn local_next_run(entry: &Entry, now: DateTime<Utc>, failed: bool) -> SetNextRunTimeResponse {
+pub(crate) fn local_next_run(
+    entry: &Entry,
+    now: DateTime<Utc>,
+    failed: bool,
+) -> SetNextRunTimeResponse {
     let next = reschedule(
         entry.workflow.cron_expression.as_deref(),
         window(entry),

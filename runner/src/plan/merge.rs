@@ -19,21 +19,21 @@ pub struct MergeSettings {
 }
 
 /// A changed next run: (branch rule, before, after).
-pub type Rescheduled = (Uuid, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+pub(crate) type Rescheduled = (Uuid, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
 /// What a merge changed, for logs and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MergeOutcome {
     /// New branch rules.
-    pub added: Vec<Uuid>,
+    pub(crate) added: Vec<Uuid>,
     /// Branch rules whose `next_run_time` changed: (id, before, after).
-    pub rescheduled: Vec<Rescheduled>,
+    pub(crate) rescheduled: Vec<Rescheduled>,
     /// Branch rules where a local value was kept over the server's.
-    pub kept_local: Vec<Uuid>,
+    pub(crate) kept_local: Vec<Uuid>,
     /// Branch rules the server stopped listing (newly).
-    pub missing: Vec<Uuid>,
+    pub(crate) missing: Vec<Uuid>,
     /// Branch rules removed from the plan for good.
-    pub pruned: Vec<Uuid>,
+    pub(crate) pruned: Vec<Uuid>,
 }
 
 /// Merges `response` into `plan` at `now`.

@@ -17,7 +17,7 @@ use super::writer::{Writer, WriterStats};
 
 /// The plan of a running daemon.
 #[derive(Debug)]
-pub struct PlanStore {
+pub(crate) struct PlanStore {
     plan: Arc<RwLock<Plan>>,
     writer: Writer,
     changed: Notify,
@@ -25,7 +25,7 @@ pub struct PlanStore {
 
 /// How the plan file looked at start.
 #[derive(Debug)]
-pub enum Loaded {
+pub(crate) enum Loaded {
     /// No file: a first start.
     Missing,
     /// Read with this many branch rules.
@@ -37,7 +37,10 @@ pub enum Loaded {
 impl PlanStore {
     /// Opens the plan at `path` (never failing on its content), resets every local running
     /// flag (crash recovery), and starts the writer.
-    pub fn open(path: &Path, min_write_interval: Duration) -> std::io::Result<(PlanStore, Loaded)> {
+    pub(crate) fn open(
+        path: &Path,
+        min_write_interval: Duration,
+    ) -> std::io::Result<(PlanStore, Loaded)> {
         let (mut plan, loaded) = match file::load(path) {
             Ok(None) => (Plan::default(), Loaded::Missing),
             Ok(Some(stored)) => {
@@ -69,7 +72,7 @@ impl PlanStore {
     }
 
     /// Reads the plan.
-    pub fn read(&self) -> RwLockReadGuard<'_, Plan> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Plan> {
         self.plan.read().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -78,25 +81,20 @@ impl PlanStore {
     }
 
     /// Changes the plan, then persists it and wakes the scheduler.
-    pub fn update<T>(&self, change: impl FnOnce(&mut Plan) -> T) -> T {
+    pub(crate) fn update<T>(&self, change: impl FnOnce(&mut Plan) -> T) -> T {
         let result = change(&mut self.write());
         self.writer.request();
         self.changed.notify_waiters();
         result
     }
 
-    /// Waits until the plan changes.
-    pub async fn changed(&self) {
-        self.changed.notified().await;
-    }
-
     /// The notification itself (to register interest before checking the plan).
-    pub fn notify(&self) -> &Notify {
+    pub(crate) fn notify(&self) -> &Notify {
         &self.changed
     }
 
     /// Merges a server answer, logging what changed.
-    pub fn merge(
+    pub(crate) fn merge(
         &self,
         response: PlanResponse,
         now: DateTime<Utc>,
@@ -131,7 +129,7 @@ impl PlanStore {
     }
 
     /// Marks a rule running (a worker took it) or not.
-    pub fn set_running(&self, id: Uuid, running: bool, now: DateTime<Utc>) {
+    pub(crate) fn set_running(&self, id: Uuid, running: bool, now: DateTime<Utc>) {
         self.update(|plan| {
             if let Some(entry) = plan.workflows.get_mut(&id) {
                 entry.workflow.is_currently_running = running;
@@ -143,7 +141,7 @@ impl PlanStore {
 
     /// Applies the answer to a run's report (from the functions, or computed here when
     /// `local` because they were unreachable).
-    pub fn apply_report(
+    pub(crate) fn apply_report(
         &self,
         answer: &SetNextRunTimeResponse,
         failed: bool,
@@ -182,7 +180,7 @@ impl PlanStore {
     }
 
     /// Notes that a rule's execution paused until `resume_at` (released, resumes then).
-    pub fn set_paused(&self, id: Uuid, resume_at: DateTime<Utc>, now: DateTime<Utc>) {
+    pub(crate) fn set_paused(&self, id: Uuid, resume_at: DateTime<Utc>, now: DateTime<Utc>) {
         self.update(|plan| {
             if let Some(entry) = plan.workflows.get_mut(&id) {
                 entry.workflow.is_currently_running = false;
@@ -194,12 +192,12 @@ impl PlanStore {
     }
 
     /// Writes the plan now (shutdown); false if it did not finish within `timeout`.
-    pub fn flush(&self, timeout: Duration) -> bool {
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
         self.writer.flush(timeout)
     }
 
     /// The writer's monitoring figures.
-    pub fn writer_stats(&self) -> Arc<WriterStats> {
+    pub(crate) fn writer_stats(&self) -> Arc<WriterStats> {
         self.writer.stats()
     }
 }

@@ -14,21 +14,20 @@ use super::Plan;
 use super::file::{encode, write_atomic};
 
 /// Pending write requests beyond this are merged into the one already queued.
-pub const QUEUE_CAPACITY: usize = 64;
+pub(crate) const QUEUE_CAPACITY: usize = 64;
 
 /// What the writer reports for monitoring.
 #[derive(Debug, Default)]
-pub struct WriterStats {
+pub(crate) struct WriterStats {
     /// The thread was started.
-    pub started: AtomicBool,
+    pub(crate) started: AtomicBool,
     /// The thread is running.
-    pub alive: AtomicBool,
+    pub(crate) alive: AtomicBool,
     /// Requests not yet written.
-    pub queued: AtomicUsize,
-    /// Writes done.
-    pub writes: AtomicUsize,
+    pub(crate) queued: AtomicUsize,
+    pub(crate) writes: AtomicUsize,
     /// Writes that failed.
-    pub failures: AtomicUsize,
+    pub(crate) failures: AtomicUsize,
 }
 
 enum Request {
@@ -38,7 +37,7 @@ enum Request {
 
 /// Handle to the writer thread.
 #[derive(Debug)]
-pub struct Writer {
+pub(crate) struct Writer {
     sender: SyncSender<Request>,
     stats: Arc<WriterStats>,
     thread: Option<JoinHandle<()>>,
@@ -55,7 +54,7 @@ impl std::fmt::Debug for Request {
 
 impl Writer {
     /// Starts the thread writing `plan` to `path` at most once per `min_interval`.
-    pub fn start(
+    pub(crate) fn start(
         plan: Arc<RwLock<Plan>>,
         path: PathBuf,
         min_interval: Duration,
@@ -79,7 +78,7 @@ impl Writer {
     }
 
     /// Asks for a write (returns at once).
-    pub fn request(&self) {
+    pub(crate) fn request(&self) {
         match self.sender.try_send(Request::Write) {
             Ok(()) => {
                 self.stats.queued.fetch_add(1, Ordering::SeqCst);
@@ -94,7 +93,7 @@ impl Writer {
     }
 
     /// Writes now and waits for it (shutdown).
-    pub fn flush(&self, timeout: Duration) -> bool {
+    pub(crate) fn flush(&self, timeout: Duration) -> bool {
         let (done, wait) = mpsc::channel();
         if self.sender.send(Request::Flush(done)).is_err() {
             return false;
@@ -103,7 +102,7 @@ impl Writer {
     }
 
     /// Monitoring figures.
-    pub fn stats(&self) -> Arc<WriterStats> {
+    pub(crate) fn stats(&self) -> Arc<WriterStats> {
         Arc::clone(&self.stats)
     }
 }

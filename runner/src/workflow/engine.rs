@@ -64,13 +64,10 @@ impl Default for EngineSettings {
 /// One execution to run: the claim's ids and limits, the workflow and its data.
 #[derive(Debug, Clone)]
 pub struct Execution {
-    /// The execution (the claim's).
     pub execution_id: Uuid,
     /// The first attempt of its retry chain.
     pub root_execution_id: Uuid,
-    /// Its attempt number.
     pub attempt: i32,
-    /// The loaded workflow.
     pub workflow: Arc<Workflow>,
     /// The branch rule as JSON: expressions see it as `branch_rule`, actions get it.
     pub branch_rule: Arc<Value>,
@@ -98,11 +95,6 @@ impl Engine {
             executors,
             settings,
         }
-    }
-
-    /// Its settings.
-    pub fn settings(&self) -> &EngineSettings {
-        &self.settings
     }
 
     /// Loads a workflow config against the plan's templates and this engine's executors.

@@ -13,24 +13,23 @@ use tokio_util::sync::CancellationToken;
 /// `command` actions are separate processes and not included).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
-    /// Samples taken.
     pub samples: u32,
     /// Largest resident memory of the runner process, bytes.
     pub process_memory_max_bytes: u64,
     /// Largest CPU use of the runner process, percent of one core.
-    pub process_cpu_max_percent: f32,
+    pub(crate) process_cpu_max_percent: f32,
     /// Mean CPU use of the runner process, percent of one core.
-    pub process_cpu_mean_percent: f32,
+    pub(crate) process_cpu_mean_percent: f32,
     /// Largest used host memory, bytes.
-    pub host_memory_used_max_bytes: u64,
+    pub(crate) host_memory_used_max_bytes: u64,
     pub host_memory_total_bytes: u64,
     /// Mean host CPU use, percent of all cores.
-    pub host_cpu_mean_percent: f32,
+    pub(crate) host_cpu_mean_percent: f32,
 }
 
 /// Samples in the background until [`Sampler::finish`].
 #[derive(Debug)]
-pub struct Sampler {
+pub(crate) struct Sampler {
     done: CancellationToken,
     task: JoinHandle<Option<Metrics>>,
 }
@@ -39,7 +38,7 @@ impl Sampler {
     /// Samples every `interval` while the run lasts, and once at the end. CPU figures are
     /// use since the previous sample of any run: the probe is shared by the process, so a
     /// run needs no baseline sample of its own.
-    pub fn start(interval: Duration) -> Sampler {
+    pub(crate) fn start(interval: Duration) -> Sampler {
         let done = CancellationToken::new();
         let until = done.clone();
         let task = tokio::spawn(async move {
@@ -58,7 +57,7 @@ impl Sampler {
     }
 
     /// Takes the last sample and returns the figures; `None` if this platform has none.
-    pub async fn finish(self) -> Option<Metrics> {
+    pub(crate) async fn finish(self) -> Option<Metrics> {
         self.done.cancel();
         self.task.await.ok().flatten()
     }

@@ -8,12 +8,12 @@
 pub mod config;
 pub mod engine;
 pub mod executors;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod prepare;
 pub mod report;
 pub mod services;
-pub mod state;
-pub mod stop;
+pub(crate) mod state;
+pub(crate) mod stop;
 
 #[cfg(test)]
 mod tests {

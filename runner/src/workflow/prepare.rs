@@ -15,14 +15,12 @@ use super::engine::{Engine, Execution};
 /// A branch rule ready to run: everything but the claim.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    /// The loaded workflow.
-    pub workflow: Arc<Workflow>,
+    pub(crate) workflow: Arc<Workflow>,
     /// The branch rule as expressions (`branch_rule`) and actions see it.
-    pub branch_rule: Arc<Value>,
-    /// Action details by template.
-    pub details: Arc<BTreeMap<Uuid, Value>>,
+    pub(crate) branch_rule: Arc<Value>,
+    pub(crate) details: Arc<BTreeMap<Uuid, Value>>,
     /// `max_runtime_seconds` of the brand rule's settings, else of the workflow config.
-    pub max_runtime: Option<Duration>,
+    pub(crate) max_runtime: Option<Duration>,
 }
 
 impl Prepared {
@@ -86,7 +84,7 @@ impl Prepared {
 
     /// The same loaded workflow with the branch rule as `entry` shows it now (its next
     /// run, run count…), so a cached workflow never serves stale rule fields.
-    pub fn for_entry(&self, entry: &PlanEntry, lookups: &PlanLookups) -> Prepared {
+    pub(crate) fn for_entry(&self, entry: &PlanEntry, lookups: &PlanLookups) -> Prepared {
         let brand_settings = entry
             .brand_rule_id
             .and_then(|id| lookups.brand_rules.get(&id))

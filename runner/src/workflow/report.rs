@@ -30,21 +30,18 @@ pub enum NodeStatus {
 pub struct NodeRecord {
     pub node_id: String,
     /// `detection`, `business` or `delay`.
-    pub node_type: String,
-    /// The action template's name.
+    pub(crate) node_type: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub action: Option<String>,
+    pub(crate) action: Option<String>,
     /// Which run of this node within the execution (from 1).
-    pub visit: u32,
+    pub(crate) visit: u32,
     /// How it ended.
     pub status: NodeStatus,
-    /// When it started.
-    pub started_at: DateTime<Utc>,
+    pub(crate) started_at: DateTime<Utc>,
     /// When it ended.
-    pub finished_at: DateTime<Utc>,
+    pub(crate) finished_at: DateTime<Utc>,
     /// `finished_at - started_at` in milliseconds.
     pub duration_ms: i64,
-    /// Its result (or partial result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     /// What went wrong.
@@ -55,11 +52,10 @@ pub struct NodeRecord {
 /// The consolidation decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Consolidation {
-    pub expression: String,
+    pub(crate) expression: String,
     /// Whether business nodes ran.
     pub passed: bool,
-    /// When it was evaluated.
-    pub evaluated_at: DateTime<Utc>,
+    pub(crate) evaluated_at: DateTime<Utc>,
 }
 
 /// Why a run failed.
@@ -78,20 +74,19 @@ pub struct RunError {
 pub struct ExecutionReport {
     pub execution_id: Uuid,
     /// The first attempt of its retry chain.
-    pub root_execution_id: Uuid,
-    /// Its attempt number.
-    pub attempt: i32,
+    pub(crate) root_execution_id: Uuid,
+    pub(crate) attempt: i32,
     /// `completed`, `failed`, `cancelled`, `timeout`, `operation_window_exceeded`, or
     /// `paused` (resumes at `resume_at`; not yet finished).
     pub status: ExecutionStatus,
     /// When the execution first started.
     pub started_at: DateTime<Utc>,
     /// When this segment started (differs from `started_at` after a resume).
-    pub segment_started_at: DateTime<Utc>,
+    pub(crate) segment_started_at: DateTime<Utc>,
     /// When this segment ended.
-    pub finished_at: DateTime<Utc>,
+    pub(crate) finished_at: DateTime<Utc>,
     /// Running time of all segments, pauses excluded, in milliseconds.
-    pub active_ms: u64,
+    pub(crate) active_ms: u64,
     /// How many times it was resumed.
     pub resumed_count: u32,
     /// Every node run, in order.
@@ -115,7 +110,7 @@ pub struct ExecutionReport {
 impl ExecutionReport {
     /// A run that failed before its first node (an invalid workflow config, a rule missing
     /// from the plan).
-    pub fn failed_before_start(
+    pub(crate) fn failed_before_start(
         execution_id: Uuid,
         root_execution_id: Uuid,
         attempt: i32,
@@ -145,7 +140,7 @@ impl ExecutionReport {
     }
 
     /// The final status, or `None` for a paused execution (no report to the scheduler yet).
-    pub fn finish_status(&self) -> Option<FinishStatus> {
+    pub(crate) fn finish_status(&self) -> Option<FinishStatus> {
         match self.status {
             ExecutionStatus::Completed => Some(FinishStatus::Completed),
             ExecutionStatus::Failed => Some(FinishStatus::Failed),

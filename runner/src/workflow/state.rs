@@ -11,58 +11,58 @@ use serde_json::Value;
 use super::report::{Consolidation, NodeRecord};
 
 /// Version of the saved context; a runner refuses contexts it does not understand.
-pub const CONTEXT_VERSION: u32 = 1;
+pub(crate) const CONTEXT_VERSION: u32 = 1;
 
 /// A node waiting to run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pending {
-    pub node_id: String,
+pub(crate) struct Pending {
+    pub(crate) node_id: String,
     /// Index in `nodes` of the run whose edge led here (its result is the input).
-    pub from: Option<usize>,
+    pub(crate) from: Option<usize>,
 }
 
 /// Where a paused execution waits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PausedAt {
+pub(crate) struct PausedAt {
     /// Index in `nodes` of the delay's record.
-    pub record: usize,
+    pub(crate) record: usize,
     /// The delay node.
-    pub node_id: String,
+    pub(crate) node_id: String,
 }
 
 /// Everything needed to continue a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunState {
+pub(crate) struct RunState {
     /// [`CONTEXT_VERSION`].
-    pub version: u32,
+    pub(crate) version: u32,
     /// When the execution first started.
-    pub started_at: DateTime<Utc>,
+    pub(crate) started_at: DateTime<Utc>,
     /// Running time of earlier segments, milliseconds.
-    pub active_ms: u64,
+    pub(crate) active_ms: u64,
     /// How many times it was resumed.
-    pub resumed_count: u32,
+    pub(crate) resumed_count: u32,
     /// Nodes to run, in order.
-    pub queue: VecDeque<Pending>,
+    pub(crate) queue: VecDeque<Pending>,
     /// Node runs so far.
-    pub nodes: Vec<NodeRecord>,
+    pub(crate) nodes: Vec<NodeRecord>,
     /// Results of action nodes so far.
-    pub aggregated: Vec<Value>,
+    pub(crate) aggregated: Vec<Value>,
     /// The consolidation decision, once made.
-    pub consolidation: Option<Consolidation>,
+    pub(crate) consolidation: Option<Consolidation>,
     /// Runs per node so far.
-    pub visits: BTreeMap<String, u32>,
+    pub(crate) visits: BTreeMap<String, u32>,
     /// Set while paused.
-    pub paused_at: Option<PausedAt>,
+    pub(crate) paused_at: Option<PausedAt>,
 }
 
 /// Why a saved context cannot be continued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the paused execution's context cannot be resumed: {0}")]
-pub struct ContextError(pub String);
+pub(crate) struct ContextError(pub String);
 
 impl RunState {
     /// A fresh run starting at `start`.
-    pub fn new(start: &str, now: DateTime<Utc>) -> RunState {
+    pub(crate) fn new(start: &str, now: DateTime<Utc>) -> RunState {
         RunState {
             version: CONTEXT_VERSION,
             started_at: now,
@@ -82,7 +82,7 @@ impl RunState {
 
     /// Reads a saved context; it must be a paused run of a known version whose indexes
     /// point at its own records.
-    pub fn restore(context: &str) -> Result<RunState, ContextError> {
+    pub(crate) fn restore(context: &str) -> Result<RunState, ContextError> {
         let state: RunState =
             serde_json::from_str(context).map_err(|e| ContextError(e.to_string()))?;
         if state.version != CONTEXT_VERSION {
@@ -109,7 +109,7 @@ impl RunState {
     }
 
     /// The input of a pending node: the result of the run that led to it.
-    pub fn input_of(&self, pending: &Pending) -> Option<&Value> {
+    pub(crate) fn input_of(&self, pending: &Pending) -> Option<&Value> {
         pending
             .from
             .and_then(|i| self.nodes.get(i))

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Why a run stopped before its workflow ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
+pub(crate) enum StopReason {
     /// The operation window closed (`operation_window_exceeded`).
     WindowClosed,
     /// `max_runtime_seconds` passed (`timeout`).
@@ -20,7 +20,7 @@ pub enum StopReason {
 
 impl StopReason {
     /// The status the execution ends with.
-    pub fn status(self) -> FinishStatus {
+    pub(crate) fn status(self) -> FinishStatus {
         match self {
             StopReason::WindowClosed => FinishStatus::OperationWindowExceeded,
             StopReason::RuntimeExceeded => FinishStatus::Timeout,
@@ -29,7 +29,7 @@ impl StopReason {
     }
 
     /// A sentence for logs and reports.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             StopReason::WindowClosed => "the operation window closed",
             StopReason::RuntimeExceeded => "the run exceeded max_runtime_seconds",
@@ -40,7 +40,7 @@ impl StopReason {
 
 /// The stop signal executors watch. Cheap to check and to await; needs no task of its own.
 #[derive(Debug, Clone)]
-pub struct StopSignal {
+pub(crate) struct StopSignal {
     cancel: CancellationToken,
     /// The earlier of deadline and runtime end, with its reason.
     at: Option<(Instant, StopReason)>,
@@ -49,7 +49,7 @@ pub struct StopSignal {
 impl StopSignal {
     /// A signal that fires when `cancel` is cancelled, at `deadline` (window closed) or at
     /// `runtime_end` (timeout), whichever is first.
-    pub fn new(
+    pub(crate) fn new(
         cancel: CancellationToken,
         deadline: Option<Instant>,
         runtime_end: Option<Instant>,
@@ -63,13 +63,8 @@ impl StopSignal {
         StopSignal { cancel, at }
     }
 
-    /// A signal that only fires on request.
-    pub fn on_request(cancel: CancellationToken) -> StopSignal {
-        StopSignal::new(cancel, None, None)
-    }
-
     /// Whether the run must stop now, and why.
-    pub fn reason(&self) -> Option<StopReason> {
+    pub(crate) fn reason(&self) -> Option<StopReason> {
         if self.cancel.is_cancelled() {
             return Some(StopReason::Cancelled);
         }
@@ -80,7 +75,7 @@ impl StopSignal {
     }
 
     /// Waits until the run must stop.
-    pub async fn stopped(&self) -> StopReason {
+    pub(crate) async fn stopped(&self) -> StopReason {
         match self.at {
             Some((at, reason)) => tokio::select! {
                 () = self.cancel.cancelled() => StopReason::Cancelled,
@@ -94,13 +89,13 @@ impl StopSignal {
     }
 
     /// Time left before the deadline or runtime end; `None` without either.
-    pub fn remaining(&self) -> Option<Duration> {
+    pub(crate) fn remaining(&self) -> Option<Duration> {
         self.at
             .map(|(at, _)| at.saturating_duration_since(Instant::now()))
     }
 
     /// Sleeps for `duration` unless the run must stop first; returns why it stopped.
-    pub async fn sleep(&self, duration: Duration) -> Result<(), StopReason> {
+    pub(crate) async fn sleep(&self, duration: Duration) -> Result<(), StopReason> {
         tokio::select! {
             reason = self.stopped() => Err(reason),
             () = tokio::time::sleep(duration) => Ok(()),

@@ -17,7 +17,6 @@ pub const MAX_LEASE_SECONDS: u32 = 600;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ClaimRequest {
-    /// The branch rule to run.
     pub branch_rule_id: Uuid,
     /// Who is claiming (recorded on the execution).
     pub runner_id: String,

@@ -17,7 +17,6 @@ pub enum ExecutionStatus {
     Paused,
     /// Finished normally (including "consolidation said no").
     Completed,
-    /// The workflow failed.
     Failed,
     /// Stopped on request.
     Cancelled,
@@ -90,13 +89,11 @@ impl std::fmt::Display for ExecutionStatus {
 pub enum FinishStatus {
     /// Finished normally.
     Completed,
-    /// The workflow failed.
     Failed,
     /// Stopped on request.
     Cancelled,
     /// Ran past its deadline.
     Timeout,
-    /// The operation window closed during the run.
     OperationWindowExceeded,
 }
 
@@ -117,9 +114,7 @@ impl From<FinishStatus> for ExecutionStatus {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PauseRequest {
-    /// The execution to pause.
     pub execution_id: Uuid,
-    /// Its claim token.
     pub claim_token: String,
     /// How long to wait, from the database's now (1 s to 7 days). Signed so that an
     /// out-of-range value (negative included) gets the one range error, 422.
@@ -135,7 +130,6 @@ pub struct PauseRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PauseResponse {
-    /// The paused execution.
     pub execution_id: Uuid,
     /// When it may be resumed (database time); claim its rule then.
     pub resume_at: DateTime<Utc>,
@@ -149,9 +143,7 @@ pub const MAX_PAUSE_SECONDS: u32 = 7 * 24 * 3600;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatRequest {
-    /// The execution the claim created.
     pub execution_id: Uuid,
-    /// The token the claim returned.
     pub claim_token: String,
     /// Optional; only `running` is accepted (the first heartbeat starts the run anyway).
     #[serde(default)]

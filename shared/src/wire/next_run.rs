@@ -13,14 +13,11 @@ use super::execution::FinishStatus;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetNextRunTimeRequest {
-    /// The branch rule that ran.
     pub branch_rule_id: Uuid,
     /// The run failed: retry in five minutes.
     pub is_last_run_failed: bool,
-    /// The execution being finished.
     #[serde(default)]
     pub execution_id: Option<Uuid>,
-    /// Its claim token.
     #[serde(default)]
     pub claim_token: Option<String>,
     /// Final status; defaults to `failed` or `completed` from `is_last_run_failed`.
@@ -49,7 +46,6 @@ pub struct SetNextRunTimeRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OfflineRun {
-    /// The runner that ran it.
     pub runner_id: String,
     /// When it started (runner clock).
     pub started_at: DateTime<Utc>,
@@ -65,7 +61,6 @@ pub struct OfflineRun {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct OfflineViolation {
-    /// What kind.
     pub kind: String,
     /// Evidence, a JSON object (`{}` when left out).
     #[serde(default = "super::empty_object")]
@@ -79,7 +74,6 @@ pub struct OfflineViolation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetNextRunTimeResponse {
-    /// The branch rule.
     pub branch_rule_id: Uuid,
     /// When it runs next.
     pub next_run_time: DateTime<Utc>,

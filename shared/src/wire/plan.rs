@@ -92,17 +92,11 @@ impl From<PlanResponseFields> for PlanResponse {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanLookups {
-    /// Branches of the workflows.
     pub branches: BTreeMap<Uuid, Branch>,
-    /// Rules of the workflows.
     pub rules: BTreeMap<Uuid, Rule>,
-    /// Brands of the branches.
     pub brands: BTreeMap<Uuid, Brand>,
-    /// Brand rules of the workflows.
     pub brand_rules: BTreeMap<Uuid, BrandRule>,
-    /// Action details of the workflows.
     pub action_details: BTreeMap<Uuid, ActionDetail>,
-    /// Templates the action details use.
     pub action_templates: BTreeMap<Uuid, ActionTemplate>,
 }
 
@@ -110,17 +104,12 @@ pub struct PlanLookups {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanEntry {
-    /// The branch rule id.
     pub id: Uuid,
-    /// Its branch.
     pub branch_id: Uuid,
-    /// Its rule.
     pub rule_id: Uuid,
     /// The brand rule that may override the cron expression.
     pub brand_rule_id: Option<Uuid>,
-    /// Enabled.
     pub is_active: bool,
-    /// Archived.
     pub is_archived: bool,
     /// Force-stopped by an operator.
     pub is_force_stopped: bool,
@@ -149,11 +138,8 @@ pub struct PlanEntry {
     /// one rule share it, and it is parsed when the workflow is loaded.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub workflow_config: Option<Arc<RawValue>>,
-    /// Runs recorded.
     pub run_count: i64,
-    /// Failed runs recorded.
     pub failure_count: i64,
-    /// The last run failed.
     pub is_last_run_failed: bool,
     /// Last change to the branch rule row.
     #[serde(with = "super::time")]
@@ -164,13 +150,9 @@ pub struct PlanEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Branch {
-    /// Id.
     pub id: Uuid,
-    /// Its brand.
     pub brand_id: Uuid,
-    /// Name.
     pub name: String,
-    /// Active.
     pub is_active: bool,
     /// Overrides the brand's zone when set.
     pub timezone: Option<String>,
@@ -180,9 +162,7 @@ pub struct Branch {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Brand {
-    /// Id.
     pub id: Uuid,
-    /// Name.
     pub name: String,
     /// IANA zone of its branches unless they override it.
     pub timezone: String,
@@ -192,13 +172,9 @@ pub struct Brand {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rule {
-    /// Id.
     pub id: Uuid,
-    /// Name.
     pub name: String,
-    /// Lifecycle status.
     pub status: RuleStatus,
-    /// Default cron expression.
     pub cron_expression: Option<String>,
 }
 
@@ -206,11 +182,8 @@ pub struct Rule {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BrandRule {
-    /// Id.
     pub id: Uuid,
-    /// The brand.
     pub brand_id: Uuid,
-    /// The rule.
     pub rule_id: Uuid,
     /// Overrides the rule's expression when set.
     pub cron_expression: Option<String>,
@@ -223,9 +196,7 @@ pub struct BrandRule {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionDetail {
-    /// Id.
     pub id: Uuid,
-    /// The branch rule it configures.
     pub branch_rule_id: Uuid,
     /// The action it configures.
     pub action_template_id: Uuid,
@@ -238,9 +209,7 @@ pub struct ActionDetail {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ActionTemplate {
-    /// Id.
     pub id: Uuid,
-    /// Name.
     pub name: String,
     /// `detection` or `business`.
     pub kind: String,

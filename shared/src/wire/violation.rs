@@ -8,9 +8,7 @@ use uuid::Uuid;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ViolationRequest {
-    /// The execution that found it.
     pub execution_id: Uuid,
-    /// That execution's claim token.
     pub claim_token: String,
     /// What kind of violation (e.g. `queue_too_long`).
     pub kind: String,

@@ -140,7 +140,7 @@ impl Checker<'_> {
 impl Workflow {
     /// Loads and checks a config against the plan's templates and the known executors;
     /// every problem is reported at once.
-    pub fn load(
+    pub(crate) fn load(
         config: &Value,
         templates: &BTreeMap<Uuid, ActionTemplate>,
         executors: &Executors,

@@ -16,20 +16,19 @@ use super::executors::Executor;
 #[derive(Debug, Clone)]
 pub struct Workflow {
     /// Where execution starts.
-    pub start: String,
-    /// Nodes by id.
-    pub nodes: BTreeMap<String, Node>,
+    pub(crate) start: String,
+    pub(crate) nodes: BTreeMap<String, Node>,
     /// Edges in config order (outgoing edges are followed in this order).
-    pub edges: Vec<Edge>,
+    pub(crate) edges: Vec<Edge>,
     /// Decides, when execution first reaches a business node, whether business runs.
-    pub consolidation: Option<Expression>,
+    pub(crate) consolidation: Option<Expression>,
     /// Runs longer than this end with status `timeout`.
-    pub max_runtime_seconds: Option<u64>,
+    pub(crate) max_runtime_seconds: Option<u64>,
 }
 
 /// What a node does.
 #[derive(Debug, Clone)]
-pub enum Node {
+pub(crate) enum Node {
     /// Analyse the branch's cameras with the template's executor.
     Detection(Action),
     /// Turn results into a violation or a notification.
@@ -43,7 +42,7 @@ pub enum Node {
 
 impl Node {
     /// `detection`, `business` or `delay`.
-    pub fn type_name(&self) -> &'static str {
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Node::Detection(_) => "detection",
             Node::Business(_) => "business",
@@ -52,7 +51,7 @@ impl Node {
     }
 
     /// The action of a detection or business node.
-    pub fn action(&self) -> Option<&Action> {
+    pub(crate) fn action(&self) -> Option<&Action> {
         match self {
             Node::Detection(action) | Node::Business(action) => Some(action),
             Node::Delay { .. } => None,
@@ -62,15 +61,15 @@ impl Node {
 
 /// An action node's template, resolved to its executor.
 #[derive(Clone)]
-pub struct Action {
-    pub template_id: Uuid,
-    pub name: String,
+pub(crate) struct Action {
+    pub(crate) template_id: Uuid,
+    pub(crate) name: String,
     /// Its config (the executor's settings).
-    pub config: Value,
+    pub(crate) config: Value,
     /// `config.parameters`, handed to the action.
-    pub parameters: Value,
+    pub(crate) parameters: Value,
     /// What runs it.
-    pub executor: Arc<dyn Executor>,
+    pub(crate) executor: Arc<dyn Executor>,
 }
 
 impl fmt::Debug for Action {
@@ -85,13 +84,12 @@ impl fmt::Debug for Action {
 
 /// A transition between nodes.
 #[derive(Debug, Clone)]
-pub struct Edge {
-    /// Source node.
-    pub from: String,
+pub(crate) struct Edge {
+    pub(crate) from: String,
     /// Target node.
-    pub to: String,
+    pub(crate) to: String,
     /// Followed only when this holds; always without one.
-    pub condition: Option<Expression>,
+    pub(crate) condition: Option<Expression>,
 }
 
 /// Every problem found in a config.
@@ -102,9 +100,8 @@ pub struct ConfigErrors(pub Vec<Problem>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// Where.
-    pub path: String,
-    /// What.
-    pub message: String,
+    pub(crate) path: String,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for ConfigErrors {
@@ -124,7 +121,7 @@ impl std::error::Error for ConfigErrors {}
 
 impl Workflow {
     /// The edges leaving `node`, in config order.
-    pub fn outgoing<'w>(&'w self, node: &'w str) -> impl Iterator<Item = &'w Edge> + 'w {
+    pub(crate) fn outgoing<'w>(&'w self, node: &'w str) -> impl Iterator<Item = &'w Edge> + 'w {
         self.edges.iter().filter(move |e| e.from == node)
     }
 }

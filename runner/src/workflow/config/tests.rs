@@ -37,7 +37,6 @@ fn templates() -> BTreeMap<Uuid, ActionTemplate> {
     .collect()
 }
 
-/// The example of the contract.
 fn example() -> Value {
     json!({
         "start_node": "detect",

@@ -62,7 +62,7 @@ fn default_timeout() -> u64 {
 
 /// Told when a program's process group starts and when its leader has ended, so whoever
 /// supervises the runner can end groups a killed runner left behind.
-pub trait ProcessLedger: Send + Sync + std::fmt::Debug {
+pub(crate) trait ProcessLedger: Send + Sync + std::fmt::Debug {
     /// A program started as the leader of process group `group`.
     fn started(&self, group: i32);
     /// That program has exited and was reaped.
@@ -71,13 +71,13 @@ pub trait ProcessLedger: Send + Sync + std::fmt::Debug {
 
 /// Runs local programs.
 #[derive(Debug, Clone, Default)]
-pub struct CommandExecutor {
+pub(crate) struct CommandExecutor {
     ledger: Option<Arc<dyn ProcessLedger>>,
 }
 
 impl CommandExecutor {
     /// Records every program's process group in `ledger` while it runs.
-    pub fn with_ledger(ledger: Arc<dyn ProcessLedger>) -> CommandExecutor {
+    pub(crate) fn with_ledger(ledger: Arc<dyn ProcessLedger>) -> CommandExecutor {
         CommandExecutor {
             ledger: Some(ledger),
         }

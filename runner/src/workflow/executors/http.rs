@@ -42,13 +42,13 @@ fn default_timeout() -> u64 {
 
 /// POSTs jobs to detector services.
 #[derive(Debug, Clone)]
-pub struct HttpExecutor {
+pub(crate) struct HttpExecutor {
     client: reqwest::Client,
 }
 
 impl HttpExecutor {
     /// An executor with its own connection pool (TLS must be set up: [`crate::tls::install`]).
-    pub fn new() -> HttpExecutor {
+    pub(crate) fn new() -> HttpExecutor {
         HttpExecutor {
             client: reqwest::Client::new(),
         }

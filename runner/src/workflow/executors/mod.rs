@@ -17,10 +17,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
-pub use command::{CommandExecutor, ProcessLedger};
-pub use http::HttpExecutor;
-pub use notify::NotifyExecutor;
-pub use violation::ViolationExecutor;
+pub(crate) use command::{CommandExecutor, ProcessLedger};
+pub(crate) use http::HttpExecutor;
+pub(crate) use notify::NotifyExecutor;
+pub(crate) use violation::ViolationExecutor;
 
 use super::services::ExecutionServices;
 use super::stop::StopSignal;
@@ -36,7 +36,7 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// `detection` or `business`, as in templates and configs.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ActionKind::Detection => "detection",
             ActionKind::Business => "business",
@@ -46,53 +46,50 @@ impl ActionKind {
 
 /// What an action is given: everything it may need about the run, as JSON on the wire.
 #[derive(Debug, Clone, Serialize)]
-pub struct ActionJob<'a> {
-    pub execution_id: Uuid,
+pub(crate) struct ActionJob<'a> {
+    pub(crate) execution_id: Uuid,
     /// The first attempt of its retry chain (stable across retries).
-    pub root_execution_id: Uuid,
+    pub(crate) root_execution_id: Uuid,
     /// 1 for a fresh run.
-    pub attempt: i32,
+    pub(crate) attempt: i32,
     /// The node being run.
-    pub node_id: &'a str,
+    pub(crate) node_id: &'a str,
     /// How many times this node has run in this execution, counting this one (from 1).
-    pub visit: u32,
-    /// The action template.
-    pub action: ActionInfo<'a>,
+    pub(crate) visit: u32,
+    pub(crate) action: ActionInfo<'a>,
     /// The branch rule's configuration of this action (camera ids, stream URLs, ...).
-    pub details: &'a Value,
-    /// The branch rule (schedule, window, branch).
-    pub branch_rule: &'a Value,
+    pub(crate) details: &'a Value,
+    pub(crate) branch_rule: &'a Value,
     /// When the operation window closes; the action must be done by then.
-    pub deadline: Option<DateTime<Utc>>,
+    pub(crate) deadline: Option<DateTime<Utc>>,
     /// The result of the node whose edge led here (none for the start node).
-    pub input: Option<&'a Value>,
+    pub(crate) input: Option<&'a Value>,
     /// Results of the action nodes run so far.
-    pub aggregated_actions_details: &'a [Value],
+    pub(crate) aggregated_actions_details: &'a [Value],
 }
 
 /// The template part of a [`ActionJob`].
 #[derive(Debug, Clone, Serialize)]
-pub struct ActionInfo<'a> {
-    pub template_id: Uuid,
-    /// Template name.
-    pub name: &'a str,
+pub(crate) struct ActionInfo<'a> {
+    pub(crate) template_id: Uuid,
+    pub(crate) name: &'a str,
     /// `detection` or `business`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// The template's free-form `config.parameters`.
-    pub parameters: &'a Value,
+    pub(crate) parameters: &'a Value,
 }
 
 /// One call of an executor.
 pub struct ActionCall<'a> {
-    pub job: &'a ActionJob<'a>,
+    pub(crate) job: &'a ActionJob<'a>,
     /// The template's config (checked by [`Executor::check_config`] when the workflow loaded).
-    pub config: &'a Value,
+    pub(crate) config: &'a Value,
     /// Fires at the deadline, the runtime limit or on cancel: stop, keeping what you have.
-    pub stop: &'a StopSignal,
+    pub(crate) stop: &'a StopSignal,
     /// How long a stopped action may take to wind down before it is killed.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// Cloud calls about this execution.
-    pub services: &'a dyn ExecutionServices,
+    pub(crate) services: &'a dyn ExecutionServices,
 }
 
 /// Why an action produced no (complete) result.
@@ -114,7 +111,7 @@ pub enum ActionError {
 
 impl ActionError {
     /// A failure without output.
-    pub fn failed(message: impl Into<String>) -> ActionError {
+    pub(crate) fn failed(message: impl Into<String>) -> ActionError {
         ActionError::Failed {
             message: message.into(),
             partial: None,
@@ -168,12 +165,12 @@ impl Executors {
     }
 
     /// The executor called `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Executor>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Executor>> {
         self.by_name.get(name)
     }
 
     /// Names of the executors of one kind, for error messages.
-    pub fn names(&self, kind: ActionKind) -> Vec<&'static str> {
+    pub(crate) fn names(&self, kind: ActionKind) -> Vec<&'static str> {
         self.by_name
             .iter()
             .filter(|(_, e)| e.kind() == kind)
@@ -183,7 +180,7 @@ impl Executors {
 }
 
 /// Parses a template config into an executor's typed config; the error names the field.
-pub fn parse_config<T: DeserializeOwned>(config: &Value) -> Result<T, String> {
+pub(crate) fn parse_config<T: DeserializeOwned>(config: &Value) -> Result<T, String> {
     serde_path_to_error::deserialize(config).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();
@@ -202,7 +199,7 @@ fn check_parses<T: DeserializeOwned>(config: &Value) -> Vec<String> {
 
 /// Parses a JSON result from program or service output: the whole text, else its last
 /// non-empty line (so progress lines before the result do not matter).
-pub fn parse_result(output: &[u8]) -> Option<Value> {
+pub(crate) fn parse_result(output: &[u8]) -> Option<Value> {
     let text = String::from_utf8_lossy(output);
     let text = text.trim();
     if text.is_empty() {

@@ -35,7 +35,6 @@ struct NotifyConfig {
     /// Wait before the second attempt, doubled each time up to 60 s (default 1 s).
     #[serde(default = "default_backoff")]
     backoff_seconds: f64,
-    /// Extra request headers.
     #[serde(default)]
     headers: BTreeMap<String, String>,
     /// Passed in `action.parameters`.
@@ -56,13 +55,13 @@ fn default_backoff() -> f64 {
 
 /// Posts notifications to webhooks.
 #[derive(Debug, Clone)]
-pub struct NotifyExecutor {
+pub(crate) struct NotifyExecutor {
     client: reqwest::Client,
 }
 
 impl NotifyExecutor {
     /// An executor with its own connection pool (TLS must be set up: [`crate::tls::install`]).
-    pub fn new() -> NotifyExecutor {
+    pub(crate) fn new() -> NotifyExecutor {
         NotifyExecutor {
             client: reqwest::Client::new(),
         }

@@ -25,13 +25,13 @@ struct ViolationConfig {
 
 /// The idempotency key of a violation: the same for every attempt of a retry chain (the
 /// root execution) and for a resumed run, different for each visit of the node.
-pub fn idempotency_key(job: &ActionJob<'_>) -> String {
+pub(crate) fn idempotency_key(job: &ActionJob<'_>) -> String {
     format!("{}:{}:{}", job.root_execution_id, job.node_id, job.visit)
 }
 
 /// Records violations.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ViolationExecutor;
+pub(crate) struct ViolationExecutor;
 
 impl Executor for ViolationExecutor {
     fn name(&self) -> &'static str {
