@@ -54,7 +54,10 @@ async fn run() {
         "bench runner",
         &hash_token(&token),
         Role::Runner,
-        &branches,
+        &res_functions::db::api_keys::KeyScope {
+            branch_ids: branches.clone(),
+            ..Default::default()
+        },
     )
     .await
     .expect("key");

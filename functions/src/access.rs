@@ -6,28 +6,33 @@ use uuid::Uuid;
 /// What a key may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Sees every branch; may use the legacy next-run call.
+    /// Sees every branch; may use the legacy next-run call and the operator functions.
     Service,
-    /// Sees only its branches.
+    /// A site's runner: the runner functions on its branches, never the operator ones.
     Runner,
+    /// A person or tool that reads and acts (run now, pause, cancel) within its scope.
+    Operator,
+    /// A person or tool that only reads, within its scope.
+    Viewer,
 }
 
 impl Role {
+    /// Every role, in the order `list-api-keys` explains them.
+    pub const ALL: [Role; 4] = [Role::Service, Role::Runner, Role::Operator, Role::Viewer];
+
     /// The name stored in `api_keys.role`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Service => "service",
             Role::Runner => "runner",
+            Role::Operator => "operator",
+            Role::Viewer => "viewer",
         }
     }
 
     /// Parses a stored or typed role name.
     pub fn parse(name: &str) -> Option<Role> {
-        match name {
-            "service" => Some(Role::Service),
-            "runner" => Some(Role::Runner),
-            _ => None,
-        }
+        Role::ALL.into_iter().find(|role| role.as_str() == name)
     }
 }
 
@@ -35,10 +40,23 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     pub key_id: Uuid,
-    /// What the key may do.
+    /// Recorded as "who" on every operator action.
+    pub key_name: String,
     pub role: Role,
-    /// The branches a runner key sees (ignored for service keys).
+    /// An operator or viewer key made for every brand.
+    pub all_brands: bool,
+    /// The branches the key sees: its own list plus every branch of its brands, resolved
+    /// when the token is checked (ignored for service and all-brand keys).
     pub branch_ids: Vec<Uuid>,
+}
+
+/// Why a caller may not use a function at all (answered 403, before anything is read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denied {
+    /// Runner keys serve sites; operator functions are for people and their tools.
+    RunnerKey,
+    /// Viewer keys read; they cannot act.
+    ReadOnly,
 }
 
 /// The branches a query may touch.
@@ -53,13 +71,34 @@ pub enum Scope<'a> {
 impl Caller {
     /// Whether the caller may see a branch.
     pub fn sees_branch(&self, branch_id: Uuid) -> bool {
-        self.role == Role::Service || self.branch_ids.contains(&branch_id)
+        match self.scope() {
+            Scope::All => true,
+            Scope::Branches(ids) => ids.contains(&branch_id),
+        }
     }
 
     pub fn scope(&self) -> Scope<'_> {
         match self.role {
             Role::Service => Scope::All,
-            Role::Runner => Scope::Branches(&self.branch_ids),
+            Role::Operator | Role::Viewer if self.all_brands => Scope::All,
+            Role::Runner | Role::Operator | Role::Viewer => Scope::Branches(&self.branch_ids),
+        }
+    }
+
+    /// May read the operator functions (history, describe, runners, violations).
+    pub fn may_read(&self) -> Result<(), Denied> {
+        match self.role {
+            Role::Runner => Err(Denied::RunnerKey),
+            Role::Service | Role::Operator | Role::Viewer => Ok(()),
+        }
+    }
+
+    /// May act through the operator functions (run now, pause, resume, cancel).
+    pub fn may_act(&self) -> Result<(), Denied> {
+        self.may_read()?;
+        match self.role {
+            Role::Viewer => Err(Denied::ReadOnly),
+            _ => Ok(()),
         }
     }
 }
@@ -83,7 +122,9 @@ mod tests {
         let mine = Uuid::new_v4();
         let runner = Caller {
             key_id: Uuid::new_v4(),
+            key_name: "site 17".into(),
             role: Role::Runner,
+            all_brands: false,
             branch_ids: vec![mine],
         };
         assert!(runner.sees_branch(mine));
@@ -94,5 +135,36 @@ mod tests {
             ..runner
         };
         assert!(service.sees_branch(Uuid::new_v4()));
+    }
+
+    #[test]
+    fn operators_see_their_scope_and_only_they_and_service_keys_act() {
+        let mine = Uuid::new_v4();
+        let operator = Caller {
+            key_id: Uuid::new_v4(),
+            key_name: "brand admin".into(),
+            role: Role::Operator,
+            all_brands: false,
+            branch_ids: vec![mine],
+        };
+        assert!(operator.sees_branch(mine) && !operator.sees_branch(Uuid::new_v4()));
+        assert_eq!(operator.may_act(), Ok(()));
+        let everywhere = Caller {
+            all_brands: true,
+            ..operator.clone()
+        };
+        assert!(everywhere.sees_branch(Uuid::new_v4()));
+        let viewer = Caller {
+            role: Role::Viewer,
+            ..operator.clone()
+        };
+        assert_eq!(viewer.may_read(), Ok(()));
+        assert_eq!(viewer.may_act(), Err(Denied::ReadOnly));
+        let runner = Caller {
+            role: Role::Runner,
+            ..operator
+        };
+        assert_eq!(runner.may_read(), Err(Denied::RunnerKey));
+        assert_eq!(runner.may_act(), Err(Denied::RunnerKey));
     }
 }

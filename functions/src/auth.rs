@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-pub use crate::access::{Caller, Role, Scope};
+pub use crate::access::{Caller, Denied, Role, Scope};
 use crate::db;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -38,6 +38,53 @@ impl FromRequestParts<AppState> for Caller {
         db::api_keys::find_live(&state.pool, &hash_token(token))
             .await?
             .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))
+    }
+}
+
+/// A caller of the site functions (plan, claim, heartbeat, reports): runner and service keys.
+#[derive(Debug, Clone)]
+pub struct SiteCaller(pub Caller);
+
+/// A caller of the operator functions that read: service, operator and viewer keys.
+#[derive(Debug, Clone)]
+pub struct Reader(pub Caller);
+
+/// A caller of the operator functions that act: service and operator keys.
+#[derive(Debug, Clone)]
+pub struct Actor(pub Caller);
+
+impl FromRequestParts<AppState> for SiteCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        match caller.role {
+            Role::Runner | Role::Service => Ok(SiteCaller(caller)),
+            Role::Operator | Role::Viewer => Err(ApiError::Forbidden(format!(
+                "{} keys cannot call the site functions; they are for runners",
+                caller.role.as_str()
+            ))),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Reader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.may_read()?;
+        Ok(Reader(caller))
+    }
+}
+
+impl FromRequestParts<AppState> for Actor {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.may_act()?;
+        Ok(Actor(caller))
     }
 }
 

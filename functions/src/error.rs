@@ -18,6 +18,10 @@ pub enum ApiError {
     /// 401: no bearer token, or not a live one.
     #[error("{0}")]
     Unauthorized(String),
+    /// 403: the key's role may not use this function at all (checked before the body is
+    /// read, so nothing is done).
+    #[error("{0}")]
+    Forbidden(String),
     /// 404: no such thing in the caller's scope.
     #[error("{0}")]
     NotFound(String),
@@ -89,6 +93,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
@@ -106,6 +111,19 @@ impl ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
             }
         }
+    }
+}
+
+impl From<crate::access::Denied> for ApiError {
+    fn from(denied: crate::access::Denied) -> ApiError {
+        use crate::access::Denied;
+        ApiError::Forbidden(
+            match denied {
+                Denied::RunnerKey => "runner keys cannot call the operator functions",
+                Denied::ReadOnly => "viewer keys can read but not act; use an operator key",
+            }
+            .to_owned(),
+        )
     }
 }
 

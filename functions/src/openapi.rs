@@ -19,6 +19,12 @@ use utoipa::{Modify, OpenApi};
         crate::api::next_run::set_next_run_time,
         crate::api::pause::pause,
         crate::api::register::register,
+        crate::api::operator::rules::run_now,
+        crate::api::operator::rules::pause,
+        crate::api::operator::rules::resume,
+        crate::api::operator::rules::force_stop,
+        crate::api::operator::cancel::cancel,
+        crate::api::operator::history::list,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -6,8 +6,9 @@ use axum::http::{Method, Uri};
 use axum::middleware::map_request;
 use axum::routing::{get, post};
 use res_shared::wire::{
-    Call, ClaimRequest, FUNCTIONS_PREFIX, HeartbeatRequest, PauseRequest, PlanRequest,
-    RegisterRequest, SetNextRunTimeRequest, ViolationRequest,
+    Call, CancelExecutionRequest, ClaimRequest, ExecutionListRequest, FUNCTIONS_PREFIX,
+    ForceStopRuleRequest, HeartbeatRequest, PauseRequest, PauseRuleRequest, PlanRequest,
+    RegisterRequest, ResumeRuleRequest, RunNowRequest, SetNextRunTimeRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -36,11 +37,23 @@ pub enum Function {
     Pause,
     /// `runner_register`.
     Register,
+    /// `rules_run_now`.
+    RunNow,
+    /// `rules_pause`.
+    PauseRule,
+    /// `rules_resume`.
+    ResumeRule,
+    /// `rules_force_stop`.
+    ForceStopRule,
+    /// `executions_cancel`.
+    CancelExecution,
+    /// `executions_list`.
+    ListExecutions,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 7] = [
+    pub const ALL: [Function; 13] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -48,6 +61,23 @@ impl Function {
         Function::SetNextRunTime,
         Function::Pause,
         Function::Register,
+        Function::RunNow,
+        Function::PauseRule,
+        Function::ResumeRule,
+        Function::ForceStopRule,
+        Function::CancelExecution,
+        Function::ListExecutions,
+    ];
+
+    /// The operator functions, deployed together as one Lambda (`operator-functions`):
+    /// they are called by people, rarely, so one warm function serves them all.
+    pub const OPERATOR: [Function; 6] = [
+        Function::RunNow,
+        Function::PauseRule,
+        Function::ResumeRule,
+        Function::ForceStopRule,
+        Function::CancelExecution,
+        Function::ListExecutions,
     ];
 
     /// The function's name, as in its path.
@@ -60,6 +90,12 @@ impl Function {
             Function::SetNextRunTime => SetNextRunTimeRequest::NAME,
             Function::Pause => PauseRequest::NAME,
             Function::Register => RegisterRequest::NAME,
+            Function::RunNow => RunNowRequest::NAME,
+            Function::PauseRule => PauseRuleRequest::NAME,
+            Function::ResumeRule => ResumeRuleRequest::NAME,
+            Function::ForceStopRule => ForceStopRuleRequest::NAME,
+            Function::CancelExecution => CancelExecutionRequest::NAME,
+            Function::ListExecutions => ExecutionListRequest::NAME,
         }
     }
 
@@ -89,6 +125,12 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::SetNextRunTime => post(api::next_run::set_next_run_time),
             Function::Pause => post(api::pause::pause),
             Function::Register => post(api::register::register),
+            Function::RunNow => post(api::operator::rules::run_now),
+            Function::PauseRule => post(api::operator::rules::pause),
+            Function::ResumeRule => post(api::operator::rules::resume),
+            Function::ForceStopRule => post(api::operator::rules::force_stop),
+            Function::CancelExecution => post(api::operator::cancel::cancel),
+            Function::ListExecutions => post(api::operator::history::list),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

@@ -86,8 +86,8 @@ struct FunctionArgs {
     serve: ServeArgs,
 }
 
-/// `main` of a single-function binary.
-pub fn function_main(function: Function) -> ExitCode {
+/// `main` of a Lambda binary serving `functions`.
+pub fn function_main(functions: &[Function]) -> ExitCode {
     let args = FunctionArgs::parse();
     // Lambda's log pipeline handles JSON best.
     let format = if in_lambda() {
@@ -106,7 +106,7 @@ pub fn function_main(function: Function) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
-        let app = router(AppState { pool }, &[function]);
+        let app = router(AppState { pool }, functions);
         if in_lambda() {
             serve_lambda(app).await
         } else {

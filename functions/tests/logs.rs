@@ -20,7 +20,10 @@ async fn client_text_cannot_forge_log_lines_or_reach_the_log_raw() {
         "site",
         &res_functions::auth::hash_token(&token),
         res_functions::auth::Role::Runner,
-        &[branch],
+        &res_functions::db::api_keys::KeyScope {
+            branch_ids: vec![branch],
+            ..Default::default()
+        },
     )
     .await
     .expect("runner key");

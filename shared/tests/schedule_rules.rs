@@ -498,6 +498,8 @@ fn ready_state() -> RuleState {
         is_active: true,
         is_archived: false,
         is_force_stopped: false,
+        is_paused: false,
+        run_requested: false,
         is_currently_running: false,
         branch_is_active: true,
         rule_status: RuleStatus::Active,
@@ -527,6 +529,8 @@ fn every_blocker_is_reported() {
         is_active: false,
         is_archived: true,
         is_force_stopped: true,
+        is_paused: false,
+        run_requested: false,
         is_currently_running: true,
         branch_is_active: false,
         rule_status: RuleStatus::Draft,
@@ -570,6 +574,8 @@ fn each_flag_alone_blocks() {
         },
         RuleState {
             is_force_stopped: true,
+            is_paused: false,
+            run_requested: false,
             ..ready_state()
         },
         RuleState {
@@ -617,6 +623,34 @@ fn a_paused_execution_decides_when_the_rule_is_due() {
         ..ready_state()
     };
     assert!(resumable.is_ready(now));
+}
+
+#[test]
+fn run_now_is_due_at_once_and_outside_its_window_but_not_past_other_blockers() {
+    let night = riyadh("2026-03-02 23:00");
+    let requested = RuleState {
+        run_requested: true,
+        next_run_time: Some(riyadh("2026-03-03 09:00")),
+        ..ready_state()
+    };
+    assert!(requested.is_ready(night), "{:?}", requested.blockers(night));
+    assert!(requested.blockers(night).is_empty());
+    let paused = RuleState {
+        is_paused: true,
+        ..requested.clone()
+    };
+    assert_eq!(paused.blockers(night), vec![Blocker::PausedByOperator]);
+    assert!(!paused.is_ready(night));
+    let running = RuleState {
+        is_currently_running: true,
+        ..requested
+    };
+    assert_eq!(running.blockers(night), vec![Blocker::AlreadyRunning]);
+    let operator_paused = RuleState {
+        is_paused: true,
+        ..ready_state()
+    };
+    assert!(!operator_paused.is_ready(riyadh("2026-03-02 14:00")));
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::postgres::{TestDatabase, server};
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
+use res_functions::db::api_keys::KeyScope;
 use res_functions::{AppState, Function, db, router};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -67,7 +68,7 @@ impl TestApp {
             "test service",
             &hash_token(&service),
             Role::Service,
-            &[],
+            &KeyScope::default(),
         )
         .await
         .expect("service key");
@@ -82,16 +83,19 @@ impl TestApp {
 
     /// A runner token scoped to `branches`.
     pub async fn runner_token(&self, branches: &[Uuid]) -> String {
+        let scope = KeyScope {
+            branch_ids: branches.to_vec(),
+            ..KeyScope::default()
+        };
+        self.token("test runner", Role::Runner, &scope).await
+    }
+
+    /// A token of any role and scope, named `name` (the "who" of operator actions).
+    pub async fn token(&self, name: &str, role: Role, scope: &KeyScope) -> String {
         let token = generate_token();
-        db::api_keys::insert(
-            &self.pool,
-            "test runner",
-            &hash_token(&token),
-            Role::Runner,
-            branches,
-        )
-        .await
-        .expect("runner key");
+        db::api_keys::insert(&self.pool, name, &hash_token(&token), role, scope)
+            .await
+            .expect("an API key");
         token
     }
 
@@ -158,7 +162,8 @@ impl TestApp {
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM branch_rules t), \
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM executions t), \
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM violations t), \
-                (SELECT count(*)::text FROM plan_changes)))",
+                (SELECT count(*)::text FROM plan_changes), \
+                (SELECT count(*)::text FROM operator_actions)))",
         )
         .fetch_one(&self.pool)
         .await

@@ -6,13 +6,13 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::{Blocker, Deadline, RuleState, window_deadline};
 use res_shared::wire::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail,
-    ExecutionStatus, MAX_LEASE_SECONDS,
+    ExecutionStatus, MAX_LEASE_SECONDS, Trigger,
 };
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{require_seconds, require_text};
-use crate::auth::Caller;
+use crate::auth::{Caller, SiteCaller};
 use crate::db;
 use crate::db::executions::{ExecutionRow, NewExecution};
 use crate::error::ApiError;
@@ -112,7 +112,7 @@ pub(crate) fn decide(
 )]
 pub(crate) async fn claim(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
@@ -201,6 +201,12 @@ async fn claim_rule(
             retry_of,
             root_id,
         } => {
+            let manual = rule.run_requested_at.is_some();
+            let trigger = match (manual, retry_of) {
+                (true, _) => Trigger::Manual,
+                (false, Some(_)) => Trigger::CrashRetry,
+                (false, None) => Trigger::Schedule,
+            };
             let inserted = db::executions::insert(
                 &mut tx,
                 &NewExecution {
@@ -212,6 +218,9 @@ async fn claim_rule(
                     lease_seconds,
                     root_id,
                     boot_id: request.boot_id.as_deref(),
+                    trigger,
+                    triggered_by: rule.run_requested_by.as_deref().filter(|_| manual),
+                    trigger_reason: rule.run_request_reason.as_deref().filter(|_| manual),
                 },
             )
             .await;
@@ -227,6 +236,9 @@ async fn claim_rule(
                 }
                 Err(other) => return Err(other.into()),
             };
+            if manual {
+                db::operator::clear_run_request(&mut tx, rule.id).await?;
+            }
             Claimed {
                 execution_id,
                 lease_expires_at,
@@ -297,6 +309,8 @@ mod tests {
             is_active: true,
             is_archived: false,
             is_force_stopped: false,
+            is_paused: false,
+            run_requested: false,
             is_currently_running: false,
             branch_is_active: true,
             rule_status: RuleStatus::Active,
@@ -426,6 +440,8 @@ mod tests {
         let dead = execution("running", -1, 1);
         let state = RuleState {
             is_force_stopped: true,
+            is_paused: false,
+            run_requested: false,
             next_run_time: Some(now() + TimeDelta::minutes(5)),
             ..ready()
         };

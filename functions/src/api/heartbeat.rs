@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{ErrorBody, ExecutionStatus, HeartbeatRequest, HeartbeatResponse};
 
-use crate::auth::Caller;
+use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -28,7 +28,7 @@ use crate::state::AppState;
 )]
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
     if request

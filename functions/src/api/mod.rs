@@ -7,6 +7,7 @@ mod fields;
 pub(crate) mod health;
 pub(crate) mod heartbeat;
 pub(crate) mod next_run;
+pub(crate) mod operator;
 pub(crate) mod pause;
 pub(crate) mod plan;
 pub(crate) mod register;

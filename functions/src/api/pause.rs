@@ -6,7 +6,7 @@ use axum::extract::State;
 use res_shared::wire::{ErrorBody, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse};
 
 use super::{require_raw_object, require_seconds};
-use crate::auth::Caller;
+use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -30,7 +30,7 @@ use crate::state::AppState;
 )]
 pub(crate) async fn pause(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<PauseRequest>,
 ) -> Result<Json<PauseResponse>, ApiError> {
     let delay = require_seconds("delay_seconds", request.delay_seconds, MAX_PAUSE_SECONDS)?;

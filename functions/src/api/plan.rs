@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::cursor::{CHANGE_RETENTION_HOURS, PlanCursor, PlanKind, plan_kind, scope_key};
 use super::require_text;
-use crate::auth::Caller;
+use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -37,7 +37,7 @@ const PRUNE_INTERVAL_SECONDS: i64 = 600;
 )]
 pub(crate) async fn get_execution_plan(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Response, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;

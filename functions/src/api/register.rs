@@ -5,7 +5,7 @@ use axum::extract::State;
 use res_shared::wire::{ErrorBody, RegisterRequest, RegisterResponse};
 
 use super::require_text;
-use crate::auth::Caller;
+use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -28,7 +28,7 @@ use crate::state::AppState;
 )]
 pub(crate) async fn register(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;

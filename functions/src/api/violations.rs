@@ -6,7 +6,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use res_shared::wire::{ErrorBody, ViolationRequest, ViolationResponse};
 
 use super::require_violation;
-use crate::auth::Caller;
+use crate::auth::SiteCaller;
 use crate::db;
 use crate::db::violations::{NewViolation, Recorded};
 use crate::error::ApiError;
@@ -35,7 +35,7 @@ pub(crate) const REPLAYED_HEADER: &str = "idempotent-replayed";
 )]
 pub(crate) async fn create_violation(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<ViolationRequest>,
 ) -> Result<
     (

@@ -1,5 +1,5 @@
 //! The `executions-pause` function alone: on AWS Lambda, or as a local route.
 
 fn main() -> std::process::ExitCode {
-    res_functions::serve::function_main(res_functions::Function::Pause)
+    res_functions::serve::function_main(&[res_functions::Function::Pause])
 }

@@ -1,5 +1,5 @@
 //! The `get-execution-plan-v2` function alone: on AWS Lambda, or as a local route.
 
 fn main() -> std::process::ExitCode {
-    res_functions::serve::function_main(res_functions::Function::ExecutionPlan)
+    res_functions::serve::function_main(&[res_functions::Function::ExecutionPlan])
 }

@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::config::{DatabaseArgs, ServeArgs};
+use res_functions::db::api_keys::{KeyListing, KeyScope};
 use res_functions::openapi::ApiDoc;
 use res_functions::{AppState, Function, db, logging, router, serve};
 use utoipa::OpenApi;
@@ -47,12 +48,39 @@ enum Command {
         /// and its branches].
         #[arg(long)]
         name: Option<String>,
-        /// `runner` keys see only their branches; `service` keys see everything.
+        /// `runner`: a site's runner, on its branches. `operator`: reads and acts (run now,
+        /// pause, cancel) on its brands/branches. `viewer`: reads only. `service`: everything.
         #[arg(long, value_enum)]
         role: RoleArg,
-        /// A branch the runner key may see (repeat for several).
+        /// A branch the key may see (repeat for several).
         #[arg(long = "branch")]
         branches: Vec<Uuid>,
+        /// A brand whose branches an operator or viewer key may see, including branches
+        /// added later (repeat for several).
+        #[arg(long = "brand")]
+        brands: Vec<Uuid>,
+        /// An operator or viewer key for every brand (a platform operator).
+        #[arg(long)]
+        all_brands: bool,
+    },
+    /// List API keys: name, role, scope, created and last used (never the secret).
+    ListApiKeys {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Include revoked keys.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create a successor of a key (same name, role and scope) and print its token. The old
+    /// key keeps working until you revoke it, so the holder can switch without an outage.
+    RotateApiKey {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The key's id, as printed by create-api-key or list-api-keys.
+        id: Uuid,
     },
     /// Revoke an API key by id; its token stops working at once.
     RevokeApiKey {
@@ -68,6 +96,8 @@ enum Command {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum RoleArg {
     Runner,
+    Operator,
+    Viewer,
     Service,
 }
 
@@ -123,33 +153,73 @@ async fn run(command: Command) -> anyhow::Result<()> {
             name,
             role,
             branches,
+            brands,
+            all_brands,
         } => {
             let role = match role {
                 RoleArg::Runner => Role::Runner,
+                RoleArg::Operator => Role::Operator,
+                RoleArg::Viewer => Role::Viewer,
                 RoleArg::Service => Role::Service,
             };
-            if role == Role::Service && !branches.is_empty() {
-                bail!("--branch only applies to runner keys; service keys see every branch");
-            }
-            if role == Role::Runner && branches.is_empty() {
-                bail!("a runner key needs at least one --branch <uuid>");
-            }
+            let scope = KeyScope {
+                all_brands,
+                brand_ids: brands,
+                branch_ids: branches,
+            };
+            check_scope(role, &scope)?;
             let pool = database.pool(2)?;
-            let existing = db::api_keys::existing_branches(&pool, &branches).await?;
-            let missing: Vec<_> = branches.iter().filter(|b| !existing.contains(b)).collect();
+            let existing = db::api_keys::existing_branches(&pool, &scope.branch_ids).await?;
+            let missing: Vec<_> = scope
+                .branch_ids
+                .iter()
+                .filter(|b| !existing.contains(b))
+                .collect();
             if !missing.is_empty() {
                 bail!("no branch with id {missing:?}");
             }
-            let name = name.unwrap_or_else(|| match role {
-                Role::Service => "service key".to_owned(),
-                Role::Runner => format!("runner key for {} branch(es)", branches.len()),
-            });
+            let existing = db::api_keys::existing_brands(&pool, &scope.brand_ids).await?;
+            let missing: Vec<_> = scope
+                .brand_ids
+                .iter()
+                .filter(|b| !existing.contains(b))
+                .collect();
+            if !missing.is_empty() {
+                bail!("no brand with id {missing:?}");
+            }
+            let name = name.unwrap_or_else(|| default_key_name(role, &scope));
             let token = generate_token();
-            let id =
-                db::api_keys::insert(&pool, &name, &hash_token(&token), role, &branches).await?;
+            let id = db::api_keys::insert(&pool, &name, &hash_token(&token), role, &scope).await?;
             eprintln!(
                 "created {} key {id} ('{name}'); the token is shown only once:",
                 role.as_str()
+            );
+            println!("{token}");
+            Ok(())
+        }
+        Command::ListApiKeys {
+            database,
+            all,
+            json,
+        } => {
+            let pool = database.pool(2)?;
+            let keys = db::api_keys::list(&pool, all).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&keys)?);
+            } else {
+                print!("{}", key_table(&keys));
+            }
+            Ok(())
+        }
+        Command::RotateApiKey { database, id } => {
+            let pool = database.pool(2)?;
+            let token = generate_token();
+            let Some(new_id) = db::api_keys::rotate(&pool, id, &hash_token(&token)).await? else {
+                bail!("no live, unrotated API key with id {id}");
+            };
+            eprintln!(
+                "created key {new_id} to replace {id}; switch to this token, then run \
+                 `res-functions revoke-api-key {id}`. The token is shown only once:"
             );
             println!("{token}");
             Ok(())
@@ -167,4 +237,93 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Which scope options a role takes: refused before anything is written.
+fn check_scope(role: Role, scope: &KeyScope) -> anyhow::Result<()> {
+    let scoped = !scope.branch_ids.is_empty() || !scope.brand_ids.is_empty();
+    match role {
+        Role::Service if scoped || scope.all_brands => {
+            bail!("service keys see every branch; --branch, --brand and --all-brands do not apply")
+        }
+        Role::Runner if !scope.brand_ids.is_empty() || scope.all_brands => {
+            bail!(
+                "a runner key is scoped to its site's branches: use --branch, not --brand or --all-brands"
+            )
+        }
+        Role::Runner if scope.branch_ids.is_empty() => {
+            bail!("a runner key needs at least one --branch <uuid>")
+        }
+        Role::Operator | Role::Viewer if scoped && scope.all_brands => {
+            bail!("--all-brands already covers every branch; drop --brand/--branch")
+        }
+        Role::Operator | Role::Viewer if !scoped && !scope.all_brands => bail!(
+            "an {} key needs a scope: --brand <uuid>, --branch <uuid> or --all-brands",
+            role.as_str()
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn default_key_name(role: Role, scope: &KeyScope) -> String {
+    match role {
+        Role::Service => "service key".to_owned(),
+        _ if scope.all_brands => format!("{} key for every brand", role.as_str()),
+        _ => format!(
+            "{} key for {} brand(s) and {} branch(es)",
+            role.as_str(),
+            scope.brand_ids.len(),
+            scope.branch_ids.len()
+        ),
+    }
+}
+
+fn key_table(keys: &[KeyListing]) -> String {
+    let never = || "never".to_owned();
+    let rows: Vec<[String; 6]> = keys
+        .iter()
+        .map(|key| {
+            let scope = if key.role == "service" || key.all_brands {
+                "every brand".to_owned()
+            } else {
+                format!(
+                    "{} brand(s), {} branch(es)",
+                    key.brand_ids.len(),
+                    key.branch_ids.len()
+                )
+            };
+            let state = match (key.revoked_at, key.rotated_to) {
+                (Some(at), _) => format!("revoked {}", at.format("%Y-%m-%d %H:%M")),
+                (None, Some(to)) => format!("rotated to {to}"),
+                (None, None) => "live".to_owned(),
+            };
+            [
+                key.id.to_string(),
+                key.name.clone(),
+                key.role.clone(),
+                scope,
+                key.last_used_at
+                    .map_or_else(never, |at| at.format("%Y-%m-%d %H:%M UTC").to_string()),
+                state,
+            ]
+        })
+        .collect();
+    let header = ["ID", "NAME", "ROLE", "SCOPE", "LAST USED", "STATE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(header.map(str::to_owned)).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
 }

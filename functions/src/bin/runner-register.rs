@@ -1,5 +1,5 @@
 //! The `runner-register` function alone: on AWS Lambda, or as a local route.
 
 fn main() -> std::process::ExitCode {
-    res_functions::serve::function_main(res_functions::Function::Register)
+    res_functions::serve::function_main(&[res_functions::Function::Register])
 }

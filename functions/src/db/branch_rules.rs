@@ -15,6 +15,11 @@ pub(crate) struct LockedRule {
     pub(crate) is_active: bool,
     pub(crate) is_archived: bool,
     pub(crate) is_force_stopped: bool,
+    pub(crate) paused_at: Option<DateTime<Utc>>,
+    pub(crate) run_requested_at: Option<DateTime<Utc>>,
+    /// The key name that asked for the run now, and why.
+    pub(crate) run_requested_by: Option<String>,
+    pub(crate) run_request_reason: Option<String>,
     pub(crate) next_run_time: Option<DateTime<Utc>>,
     /// Window start.
     pub(crate) operation_time_from: Option<NaiveTime>,
@@ -60,6 +65,8 @@ impl LockedRule {
             is_active: self.is_active,
             is_archived: self.is_archived,
             is_force_stopped: self.is_force_stopped,
+            is_paused: self.paused_at.is_some(),
+            run_requested: self.run_requested_at.is_some(),
             is_currently_running: currently_running,
             branch_is_active: self.branch_is_active,
             rule_status: RuleStatus::parse(&self.rule_status).unwrap_or(RuleStatus::Inactive),
@@ -75,6 +82,7 @@ impl LockedRule {
 pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
     sqlx::query_as(
         "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
+                br.paused_at, br.run_requested_at, br.run_requested_by, br.run_request_reason, \
                 br.next_run_time, br.operation_time_from, br.operation_time_to, \
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use res_shared::wire::ExecutionStatus;
+use res_shared::wire::{ExecutionStatus, Trigger};
 
 use super::Tx;
 use crate::access::Scope;
@@ -95,6 +95,10 @@ pub(crate) struct NewExecution<'a> {
     /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
     pub(crate) root_id: Option<Uuid>,
     pub(crate) boot_id: Option<&'a str>,
+    pub(crate) trigger: Trigger,
+    /// For a manual run: the key name that asked, and why.
+    pub(crate) triggered_by: Option<&'a str>,
+    pub(crate) trigger_reason: Option<&'a str>,
 }
 
 /// Inserts a scheduled execution; returns its id, lease end and root. A second live
@@ -105,9 +109,10 @@ pub(crate) async fn insert(
 ) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
     sqlx::query_as(
         "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                 retry_of, claim_token, lease_seconds, lease_expires_at, boot_id) \
+                                 retry_of, claim_token, lease_seconds, lease_expires_at, boot_id, \
+                                 trigger, triggered_by, trigger_reason) \
          SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
-                now() + make_interval(secs => $6), $8 \
+                now() + make_interval(secs => $6), $8, $9, $10, $11 \
          FROM (SELECT gen_random_uuid() AS id) g \
          RETURNING id, lease_expires_at, root_id",
     )
@@ -119,6 +124,9 @@ pub(crate) async fn insert(
     .bind(new.lease_seconds)
     .bind(new.root_id)
     .bind(new.boot_id)
+    .bind(new.trigger.as_str())
+    .bind(new.triggered_by)
+    .bind(new.trigger_reason)
     .fetch_one(&mut **tx)
     .await
 }
@@ -218,8 +226,8 @@ pub(crate) async fn insert_offline(
     let inserted = sqlx::query(
         "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
                                  claim_token, lease_seconds, lease_expires_at, scheduled_at, \
-                                 started_at, finished_at, offline) \
-         VALUES ($1, $1, $2, $3, $5, 1, $4, 0, $7, $6, $6, $7, true) \
+                                 started_at, finished_at, offline, trigger) \
+         VALUES ($1, $1, $2, $3, $5, 1, $4, 0, $7, $6, $6, $7, true, 'offline') \
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(id)

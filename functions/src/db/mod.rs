@@ -5,6 +5,8 @@ pub mod api_keys;
 pub(crate) mod branch_rules;
 pub(crate) mod changes;
 pub(crate) mod executions;
+pub(crate) mod history;
+pub(crate) mod operator;
 pub(crate) mod plan;
 pub(crate) mod violations;
 

@@ -23,7 +23,7 @@ use crate::access::Scope;
 macro_rules! workflow_select {
     () => {
         "SELECT br.id, br.branch_id, br.rule_id, br.brand_rule_id, br.is_active, br.is_archived, \
-                br.is_force_stopped, \
+                br.is_force_stopped, br.paused_at IS NOT NULL AS is_paused, br.run_requested_at, \
                 br.is_currently_running AND live.id IS NOT NULL AS is_currently_running, \
                 br.next_run_time, br.last_run_time, br.operation_time_from, br.operation_time_to, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
@@ -189,6 +189,8 @@ struct EntryRow {
     is_active: bool,
     is_archived: bool,
     is_force_stopped: bool,
+    is_paused: bool,
+    run_requested_at: Option<DateTime<Utc>>,
     is_currently_running: bool,
     next_run_time: Option<DateTime<Utc>>,
     resume_at: Option<DateTime<Utc>>,
@@ -214,6 +216,8 @@ impl EntryRow {
             is_active: self.is_active,
             is_archived: self.is_archived,
             is_force_stopped: self.is_force_stopped,
+            is_paused: self.is_paused,
+            run_requested_at: self.run_requested_at,
             is_currently_running: self.is_currently_running,
             next_run_time: self.next_run_time,
             resume_at: self.resume_at,

@@ -35,6 +35,8 @@ pub(crate) fn rule_state_in(entry: &Entry, lookups: &PlanLookups, zone: Zone) ->
         is_active: workflow.is_active,
         is_archived: workflow.is_archived,
         is_force_stopped: workflow.is_force_stopped,
+        is_paused: workflow.is_paused,
+        run_requested: workflow.run_requested_at.is_some(),
         is_currently_running: workflow.is_currently_running,
         branch_is_active: lookups
             .branches
@@ -57,6 +59,7 @@ pub(crate) fn due_at(entry: &Entry) -> Option<DateTime<Utc>> {
     let workflow = &entry.workflow;
     match (workflow.resume_at, workflow.next_run_time) {
         (Some(resume), _) => Some(resume),
+        (None, _) if workflow.run_requested_at.is_some() => workflow.run_requested_at,
         (None, next) => next,
     }
 }

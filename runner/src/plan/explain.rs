@@ -16,6 +16,7 @@ pub(crate) fn describe(blocker: &Blocker) -> String {
         Blocker::Inactive => "branch rule inactive".into(),
         Blocker::Archived => "archived".into(),
         Blocker::ForceStopped => "force-stopped".into(),
+        Blocker::PausedByOperator => "paused by an operator".into(),
         Blocker::AlreadyRunning => "running".into(),
         Blocker::BranchInactive => "branch inactive".into(),
         Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),

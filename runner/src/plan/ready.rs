@@ -42,6 +42,7 @@ impl Active {
             && w.is_active
             && !w.is_archived
             && !w.is_force_stopped
+            && !w.is_paused
             && !w.is_currently_running
             && self.branches.contains(&w.branch_id)
             && self.rules.contains(&w.rule_id)

@@ -158,6 +158,9 @@ impl PlanStore {
             w.run_count = answer.run_count;
             w.is_last_run_failed = failed;
             w.resume_at = None;
+            // The functions cleared the run-now request when the claim took it; until the
+            // next refresh says so, do not treat the rule as requested again.
+            w.run_requested_at = None;
             entry.local.running_here = false;
             entry.local.updated_at = Some(now);
             entry.local.local_next_run = local;

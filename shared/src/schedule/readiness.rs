@@ -47,6 +47,11 @@ pub struct RuleState {
     pub is_archived: bool,
     /// An operator force-stopped the branch rule.
     pub is_force_stopped: bool,
+    /// An operator paused the branch rule: no new run starts (a live one finishes).
+    pub is_paused: bool,
+    /// An operator asked to run the rule now: it is due at once and its operation window
+    /// does not hold it back (every other blocker still does).
+    pub run_requested: bool,
     /// A worker is executing the branch rule.
     pub is_currently_running: bool,
     /// The branch is active.
@@ -75,6 +80,8 @@ pub enum Blocker {
     Archived,
     /// `is_force_stopped` is true.
     ForceStopped,
+    /// `is_paused` is true: an operator paused the rule.
+    PausedByOperator,
     /// `is_currently_running` is true.
     AlreadyRunning,
     /// The branch is not active.
@@ -106,13 +113,13 @@ impl RuleState {
     pub fn is_ready(&self, now: DateTime<Utc>) -> bool {
         // The flag checks are cheap and usually decide; the window needs zone lookups.
         self.flag_blockers(now).next().is_none()
-            && window_admits(self.window.as_ref(), self.zone, now)
+            && (self.run_requested || window_admits(self.window.as_ref(), self.zone, now))
     }
 
     /// Every reason the rule may not start at `now`; empty when it is ready.
     pub fn blockers(&self, now: DateTime<Utc>) -> Vec<Blocker> {
         let mut blockers: Vec<Blocker> = self.flag_blockers(now).collect();
-        if let Some(window) = &self.window {
+        if let Some(window) = self.window.as_ref().filter(|_| !self.run_requested) {
             match window.locate(now, self.zone) {
                 Some(WindowPosition::Inside { .. }) => {}
                 Some(WindowPosition::Outside { next_start }) => {
@@ -131,6 +138,7 @@ impl RuleState {
             (!self.is_active).then_some(Blocker::Inactive),
             self.is_archived.then_some(Blocker::Archived),
             self.is_force_stopped.then_some(Blocker::ForceStopped),
+            self.is_paused.then_some(Blocker::PausedByOperator),
             self.is_currently_running.then_some(Blocker::AlreadyRunning),
             (!self.branch_is_active).then_some(Blocker::BranchInactive),
             (self.rule_status != RuleStatus::Active).then_some(Blocker::RuleNotActive {
@@ -140,7 +148,7 @@ impl RuleState {
                 Some(resume_at) => (resume_at > now).then_some(Blocker::Paused { resume_at }),
                 None => self
                     .next_run_time
-                    .filter(|due| *due > now)
+                    .filter(|due| *due > now && !self.run_requested)
                     .map(|next_run_time| Blocker::NotDue { next_run_time }),
             },
         ]

@@ -5,6 +5,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{
+    CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
+    ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest, RuleActionResponse, RunNowRequest,
+};
+use super::{
     ClaimRequest, ClaimResponse, HeartbeatRequest, HeartbeatResponse, PauseRequest, PauseResponse,
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
@@ -48,6 +52,12 @@ calls! {
     SetNextRunTimeRequest => "branch_rules_set_NextRunTime", SetNextRunTimeResponse;
     PauseRequest => "executions_pause", PauseResponse;
     RegisterRequest => "runner_register", RegisterResponse;
+    RunNowRequest => "rules_run_now", RuleActionResponse;
+    PauseRuleRequest => "rules_pause", RuleActionResponse;
+    ResumeRuleRequest => "rules_resume", RuleActionResponse;
+    ForceStopRuleRequest => "rules_force_stop", RuleActionResponse;
+    CancelExecutionRequest => "executions_cancel", CancelExecutionResponse;
+    ExecutionListRequest => "executions_list", ExecutionListResponse;
 }
 
 #[cfg(test)]
@@ -56,11 +66,10 @@ mod tests {
 
     #[test]
     fn every_function_has_one_name_and_path() {
-        assert_eq!(FUNCTION_NAMES.len(), 7);
         let mut names = FUNCTION_NAMES.to_vec();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 7, "names are unique");
+        assert_eq!(names.len(), FUNCTION_NAMES.len(), "names are unique");
         assert_eq!(ClaimRequest::path(), "/functions/v1/branch_rules_claim");
     }
 }

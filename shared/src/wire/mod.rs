@@ -16,6 +16,7 @@ mod claim;
 mod error;
 mod execution;
 mod next_run;
+mod operator;
 mod plan;
 mod runner;
 mod seconds;
@@ -32,6 +33,11 @@ pub use execution::{
     PauseRequest, PauseResponse,
 };
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
+pub use operator::{
+    CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
+    ExecutionSummary, ForceStopRuleRequest, MAX_PAGE_SIZE, PauseRuleRequest, ResumeRuleRequest,
+    RuleActionResponse, RunNowRequest, Trigger,
+};
 pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, PlanRequest,
     PlanResponse, Rule,

@@ -113,6 +113,12 @@ pub struct PlanEntry {
     pub is_archived: bool,
     /// Force-stopped by an operator.
     pub is_force_stopped: bool,
+    /// Paused by an operator: no new run starts until it is resumed.
+    #[serde(default)]
+    pub is_paused: bool,
+    /// An operator asked to run it now: due at once, whatever its schedule and window say.
+    #[serde(with = "super::time::option", default)]
+    pub run_requested_at: Option<DateTime<Utc>>,
     /// A live execution holds it (an expired lease counts as not running).
     pub is_currently_running: bool,
     /// When it is due (UTC).

@@ -174,6 +174,7 @@ async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
             .args(["-c", &script])
             .env("RES", system.functions.url())
             .env("TOKEN", &system.token)
+            .env("OPS", &system.operator)
             .env("RULE", rule.to_string())
             .output()
             .expect("sh runs");

@@ -23,6 +23,8 @@ pub struct System {
     pub branch: Uuid,
     /// A runner key for it.
     pub token: String,
+    /// An operator key (`alice`) scoped to the branch.
+    pub operator: String,
     /// State and logs.
     pub dir: PathBuf,
     _database: TestDatabase,
@@ -76,11 +78,24 @@ impl System {
                 &branch.to_string(),
             ],
         );
+        let operator = functions_cli(
+            &database.url,
+            &[
+                "create-api-key",
+                "--name",
+                "alice",
+                "--role",
+                "operator",
+                "--branch",
+                &branch.to_string(),
+            ],
+        );
         System {
             pool,
             functions,
             branch,
             token,
+            operator,
             dir,
             _database: database,
         }

@@ -16,7 +16,7 @@ pub(crate) use judge::{Judgement, judge};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 
 use super::require_object;
-use crate::auth::{Caller, Role};
+use crate::auth::{Caller, Role, SiteCaller};
 use crate::db;
 use crate::db::branch_rules::LockedRule;
 use crate::db::executions::{ExecutionRow, Finish};
@@ -43,7 +43,7 @@ use crate::state::AppState;
 )]
 pub(crate) async fn set_next_run_time(
     State(state): State<AppState>,
-    caller: Caller,
+    SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<SetNextRunTimeRequest>,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     check_shape(&caller, &request)?;

@@ -1,0 +1,81 @@
+//! `executions_cancel`: stop one execution, with a reason.
+
+use axum::Json;
+use axum::extract::State;
+use res_shared::wire::{
+    CancelExecutionRequest, CancelExecutionResponse, ErrorBody, ExecutionStatus,
+};
+
+use super::rules::{MAX_REASON_CHARS, stop_execution};
+use crate::api::require_text;
+use crate::auth::Actor;
+use crate::db;
+use crate::db::operator::Asked;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// Cancel an execution: a running one ends `cancelled` within one heartbeat interval; a
+/// scheduled or paused one at once, freeing its rule.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/executions_cancel",
+    request_body = CancelExecutionRequest,
+    responses(
+        (status = 200, description = "Cancelled, or asked of its runner", body = CancelExecutionResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner and viewer keys cannot act", body = ErrorBody),
+        (status = 404, description = "No such execution in your scope", body = ErrorBody),
+        (status = 409, description = "finished: the execution already ended", body = ErrorBody),
+        (status = 422, description = "Empty or overlong reason", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    Actor(caller): Actor,
+    ApiJson(request): ApiJson<CancelExecutionRequest>,
+) -> Result<Json<CancelExecutionResponse>, ApiError> {
+    require_text("reason", &request.reason, MAX_REASON_CHARS)?;
+    let id = request.execution_id;
+    let not_found = || ApiError::NotFound(format!("execution {id} not found"));
+    let mut tx = state.pool.begin().await?;
+    let (rule_id, branch_id, _) = db::executions::owner(&mut tx, id)
+        .await?
+        .filter(|(_, branch_id, _)| caller.sees_branch(*branch_id))
+        .ok_or_else(not_found)?;
+    // One lock order everywhere: the rule, then the execution.
+    db::branch_rules::lock(&mut tx, rule_id)
+        .await?
+        .ok_or_else(not_found)?;
+    let execution = db::executions::lock(&mut tx, id)
+        .await?
+        .ok_or_else(not_found)?;
+    let status = execution.status;
+    if !(status.is_live() || status == ExecutionStatus::Paused) {
+        return Err(ApiError::conflict(
+            "finished",
+            format!("execution {id} already ended {}", status.as_str()),
+        ));
+    }
+    stop_execution(&mut tx, id, status, rule_id).await?;
+    let asked = Asked {
+        caller: &caller,
+        reason: &request.reason,
+    };
+    db::operator::record(&mut tx, &asked, "cancel", rule_id, Some(id)).await?;
+    tx.commit().await?;
+    tracing::info!(execution_id = %id, %branch_id, key = %caller.key_name, "cancel requested");
+    let running = status == ExecutionStatus::Running;
+    Ok(Json(CancelExecutionResponse {
+        execution_id: id,
+        status: if running {
+            status
+        } else {
+            ExecutionStatus::Cancelled
+        },
+        cancel_requested: running,
+    }))
+}

@@ -1,0 +1,231 @@
+//! What an operator's action on a rule does, decided from the rule's state before any write.
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::ExecutionStatus;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// An action on one branch rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RuleAction {
+    RunNow,
+    Pause,
+    Resume,
+    ForceStop,
+}
+
+impl RuleAction {
+    /// The name recorded in `operator_actions.action`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RuleAction::RunNow => "run_now",
+            RuleAction::Pause => "pause",
+            RuleAction::Resume => "resume",
+            RuleAction::ForceStop => "force_stop",
+        }
+    }
+}
+
+/// What the decision needs to know about the rule, read under its row lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RuleFacts {
+    /// The branch rule, its branch and its rule definition are all active and not archived.
+    pub(crate) enabled: bool,
+    pub(crate) is_paused: bool,
+    pub(crate) is_force_stopped: bool,
+    pub(crate) run_requested: bool,
+    /// The rule's latest execution, when it still holds the rule: live (with an unexpired
+    /// lease) or paused at a delay node.
+    pub(crate) holder: Option<(Uuid, ExecutionStatus)>,
+}
+
+/// The change to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Effect {
+    RequestRun,
+    Pause,
+    /// Clear the pause and the force-stop, and take the next run from the schedule.
+    Resume,
+    /// Set the force-stop and stop whatever holds the rule.
+    ForceStop {
+        stop: Option<(Uuid, ExecutionStatus)>,
+    },
+}
+
+/// Decides an action, or refuses it (409) with a code and a message saying why.
+pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, ApiError> {
+    match action {
+        RuleAction::RunNow => {
+            if let Some((id, status)) = facts.holder {
+                let code = if status == ExecutionStatus::Paused {
+                    "execution_paused"
+                } else {
+                    "running"
+                };
+                return Err(ApiError::conflict(
+                    code,
+                    format!(
+                        "execution {id} of this rule is {}; cancel it first",
+                        status.as_str()
+                    ),
+                ));
+            }
+            if facts.is_force_stopped {
+                return Err(ApiError::conflict(
+                    "force_stopped",
+                    "the rule is force-stopped; resume it first",
+                ));
+            }
+            if facts.is_paused {
+                return Err(ApiError::conflict(
+                    "paused",
+                    "the rule is paused; resume it first",
+                ));
+            }
+            if !facts.enabled {
+                return Err(ApiError::conflict(
+                    "inactive",
+                    "the rule, its branch or its rule definition is inactive or archived",
+                ));
+            }
+            if facts.run_requested {
+                return Err(ApiError::conflict(
+                    "run_requested",
+                    "a run-now request of this rule is already waiting for a runner",
+                ));
+            }
+            Ok(Effect::RequestRun)
+        }
+        RuleAction::Pause => Ok(Effect::Pause),
+        RuleAction::Resume if facts.is_paused || facts.is_force_stopped => Ok(Effect::Resume),
+        RuleAction::Resume => Err(ApiError::conflict(
+            "not_paused",
+            "the rule is neither paused nor force-stopped",
+        )),
+        RuleAction::ForceStop => Ok(Effect::ForceStop { stop: facts.holder }),
+    }
+}
+
+/// The holder of a rule from its latest execution at database time `now`.
+pub(crate) fn holder(
+    latest: Option<(Uuid, ExecutionStatus, DateTime<Utc>)>,
+    now: DateTime<Utc>,
+) -> Option<(Uuid, ExecutionStatus)> {
+    latest.and_then(|(id, status, lease_expires_at)| {
+        let live = status.is_live() && lease_expires_at > now;
+        (live || status == ExecutionStatus::Paused).then_some((id, status))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idle() -> RuleFacts {
+        RuleFacts {
+            enabled: true,
+            is_paused: false,
+            is_force_stopped: false,
+            run_requested: false,
+            holder: None,
+        }
+    }
+
+    fn code(result: Result<Effect, ApiError>) -> &'static str {
+        match result {
+            Err(ApiError::Conflict { code, .. }) => code,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn run_now_is_refused_while_anything_holds_or_blocks_the_rule() {
+        assert_eq!(
+            decide(RuleAction::RunNow, &idle()).ok(),
+            Some(Effect::RequestRun)
+        );
+        let id = Uuid::new_v4();
+        let running = RuleFacts {
+            holder: Some((id, ExecutionStatus::Running)),
+            ..idle()
+        };
+        assert_eq!(code(decide(RuleAction::RunNow, &running)), "running");
+        let paused_run = RuleFacts {
+            holder: Some((id, ExecutionStatus::Paused)),
+            ..idle()
+        };
+        assert_eq!(
+            code(decide(RuleAction::RunNow, &paused_run)),
+            "execution_paused"
+        );
+        let paused = RuleFacts {
+            is_paused: true,
+            ..idle()
+        };
+        assert_eq!(code(decide(RuleAction::RunNow, &paused)), "paused");
+        let stopped = RuleFacts {
+            is_force_stopped: true,
+            ..idle()
+        };
+        assert_eq!(code(decide(RuleAction::RunNow, &stopped)), "force_stopped");
+        let inactive = RuleFacts {
+            enabled: false,
+            ..idle()
+        };
+        assert_eq!(code(decide(RuleAction::RunNow, &inactive)), "inactive");
+        let waiting = RuleFacts {
+            run_requested: true,
+            ..idle()
+        };
+        assert_eq!(code(decide(RuleAction::RunNow, &waiting)), "run_requested");
+    }
+
+    #[test]
+    fn resume_needs_a_pause_or_stop_and_force_stop_stops_the_holder() {
+        assert_eq!(code(decide(RuleAction::Resume, &idle())), "not_paused");
+        let paused = RuleFacts {
+            is_paused: true,
+            ..idle()
+        };
+        assert_eq!(
+            decide(RuleAction::Resume, &paused).ok(),
+            Some(Effect::Resume)
+        );
+        let id = Uuid::new_v4();
+        let running = RuleFacts {
+            holder: Some((id, ExecutionStatus::Running)),
+            ..idle()
+        };
+        assert_eq!(
+            decide(RuleAction::ForceStop, &running).ok(),
+            Some(Effect::ForceStop {
+                stop: Some((id, ExecutionStatus::Running))
+            })
+        );
+    }
+
+    #[test]
+    fn an_expired_lease_does_not_hold_the_rule_but_a_paused_execution_does() {
+        let now = Utc::now();
+        let id = Uuid::new_v4();
+        let later = now + chrono::TimeDelta::seconds(30);
+        let earlier = now - chrono::TimeDelta::seconds(30);
+        assert_eq!(
+            holder(Some((id, ExecutionStatus::Running, later)), now),
+            Some((id, ExecutionStatus::Running))
+        );
+        assert_eq!(
+            holder(Some((id, ExecutionStatus::Running, earlier)), now),
+            None
+        );
+        assert_eq!(
+            holder(Some((id, ExecutionStatus::Paused, earlier)), now),
+            Some((id, ExecutionStatus::Paused))
+        );
+        assert_eq!(
+            holder(Some((id, ExecutionStatus::Completed, later)), now),
+            None
+        );
+    }
+}

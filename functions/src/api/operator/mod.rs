@@ -1,0 +1,7 @@
+//! The operator functions: people and their tools (`resctl`) act on rules and executions
+//! and read the history, within their key's scope.
+
+pub(crate) mod cancel;
+mod decide;
+pub(crate) mod history;
+pub(crate) mod rules;

@@ -1,0 +1,123 @@
+//! SQL for the execution history: newest first, keyset-paginated on
+//! `(scheduled_at, id)` so a page costs the same however deep it is.
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{ExecutionStatus, ExecutionSummary, Trigger};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::access::Scope;
+
+/// The filters of one page, already checked.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HistoryFilter {
+    pub(crate) brand_id: Option<Uuid>,
+    pub(crate) branch_id: Option<Uuid>,
+    pub(crate) branch_rule_id: Option<Uuid>,
+    pub(crate) status: Option<ExecutionStatus>,
+    pub(crate) trigger: Option<Trigger>,
+    pub(crate) since: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    /// The last row of the previous page.
+    pub(crate) after: Option<(DateTime<Utc>, Uuid)>,
+}
+
+#[derive(sqlx::FromRow)]
+struct SummaryRow {
+    execution_id: Uuid,
+    branch_rule_id: Uuid,
+    rule_name: String,
+    branch_id: Uuid,
+    branch_name: String,
+    #[sqlx(try_from = "String")]
+    status: ExecutionStatus,
+    #[sqlx(try_from = "String")]
+    trigger: Trigger,
+    triggered_by: Option<String>,
+    trigger_reason: Option<String>,
+    runner_id: String,
+    boot_id: Option<String>,
+    attempt: i32,
+    retry_of: Option<Uuid>,
+    scheduled_at: DateTime<Utc>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+    duration_ms: Option<i64>,
+    error: Option<String>,
+    cancel_requested: bool,
+}
+
+impl From<SummaryRow> for ExecutionSummary {
+    fn from(row: SummaryRow) -> ExecutionSummary {
+        ExecutionSummary {
+            execution_id: row.execution_id,
+            branch_rule_id: row.branch_rule_id,
+            rule_name: row.rule_name,
+            branch_id: row.branch_id,
+            branch_name: row.branch_name,
+            status: row.status,
+            trigger: row.trigger,
+            triggered_by: row.triggered_by,
+            trigger_reason: row.trigger_reason,
+            runner_id: row.runner_id,
+            boot_id: row.boot_id,
+            attempt: row.attempt,
+            retry_of: row.retry_of,
+            scheduled_at: row.scheduled_at,
+            started_at: row.started_at,
+            finished_at: row.finished_at,
+            duration_ms: row.duration_ms,
+            error: row.error,
+            cancel_requested: row.cancel_requested,
+        }
+    }
+}
+
+/// Up to `limit` executions in scope matching `filter`, newest first.
+pub(crate) async fn page(
+    pool: &PgPool,
+    scope: Scope<'_>,
+    filter: &HistoryFilter,
+    limit: i64,
+) -> Result<Vec<ExecutionSummary>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    let rows: Vec<SummaryRow> = sqlx::query_as(
+        "SELECT e.id AS execution_id, e.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
+                b.name AS branch_name, e.status, e.trigger, e.triggered_by, e.trigger_reason, \
+                e.runner_id, e.boot_id, e.attempt, e.retry_of, e.scheduled_at, e.started_at, \
+                e.finished_at, \
+                (extract(epoch FROM e.finished_at - COALESCE(e.started_at, e.scheduled_at)) \
+                    * 1000)::bigint AS duration_ms, \
+                left(split_part(e.error, E'\\n', 1), 200) AS error, e.cancel_requested \
+         FROM executions e \
+         JOIN branch_rules br ON br.id = e.branch_rule_id \
+         JOIN branches b ON b.id = br.branch_id \
+         JOIN rules r ON r.id = br.rule_id \
+         WHERE ($1 OR br.branch_id = ANY($2)) \
+           AND ($3::uuid IS NULL OR b.brand_id = $3) \
+           AND ($4::uuid IS NULL OR br.branch_id = $4) \
+           AND ($5::uuid IS NULL OR e.branch_rule_id = $5) \
+           AND ($6::text IS NULL OR e.status = $6) \
+           AND ($7::text IS NULL OR e.trigger = $7) \
+           AND ($8::timestamptz IS NULL OR e.scheduled_at >= $8) \
+           AND ($9::timestamptz IS NULL OR e.scheduled_at < $9) \
+           AND ($10::timestamptz IS NULL OR (e.scheduled_at, e.id) < ($10, $11)) \
+         ORDER BY e.scheduled_at DESC, e.id DESC \
+         LIMIT $12",
+    )
+    .bind(all)
+    .bind(branches)
+    .bind(filter.brand_id)
+    .bind(filter.branch_id)
+    .bind(filter.branch_rule_id)
+    .bind(filter.status.map(ExecutionStatus::as_str))
+    .bind(filter.trigger.map(Trigger::as_str))
+    .bind(filter.since)
+    .bind(filter.until)
+    .bind(filter.after.map(|(at, _)| at))
+    .bind(filter.after.map(|(_, id)| id))
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(ExecutionSummary::from).collect())
+}

@@ -1,0 +1,540 @@
+//! The operator functions over real HTTP and PostgreSQL: run now, pause, resume,
+//! force-stop, cancel and the history, with roles and scopes as walls.
+
+use chrono::{TimeDelta, Timelike, Utc};
+use res_functions::auth::Role;
+use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::{
+    Call, CancelExecutionRequest, ClaimRequest, ExecutionListRequest, ForceStopRuleRequest,
+    HeartbeatRequest, PauseRuleRequest, PlanRequest, ResumeRuleRequest, RunNowRequest,
+    SetNextRunTimeRequest,
+};
+use res_tests::functions as support;
+use serde_json::{Value, json};
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+/// A brand with one branch and its runner, an operator and a viewer of the brand, and a
+/// rule due tomorrow whose window is closed now.
+struct Site {
+    app: TestApp,
+    brand: Uuid,
+    branch: Uuid,
+    rule: Uuid,
+    runner: String,
+    operator: String,
+    viewer: String,
+}
+
+async fn site() -> Site {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("UTC").await;
+    let branch = seed.branch(brand, None).await;
+    // A one-hour window that opens in three hours: closed now, whatever the time.
+    let now = app.db_now().await;
+    let from = format!("{:02}:00", (now.hour() + 3) % 24);
+    let to = format!("{:02}:00", (now.hour() + 4) % 24);
+    let rule = seed
+        .branch_rule(
+            branch,
+            RuleSpec {
+                window: Some((&from, &to)),
+                next_run_time: Some(now + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+        )
+        .await;
+    let brand_scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    Site {
+        runner: app.runner_token(&[branch]).await,
+        operator: app.token("alice", Role::Operator, &brand_scope).await,
+        viewer: app.token("victor", Role::Viewer, &brand_scope).await,
+        app,
+        brand,
+        branch,
+        rule,
+    }
+}
+
+fn act(rule: Uuid, reason: &str) -> Value {
+    json!({"branch_rule_id": rule, "reason": reason})
+}
+
+fn code(body: &Value) -> &str {
+    body["error"]["code"].as_str().unwrap_or("")
+}
+
+async fn execution_row(
+    app: &TestApp,
+    id: Uuid,
+) -> (String, String, Option<String>, Option<String>) {
+    sqlx::query_as(
+        "SELECT status, trigger, triggered_by, trigger_reason FROM executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the execution")
+}
+
+#[tokio::test]
+async fn run_now_runs_a_rule_due_tomorrow_outside_its_window_once_and_records_who_and_why() {
+    let s = site().await;
+    let claim = json!({"branch_rule_id": s.rule, "runner_id": "site-1"});
+    let refused = s
+        .app
+        .call(ClaimRequest::NAME, &s.runner, claim.clone())
+        .await;
+    assert_eq!(refused.status, 409, "not due yet: {}", refused.body);
+
+    let asked = s
+        .app
+        .call(
+            RunNowRequest::NAME,
+            &s.operator,
+            act(s.rule, "customer complaint"),
+        )
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    assert!(asked.body["run_requested_at"].is_string(), "{}", asked.body);
+    let again = s
+        .app
+        .call(RunNowRequest::NAME, &s.operator, act(s.rule, "twice"))
+        .await;
+    assert_eq!((again.status, code(&again.body)), (409, "run_requested"));
+
+    // The runner sees the request in its plan, and the shared readiness rule admits it.
+    let plan = s
+        .app
+        .call(PlanRequest::NAME, &s.runner, json!({"runner_id": "site-1"}))
+        .await;
+    let entry = plan.body["workflows"]
+        .as_array()
+        .and_then(|w| w.iter().find(|e| e["id"] == json!(s.rule)))
+        .cloned()
+        .expect("the rule is in the plan");
+    assert!(entry["run_requested_at"].is_string(), "{entry}");
+
+    let claimed = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let (_, trigger, by, why) = execution_row(&s.app, claimed.execution).await;
+    assert_eq!(
+        (trigger.as_str(), by.as_deref(), why.as_deref()),
+        ("manual", Some("alice"), Some("customer complaint"))
+    );
+    let running = s
+        .app
+        .call(RunNowRequest::NAME, &s.operator, act(s.rule, "again"))
+        .await;
+    assert_eq!((running.status, code(&running.body)), (409, "running"));
+
+    let report = s
+        .app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &s.runner,
+            json!({"branch_rule_id": s.rule, "is_last_run_failed": false,
+                   "execution_id": claimed.execution, "claim_token": claimed.token,
+                   "status": "completed"}),
+        )
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    // The request was used once: the next run is the schedule's, inside the window.
+    let (requested, next): (Option<chrono::DateTime<Utc>>, Option<chrono::DateTime<Utc>>) =
+        sqlx::query_as("SELECT run_requested_at, next_run_time FROM branch_rules WHERE id = $1")
+            .bind(s.rule)
+            .fetch_one(&s.app.pool)
+            .await
+            .expect("the rule");
+    assert_eq!(requested, None);
+    let next = next.expect("a next run");
+    assert!(
+        next > Utc::now() + TimeDelta::hours(2),
+        "from the schedule and window: {next}"
+    );
+    let after = s.app.call(ClaimRequest::NAME, &s.runner, claim).await;
+    assert_eq!(after.status, 409, "not run a second time: {}", after.body);
+
+    let history = s
+        .app
+        .call(
+            ExecutionListRequest::NAME,
+            &s.viewer,
+            json!({"trigger": "manual"}),
+        )
+        .await;
+    assert_eq!(history.status, 200, "{}", history.body);
+    let rows = history.body["executions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{}", history.body);
+    assert_eq!(rows[0]["triggered_by"], "alice");
+    assert_eq!(rows[0]["status"], "completed");
+    assert_eq!(rows[0]["branch_id"], json!(s.branch));
+}
+
+#[tokio::test]
+async fn pause_holds_a_due_rule_and_resume_takes_the_next_run_from_the_schedule() {
+    let s = site().await;
+    s.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    let paused = s
+        .app
+        .call(
+            PauseRuleRequest::NAME,
+            &s.operator,
+            act(s.rule, "camera moved"),
+        )
+        .await;
+    assert_eq!(
+        (paused.status, paused.body["is_paused"].clone()),
+        (200, json!(true)),
+        "{}",
+        paused.body
+    );
+    let claim = json!({"branch_rule_id": s.rule, "runner_id": "site-1"});
+    let refused = s
+        .app
+        .call(ClaimRequest::NAME, &s.runner, claim.clone())
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body["blockers"]
+            .to_string()
+            .contains("paused_by_operator"),
+        "{}",
+        refused.body
+    );
+    let run_now = s
+        .app
+        .call(RunNowRequest::NAME, &s.operator, act(s.rule, "try"))
+        .await;
+    assert_eq!((run_now.status, code(&run_now.body)), (409, "paused"));
+
+    let resumed = s
+        .app
+        .call(
+            ResumeRuleRequest::NAME,
+            &s.operator,
+            act(s.rule, "camera back"),
+        )
+        .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert_eq!(resumed.body["is_paused"], json!(false));
+    let next: chrono::DateTime<Utc> = resumed.body["next_run_time"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("a next run");
+    assert!(
+        next > Utc::now() && next <= Utc::now() + TimeDelta::minutes(31),
+        "*/30: {next}"
+    );
+    let twice = s
+        .app
+        .call(ResumeRuleRequest::NAME, &s.operator, act(s.rule, "again"))
+        .await;
+    assert_eq!((twice.status, code(&twice.body)), (409, "not_paused"));
+    let audit: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT action, key_name, reason FROM operator_actions WHERE branch_rule_id = $1 ORDER BY id",
+    )
+    .bind(s.rule)
+    .fetch_all(&s.app.pool)
+    .await
+    .expect("audit");
+    assert_eq!(
+        audit,
+        vec![
+            ("pause".into(), "alice".into(), "camera moved".into()),
+            ("resume".into(), "alice".into(), "camera back".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn force_stop_and_cancel_stop_running_executions_through_the_heartbeat_and_others_at_once() {
+    let s = site().await;
+    s.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    // Claimed but never started: cancelled at once, and the rule is free.
+    let first = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let cancel = json!({"execution_id": first.execution, "reason": "wrong camera"});
+    let cancelled = s
+        .app
+        .call(CancelExecutionRequest::NAME, &s.operator, cancel.clone())
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(
+        (
+            cancelled.body["status"].clone(),
+            cancelled.body["cancel_requested"].clone()
+        ),
+        (json!("cancelled"), json!(false))
+    );
+    assert_eq!(execution_row(&s.app, first.execution).await.0, "cancelled");
+    let finished = s
+        .app
+        .call(CancelExecutionRequest::NAME, &s.operator, cancel)
+        .await;
+    assert_eq!((finished.status, code(&finished.body)), (409, "finished"));
+
+    // Running: the runner learns it on its next heartbeat.
+    let second = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let beat = json!({"execution_id": second.execution, "claim_token": second.token});
+    let alive = s
+        .app
+        .call(HeartbeatRequest::NAME, &s.runner, beat.clone())
+        .await;
+    assert_eq!(
+        alive.body["cancel_requested"],
+        json!(false),
+        "{}",
+        alive.body
+    );
+    let stopped = s
+        .app
+        .call(
+            ForceStopRuleRequest::NAME,
+            &s.operator,
+            act(s.rule, "incident"),
+        )
+        .await;
+    assert_eq!(stopped.status, 200, "{}", stopped.body);
+    assert_eq!(
+        stopped.body["cancelled_execution_id"],
+        json!(second.execution)
+    );
+    assert_eq!(stopped.body["is_force_stopped"], json!(true));
+    let told = s.app.call(HeartbeatRequest::NAME, &s.runner, beat).await;
+    assert_eq!(told.body["cancel_requested"], json!(true), "{}", told.body);
+    let refused = s
+        .app
+        .call(RunNowRequest::NAME, &s.operator, act(s.rule, "try"))
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+}
+
+#[tokio::test]
+async fn roles_and_scopes_are_walls_on_every_operator_function() {
+    let s = site().await;
+    let seed = Seed::new(&s.app.pool);
+    let other_brand = seed.brand("UTC").await;
+    let other_branch = seed.branch(other_brand, None).await;
+    let theirs = seed.branch_rule(other_branch, RuleSpec::default()).await;
+    let other_runner = s.app.runner_token(&[other_branch]).await;
+    let their_claim = s.app.claim(&other_runner, theirs, "site-2").await;
+    // A brand scope covers branches created after the key.
+    let later_branch = seed.branch(s.brand, None).await;
+    let later_rule = seed.branch_rule(later_branch, RuleSpec::default()).await;
+
+    let unknown = Uuid::new_v4();
+    let before = s.app.fingerprint().await;
+    type Case = (&'static str, Box<dyn Fn(Uuid) -> Value>);
+    let cases: Vec<Case> = vec![
+        (RunNowRequest::NAME, Box::new(|id| act(id, "x"))),
+        (PauseRuleRequest::NAME, Box::new(|id| act(id, "x"))),
+        (ResumeRuleRequest::NAME, Box::new(|id| act(id, "x"))),
+        (ForceStopRuleRequest::NAME, Box::new(|id| act(id, "x"))),
+    ];
+    for (function, body) in &cases {
+        let foreign = s.app.call(function, &s.operator, body(theirs)).await;
+        let missing = s.app.call(function, &s.operator, body(unknown)).await;
+        assert_eq!(foreign.status, 404, "{function}: {}", foreign.body);
+        assert_eq!(
+            foreign.body.to_string().replace(&theirs.to_string(), "ID"),
+            missing.body.to_string().replace(&unknown.to_string(), "ID"),
+            "{function}: another brand's rule answers as an unknown one"
+        );
+        for (token, expected) in [(&s.viewer, "forbidden"), (&s.runner, "forbidden")] {
+            let denied = s.app.call(function, token, body(s.rule)).await;
+            assert_eq!(
+                (denied.status, code(&denied.body)),
+                (403, expected),
+                "{function}"
+            );
+        }
+    }
+    let cancel = |id: Uuid| json!({"execution_id": id, "reason": "x"});
+    let foreign = s
+        .app
+        .call(
+            CancelExecutionRequest::NAME,
+            &s.operator,
+            cancel(their_claim.execution),
+        )
+        .await;
+    let missing = s
+        .app
+        .call(CancelExecutionRequest::NAME, &s.operator, cancel(unknown))
+        .await;
+    assert_eq!(foreign.status, 404);
+    assert_eq!(
+        foreign
+            .body
+            .to_string()
+            .replace(&their_claim.execution.to_string(), "ID"),
+        missing.body.to_string().replace(&unknown.to_string(), "ID")
+    );
+    assert_eq!(
+        s.app.fingerprint().await,
+        before,
+        "no refused call changed anything"
+    );
+
+    // Reading: the viewer sees its brand only; a runner key cannot read the history.
+    let all = s
+        .app
+        .call(ExecutionListRequest::NAME, &s.viewer, json!({}))
+        .await;
+    assert_eq!(
+        all.body["executions"],
+        json!([]),
+        "brand B's execution is not listed"
+    );
+    let filtered = s
+        .app
+        .call(
+            ExecutionListRequest::NAME,
+            &s.viewer,
+            json!({"brand_id": other_brand}),
+        )
+        .await;
+    assert_eq!(filtered.body["executions"], json!([]));
+    let denied = s
+        .app
+        .call(ExecutionListRequest::NAME, &s.runner, json!({}))
+        .await;
+    assert_eq!((denied.status, code(&denied.body)), (403, "forbidden"));
+    // Operator keys are not runner keys.
+    let claim = s
+        .app
+        .call(
+            ClaimRequest::NAME,
+            &s.operator,
+            json!({"branch_rule_id": s.rule, "runner_id": "x"}),
+        )
+        .await;
+    assert_eq!((claim.status, code(&claim.body)), (403, "forbidden"));
+    let later = s
+        .app
+        .call(
+            PauseRuleRequest::NAME,
+            &s.operator,
+            act(later_rule, "new branch"),
+        )
+        .await;
+    assert_eq!(later.status, 200, "{}", later.body);
+}
+
+#[tokio::test]
+async fn history_is_newest_first_in_keyset_pages_and_bad_input_names_the_field() {
+    let s = site().await;
+    s.app.exec("UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL WHERE id = $1", &[s.rule]).await;
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        s.app
+            .exec(
+                "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
+                &[s.rule],
+            )
+            .await;
+        let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+        let report = s
+            .app
+            .call(
+                SetNextRunTimeRequest::NAME,
+                &s.runner,
+                json!({"branch_rule_id": s.rule,
+            "is_last_run_failed": true, "execution_id": claim.execution, "claim_token": claim.token,
+            "status": "failed", "error": "camera offline\nstack trace"}),
+            )
+            .await;
+        assert_eq!(report.status, 200, "{}", report.body);
+        made.push(claim.execution);
+    }
+    made.reverse();
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut body = json!({"branch_rule_id": s.rule, "limit": 2, "status": "failed"});
+        if let Some(cursor) = &after {
+            body["after"] = json!(cursor);
+        }
+        let page = s
+            .app
+            .call(ExecutionListRequest::NAME, &s.operator, body)
+            .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        for row in page.body["executions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            assert_eq!(row["error"], "camera offline", "first line only");
+            seen.push(
+                row["execution_id"]
+                    .as_str()
+                    .and_then(|t| t.parse::<Uuid>().ok())
+                    .expect("an id"),
+            );
+        }
+        match page.body["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, made, "every execution once, newest first");
+    for (body, status, field) in [
+        (json!({"limit": 0}), 422, "limit"),
+        (json!({"limit": 501}), 422, "limit"),
+        (json!({"after": "garbage"}), 400, "after"),
+        (json!({"status": "exploded"}), 400, "status"),
+        (
+            json!({"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}),
+            422,
+            "until",
+        ),
+    ] {
+        let reply = s
+            .app
+            .call(ExecutionListRequest::NAME, &s.viewer, body.clone())
+            .await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.body);
+        assert!(
+            reply.body["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(field),
+            "{body}: {}",
+            reply.body
+        );
+    }
+    let reasonless = s
+        .app
+        .call(
+            PauseRuleRequest::NAME,
+            &s.operator,
+            json!({"branch_rule_id": s.rule, "reason": " "}),
+        )
+        .await;
+    assert_eq!(reasonless.status, 422, "{}", reasonless.body);
+    assert!(
+        reasonless.body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("reason")
+    );
+}

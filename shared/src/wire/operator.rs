@@ -1,0 +1,215 @@
+//! The operator functions' bodies: act on a rule or an execution (always with a reason,
+//! recorded with the caller's key name) and read the execution history.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::ExecutionStatus;
+
+/// Why an execution exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The schedule made it due.
+    Schedule,
+    /// An operator asked for it (`rules_run_now`).
+    Manual,
+    /// The previous run failed and this is its retry.
+    Retry,
+    /// The previous attempt's runner died (its lease expired or it restarted).
+    CrashRetry,
+    /// A paused execution continued.
+    Resume,
+    /// A runner ran it while the functions were unreachable and reported it later.
+    Offline,
+}
+
+impl Trigger {
+    /// Every trigger.
+    pub const ALL: [Trigger; 6] = [
+        Trigger::Schedule,
+        Trigger::Manual,
+        Trigger::Retry,
+        Trigger::CrashRetry,
+        Trigger::Resume,
+        Trigger::Offline,
+    ];
+
+    /// The name stored in `executions.trigger` and sent on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+            Trigger::Retry => "retry",
+            Trigger::CrashRetry => "crash_retry",
+            Trigger::Resume => "resume",
+            Trigger::Offline => "offline",
+        }
+    }
+
+    /// Parses a stored trigger name.
+    pub fn parse(name: &str) -> Option<Trigger> {
+        Trigger::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
+/// Decodes a stored trigger (databases hand back text).
+impl TryFrom<String> for Trigger {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        Trigger::parse(&name).ok_or_else(|| format!("unknown trigger {name:?}"))
+    }
+}
+
+/// Declares the request of an action on one branch rule: which rule and why.
+macro_rules! rule_action {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            pub branch_rule_id: Uuid,
+            /// Why: kept with the key name and the time, and shown in the rule's history.
+            pub reason: String,
+        }
+    )*};
+}
+
+rule_action! {
+    /// `rules_run_now`: run the rule as soon as a runner can take it, inside or outside
+    /// its window and whatever its next run time.
+    RunNowRequest;
+    /// `rules_pause`: no new run starts; a live run finishes.
+    PauseRuleRequest;
+    /// `rules_resume`: clears a pause or a force-stop and recomputes the next run.
+    ResumeRuleRequest;
+    /// `rules_force_stop`: no new run starts and the live run is cancelled.
+    ForceStopRuleRequest;
+}
+
+/// The answer to every rule action: the rule's operator state afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuleActionResponse {
+    pub branch_rule_id: Uuid,
+    pub is_paused: bool,
+    pub is_force_stopped: bool,
+    /// Set while a run-now request waits for a runner.
+    #[serde(with = "super::time::option", default)]
+    pub run_requested_at: Option<DateTime<Utc>>,
+    #[serde(with = "super::time::option", default)]
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// A live execution the action asked to stop (force-stop).
+    #[serde(default)]
+    pub cancelled_execution_id: Option<Uuid>,
+}
+
+/// `executions_cancel`: a running execution is stopped by its runner at its next
+/// heartbeat; a scheduled or paused one is cancelled at once and the rule is free.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CancelExecutionRequest {
+    pub execution_id: Uuid,
+    /// Why: kept with the key name and the time.
+    pub reason: String,
+}
+
+/// The answer to `executions_cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CancelExecutionResponse {
+    pub execution_id: Uuid,
+    /// `cancelled` when done at once; `running` while its runner has yet to stop it.
+    pub status: ExecutionStatus,
+    /// True when the runner still has to stop it (within one heartbeat interval).
+    pub cancel_requested: bool,
+}
+
+/// Most rows one `executions_list` page holds.
+pub const MAX_PAGE_SIZE: u32 = 500;
+
+/// `executions_list`: executions in the caller's scope, newest first. Every filter is
+/// optional; `after` is the `next` of the previous page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionListRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_rule_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ExecutionStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Trigger>,
+    /// Scheduled at or after this instant.
+    #[serde(
+        with = "super::time::option",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub since: Option<DateTime<Utc>>,
+    /// Scheduled before this instant.
+    #[serde(
+        with = "super::time::option",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub until: Option<DateTime<Utc>>,
+    /// Rows per page, 1 to [`MAX_PAGE_SIZE`]; 50 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// One execution in a history list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ExecutionSummary {
+    pub execution_id: Uuid,
+    pub branch_rule_id: Uuid,
+    pub rule_name: String,
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub status: ExecutionStatus,
+    pub trigger: Trigger,
+    /// For a manual run: the key name that asked.
+    pub triggered_by: Option<String>,
+    /// For a manual run: why.
+    pub trigger_reason: Option<String>,
+    pub runner_id: String,
+    pub boot_id: Option<String>,
+    pub attempt: i32,
+    /// The attempt this one retries.
+    pub retry_of: Option<Uuid>,
+    #[serde(with = "super::time")]
+    pub scheduled_at: DateTime<Utc>,
+    #[serde(with = "super::time::option")]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(with = "super::time::option")]
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Milliseconds from start to finish, once finished.
+    pub duration_ms: Option<i64>,
+    /// The first line of the error, at most 200 characters.
+    pub error: Option<String>,
+    /// An operator asked to cancel it and its runner has not yet stopped.
+    pub cancel_requested: bool,
+}
+
+/// A page of history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ExecutionListResponse {
+    pub executions: Vec<ExecutionSummary>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<String>,
+}
