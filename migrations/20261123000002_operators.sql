@@ -36,6 +36,16 @@ ALTER TABLE branch_rules ADD COLUMN run_requested_at timestamptz;
 ALTER TABLE branch_rules ADD COLUMN run_requested_by text;
 ALTER TABLE branch_rules ADD COLUMN run_request_reason text;
 
+-- The failure policy: after failure_threshold failures in a row (3 unless the brand rule
+-- sets it) the rule stops its 5-minute retries, follows its schedule and needs attention,
+-- until a run succeeds or an operator resumes it. Unusable schedules need attention too.
+ALTER TABLE brand_rules ADD COLUMN failure_threshold integer CHECK (failure_threshold >= 1);
+ALTER TABLE branch_rules ADD COLUMN consecutive_failures integer NOT NULL DEFAULT 0;
+ALTER TABLE branch_rules ADD COLUMN needs_attention_at timestamptz;
+ALTER TABLE branch_rules ADD COLUMN needs_attention_reason text;
+CREATE INDEX branch_rules_needs_attention ON branch_rules (needs_attention_at)
+    WHERE needs_attention_at IS NOT NULL;
+
 -- Every operator action: who (the key and its name at the time), when, what, and why.
 CREATE TABLE operator_actions (
     id              bigserial PRIMARY KEY,

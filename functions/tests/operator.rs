@@ -538,3 +538,123 @@ async fn history_is_newest_first_in_keyset_pages_and_bad_input_names_the_field()
             .contains("reason")
     );
 }
+
+#[tokio::test]
+async fn three_failures_in_a_row_need_attention_and_follow_the_schedule_until_a_success() {
+    let s = site().await;
+    s.app
+        .exec(
+            "UPDATE rules SET cron_expression = '0 3 * * *' \
+             WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+            &[s.rule],
+        )
+        .await;
+    s.app
+        .exec(
+            "UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL \
+             WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    let report = |claim: support::Claim, failed: bool| {
+        json!({"branch_rule_id": claim.rule, "is_last_run_failed": failed,
+               "execution_id": claim.execution, "claim_token": claim.token,
+               "status": if failed { "failed" } else { "completed" },
+               "error": "camera 3 did not answer\ndetails"})
+    };
+    let mut previous: Option<Uuid> = None;
+    for attempt in 1..=4 {
+        s.app
+            .exec(
+                "UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1",
+                &[s.rule],
+            )
+            .await;
+        let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+        let execution = claim.execution;
+        let (trigger, retry_of): (String, Option<Uuid>) =
+            sqlx::query_as("SELECT trigger, retry_of FROM executions WHERE id = $1")
+                .bind(execution)
+                .fetch_one(&s.app.pool)
+                .await
+                .expect("the execution");
+        // Failures 2 and 3 are the 5-minute retries of the one before, linked to it; the
+        // 4th run comes from the schedule after the rule was marked.
+        let expected = match attempt {
+            2 | 3 => ("retry", previous),
+            _ => ("schedule", None),
+        };
+        assert_eq!((trigger.as_str(), retry_of), expected, "run {attempt}");
+        let answer = s
+            .app
+            .call(SetNextRunTimeRequest::NAME, &s.runner, report(claim, true))
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let next: chrono::DateTime<Utc> = answer.body["next_run_time"]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .expect("a next run");
+        let (failures, reason): (i32, Option<String>) = sqlx::query_as(
+            "SELECT consecutive_failures, needs_attention_reason FROM branch_rules WHERE id = $1",
+        )
+        .bind(s.rule)
+        .fetch_one(&s.app.pool)
+        .await
+        .expect("the rule");
+        assert_eq!(failures, attempt);
+        let now = s.app.db_now().await;
+        if attempt < 3 {
+            assert!(reason.is_none(), "run {attempt}: {reason:?}");
+            assert!(
+                next <= now + TimeDelta::minutes(5),
+                "run {attempt}: a quick retry at {next}"
+            );
+        } else {
+            let reason = reason.expect("needs attention");
+            assert!(
+                reason.contains("failed") && reason.contains("camera 3 did not answer"),
+                "{reason}"
+            );
+            assert!(!reason.contains("details"), "first line only: {reason}");
+            assert_eq!(
+                (next.hour(), next.minute(), next.second()),
+                (3, 0, 0),
+                "from the cron: {next}"
+            );
+        }
+        previous = Some(execution);
+    }
+    // An operator's resume clears the mark; so does one success.
+    let resumed = s
+        .app
+        .call(
+            ResumeRuleRequest::NAME,
+            &s.operator,
+            act(s.rule, "camera replaced"),
+        )
+        .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert_eq!(resumed.body["needs_attention"], Value::Null);
+    s.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 second', \
+             consecutive_failures = 3, needs_attention_at = now(), needs_attention_reason = 'x' \
+             WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let ok = s
+        .app
+        .call(SetNextRunTimeRequest::NAME, &s.runner, report(claim, false))
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let (failures, reason): (i32, Option<String>) = sqlx::query_as(
+        "SELECT consecutive_failures, needs_attention_reason FROM branch_rules WHERE id = $1",
+    )
+    .bind(s.rule)
+    .fetch_one(&s.app.pool)
+    .await
+    .expect("the rule");
+    assert_eq!((failures, reason), (0, None));
+}

@@ -39,21 +39,26 @@ pub(crate) enum ClaimOutcome {
     /// Start a new execution.
     Claim {
         attempt: i32,
-        /// The crashed attempt this retries.
+        /// The crashed or failed attempt this retries.
         retry_of: Option<Uuid>,
-        /// The retry chain's first attempt, for a retry.
+        /// The retry chain's first attempt, for a crash retry (a failure retry is a run of
+        /// its own: its business actions must not be taken for the failed run's).
         root_id: Option<Uuid>,
+        /// `retry_of` failed (rather than crashed).
+        after_failure: bool,
     },
     /// Continue the paused execution, with the same id.
     Resume { execution_id: Uuid },
 }
 
 /// Decides a claim from the rule's readiness (its running flag and pause come from
-/// `latest`, the rule's most recent execution) at database time `now`.
+/// `latest`, the rule's most recent execution) at database time `now`. `retrying` says the
+/// rule is in its failure retries: a claim after a failed run then continues its chain.
 pub(crate) fn decide(
     rule: &RuleState,
     latest: Option<&ExecutionRow>,
     now: DateTime<Utc>,
+    retrying: bool,
 ) -> Decision {
     let status = latest.map(|e| e.status);
     let mut rule = rule.clone();
@@ -66,6 +71,23 @@ pub(crate) fn decide(
         }
         (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e)),
         (Some(e), Some(ExecutionStatus::Crashed)) => (None, Some(e)),
+        (Some(e), Some(ExecutionStatus::Failed)) if retrying => {
+            let blockers = rule.blockers(now);
+            let outcome = if blockers.is_empty() {
+                ClaimOutcome::Claim {
+                    attempt: e.attempt.saturating_add(1),
+                    retry_of: Some(e.id),
+                    root_id: None,
+                    after_failure: true,
+                }
+            } else {
+                ClaimOutcome::NotReady(blockers)
+            };
+            return Decision {
+                crash: None,
+                outcome,
+            };
+        }
         (Some(e), Some(ExecutionStatus::Paused)) => {
             rule.paused_until = Some(e.resume_at.unwrap_or(now));
             let blockers = rule.blockers(now);
@@ -87,6 +109,7 @@ pub(crate) fn decide(
             attempt: crashed.map_or(1, |e| e.attempt.saturating_add(1)),
             retry_of: crashed.map(|e| e.id),
             root_id: crashed.map(|e| e.root_id),
+            after_failure: false,
         }
     } else {
         ClaimOutcome::NotReady(blockers)
@@ -144,7 +167,8 @@ async fn claim_rule(
         .ok_or_else(not_found)?;
     let now = rule.db_now;
     let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
-    let decision = decide(&rule.state(false, None), latest.as_ref(), now);
+    let retrying = rule.consecutive_failures > 0 && rule.needs_attention_at.is_none();
+    let decision = decide(&rule.state(false, None), latest.as_ref(), now, retrying);
     if let Some(crashed) = decision.crash {
         db::executions::mark_crashed(&mut *tx, crashed).await?;
         tracing::warn!(execution_id = %crashed, "lease expired without a report: crashed");
@@ -200,12 +224,14 @@ async fn claim_rule(
             attempt,
             retry_of,
             root_id,
+            after_failure,
         } => {
             let manual = rule.run_requested_at.is_some();
-            let trigger = match (manual, retry_of) {
-                (true, _) => Trigger::Manual,
-                (false, Some(_)) => Trigger::CrashRetry,
-                (false, None) => Trigger::Schedule,
+            let trigger = match (manual, retry_of, after_failure) {
+                (true, _, _) => Trigger::Manual,
+                (false, Some(_), true) => Trigger::Retry,
+                (false, Some(_), false) => Trigger::CrashRetry,
+                (false, None, _) => Trigger::Schedule,
             };
             let inserted = db::executions::insert(
                 &mut tx,
@@ -339,14 +365,15 @@ mod tests {
 
     #[test]
     fn a_ready_rule_without_history_is_claimed_as_attempt_one() {
-        let decision = decide(&ready(), None, now());
+        let decision = decide(&ready(), None, now(), false);
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
-                root_id: None
+                root_id: None,
+                after_failure: false,
             }
         );
     }
@@ -354,7 +381,7 @@ mod tests {
     #[test]
     fn a_live_lease_means_running() {
         let live = execution("running", 30, 1);
-        let decision = decide(&ready(), Some(&live), now());
+        let decision = decide(&ready(), Some(&live), now(), false);
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Running {
@@ -367,14 +394,15 @@ mod tests {
     #[test]
     fn an_expired_lease_is_crashed_and_retried() {
         let dead = execution("scheduled", 0, 2);
-        let decision = decide(&ready(), Some(&dead), now());
+        let decision = decide(&ready(), Some(&dead), now(), false);
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Claim {
                 attempt: 3,
                 retry_of: Some(dead.id),
-                root_id: Some(dead.root_id)
+                root_id: Some(dead.root_id),
+                after_failure: false,
             }
         );
     }
@@ -382,14 +410,15 @@ mod tests {
     #[test]
     fn a_previously_crashed_attempt_is_retried() {
         let crashed = execution("crashed", -100, 1);
-        let decision = decide(&ready(), Some(&crashed), now());
+        let decision = decide(&ready(), Some(&crashed), now(), false);
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Claim {
                 attempt: 2,
                 retry_of: Some(crashed.id),
-                root_id: Some(crashed.root_id)
+                root_id: Some(crashed.root_id),
+                after_failure: false,
             }
         );
     }
@@ -398,7 +427,7 @@ mod tests {
     fn a_paused_execution_resumes_only_when_its_time_has_come() {
         let mut paused = execution("paused", 300, 1);
         paused.resume_at = Some(now() + TimeDelta::minutes(5));
-        let waiting = decide(&ready(), Some(&paused), now());
+        let waiting = decide(&ready(), Some(&paused), now(), false);
         assert_eq!(
             waiting.outcome,
             ClaimOutcome::NotReady(vec![Blocker::Paused {
@@ -411,7 +440,7 @@ mod tests {
             next_run_time: Some(now() + TimeDelta::hours(3)),
             ..ready()
         };
-        let resume = decide(&later, Some(&paused), now());
+        let resume = decide(&later, Some(&paused), now(), false);
         assert_eq!(
             resume.outcome,
             ClaimOutcome::Resume {
@@ -424,13 +453,14 @@ mod tests {
     #[test]
     fn a_finished_attempt_starts_afresh() {
         let done = execution("completed", -100, 4);
-        let decision = decide(&ready(), Some(&done), now());
+        let decision = decide(&ready(), Some(&done), now(), false);
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
-                root_id: None
+                root_id: None,
+                after_failure: false,
             }
         );
     }
@@ -445,7 +475,7 @@ mod tests {
             next_run_time: Some(now() + TimeDelta::minutes(5)),
             ..ready()
         };
-        let decision = decide(&state, Some(&dead), now());
+        let decision = decide(&state, Some(&dead), now(), false);
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,

@@ -21,6 +21,10 @@ pub(crate) struct LockedRule {
     pub(crate) run_requested_by: Option<String>,
     pub(crate) run_request_reason: Option<String>,
     pub(crate) next_run_time: Option<DateTime<Utc>>,
+    pub(crate) consecutive_failures: i32,
+    /// The brand rule's threshold, when it sets one.
+    pub(crate) failure_threshold: Option<i32>,
+    pub(crate) needs_attention_at: Option<DateTime<Utc>>,
     /// Window start.
     pub(crate) operation_time_from: Option<NaiveTime>,
     /// Window end.
@@ -83,6 +87,7 @@ pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sq
     sqlx::query_as(
         "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
                 br.paused_at, br.run_requested_at, br.run_requested_by, br.run_request_reason, \
+                br.consecutive_failures, brr.failure_threshold, br.needs_attention_at, \
                 br.next_run_time, br.operation_time_from, br.operation_time_to, \
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
@@ -111,24 +116,37 @@ pub(crate) async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<
         .map(drop)
 }
 
+/// A finished run's effect on its rule.
+pub(crate) struct RunRecord<'a> {
+    pub(crate) failed: bool,
+    pub(crate) next_run_time: DateTime<Utc>,
+    pub(crate) consecutive_failures: i32,
+    /// Why the rule needs attention now; `None` clears the mark.
+    pub(crate) attention: Option<&'a str>,
+}
+
 /// Records a finished run and the next run time; returns `(last_run_time, run_count)`.
 pub(crate) async fn record_run(
     tx: &mut Tx,
     id: Uuid,
-    failed: bool,
-    next_run_time: DateTime<Utc>,
+    run: &RunRecord<'_>,
 ) -> Result<(DateTime<Utc>, i64), sqlx::Error> {
     sqlx::query_as(
         "UPDATE branch_rules SET is_currently_running = false, last_run_time = now(), \
                 run_count = run_count + 1, \
                 failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
-                is_last_run_failed = $2, next_run_time = $3 \
+                is_last_run_failed = $2, next_run_time = $3, consecutive_failures = $4, \
+                needs_attention_at = CASE WHEN $5::text IS NULL THEN NULL \
+                                          ELSE COALESCE(needs_attention_at, now()) END, \
+                needs_attention_reason = $5 \
          WHERE id = $1 \
          RETURNING last_run_time, run_count",
     )
     .bind(id)
-    .bind(failed)
-    .bind(next_run_time)
+    .bind(run.failed)
+    .bind(run.next_run_time)
+    .bind(run.consecutive_failures)
+    .bind(run.attention)
     .fetch_one(&mut **tx)
     .await
     .and_then(|(last, count): (Option<DateTime<Utc>>, i64)| {

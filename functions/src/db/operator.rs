@@ -113,7 +113,8 @@ pub(crate) async fn resume(
     sqlx::query(
         "UPDATE branch_rules SET paused_at = NULL, paused_by = NULL, pause_reason = NULL, \
                 is_force_stopped = false, force_stopped_at = NULL, force_stopped_by = NULL, \
-                force_stop_reason = NULL, next_run_time = $2 \
+                force_stop_reason = NULL, needs_attention_at = NULL, \
+                needs_attention_reason = NULL, consecutive_failures = 0, next_run_time = $2 \
          WHERE id = $1",
     )
     .bind(id)
@@ -154,15 +155,20 @@ pub(crate) async fn cancel_now(
         .map(drop)
 }
 
+#[derive(sqlx::FromRow)]
+struct RuleStateRow {
+    is_paused: bool,
+    is_force_stopped: bool,
+    run_requested_at: Option<DateTime<Utc>>,
+    next_run_time: Option<DateTime<Utc>>,
+    needs_attention_reason: Option<String>,
+}
+
 /// The rule's operator state, for the answer to an action.
 pub(crate) async fn rule_state(tx: &mut Tx, id: Uuid) -> Result<RuleActionResponse, sqlx::Error> {
-    let (is_paused, is_force_stopped, run_requested_at, next_run_time): (
-        bool,
-        bool,
-        Option<DateTime<Utc>>,
-        Option<DateTime<Utc>>,
-    ) = sqlx::query_as(
-        "SELECT paused_at IS NOT NULL, is_force_stopped, run_requested_at, next_run_time \
+    let row: RuleStateRow = sqlx::query_as(
+        "SELECT paused_at IS NOT NULL AS is_paused, is_force_stopped, run_requested_at, \
+                next_run_time, needs_attention_reason \
          FROM branch_rules WHERE id = $1",
     )
     .bind(id)
@@ -170,10 +176,11 @@ pub(crate) async fn rule_state(tx: &mut Tx, id: Uuid) -> Result<RuleActionRespon
     .await?;
     Ok(RuleActionResponse {
         branch_rule_id: id,
-        is_paused,
-        is_force_stopped,
-        run_requested_at,
-        next_run_time,
+        is_paused: row.is_paused,
+        is_force_stopped: row.is_force_stopped,
+        run_requested_at: row.run_requested_at,
+        next_run_time: row.next_run_time,
+        needs_attention: row.needs_attention_reason,
         cancelled_execution_id: None,
     })
 }

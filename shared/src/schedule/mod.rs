@@ -1,6 +1,7 @@
 //! The schedule rules: cron expressions, operation windows, time zones, the next run time,
 //! deadlines and readiness. Pure functions over plain data; no I/O.
 
+mod attention;
 mod cron;
 mod error;
 mod next_run;
@@ -9,6 +10,7 @@ mod reschedule;
 mod window;
 mod zone;
 
+pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};

@@ -103,6 +103,9 @@ pub struct RuleActionResponse {
     pub run_requested_at: Option<DateTime<Utc>>,
     #[serde(with = "super::time::option", default)]
     pub next_run_time: Option<DateTime<Utc>>,
+    /// Why the rule needs an operator, while it does.
+    #[serde(default)]
+    pub needs_attention: Option<String>,
     /// A live execution the action asked to stop (force-stop).
     #[serde(default)]
     pub cancelled_execution_id: Option<Uuid>,

@@ -2,7 +2,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::schedule::reschedule;
+use res_shared::schedule::{
+    AfterRun, DEFAULT_FAILURE_THRESHOLD, Rescheduled, after_run, reschedule,
+};
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
 };
@@ -18,7 +20,7 @@ use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use super::require_object;
 use crate::auth::{Caller, Role, SiteCaller};
 use crate::db;
-use crate::db::branch_rules::LockedRule;
+use crate::db::branch_rules::{LockedRule, RunRecord};
 use crate::db::executions::{ExecutionRow, Finish};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -247,13 +249,20 @@ async fn write_report(
         .as_ref()
         .filter(|_| matches!(mode, Some(Mode::Offline(_))));
     let from = offline.map_or(rule.db_now, |o| o.finished_at.min(rule.db_now));
+    let threshold = rule
+        .failure_threshold
+        .and_then(|t| u32::try_from(t).ok())
+        .unwrap_or(DEFAULT_FAILURE_THRESHOLD);
+    let failures_before = u32::try_from(rule.consecutive_failures).unwrap_or(0);
+    let policy = after_run(failures_before, failed, threshold);
     let next = reschedule(
         rule.cron_expression.as_deref(),
         rule.window(),
         Some(&rule.timezone),
         from,
-        failed,
+        policy.retry_soon,
     );
+    let attention = attention_reason(&policy, request.error.as_deref(), &next);
     let warnings: Vec<String> = next.problem.into_iter().collect();
     for warning in &warnings {
         tracing::warn!(warning = %Untrusted(warning), "scheduled with the fixed fallback delay");
@@ -262,8 +271,16 @@ async fn write_report(
         (Some(_), Some(current)) => next.next_run.next_run_time.max(current),
         _ => next.next_run.next_run_time,
     };
-    let (last_run_time, run_count) =
-        db::branch_rules::record_run(tx, rule.id, failed, next_run_time).await?;
+    let record = RunRecord {
+        failed,
+        next_run_time,
+        consecutive_failures: i32::try_from(policy.consecutive_failures).unwrap_or(i32::MAX),
+        attention: attention.as_deref(),
+    };
+    let (last_run_time, run_count) = db::branch_rules::record_run(tx, rule.id, &record).await?;
+    if let Some(reason) = &attention {
+        tracing::warn!(reason = %Untrusted(reason), "the rule needs attention");
+    }
     let answer = SetNextRunTimeResponse {
         branch_rule_id: rule.id,
         next_run_time,
@@ -300,6 +317,27 @@ async fn write_report(
     }
     tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = offline.is_some(), "rescheduled");
     Ok(answer)
+}
+
+/// Why the rule needs an operator after this run, if it does: it failed too often in a
+/// row, or its schedule cannot be used or never fires inside its window.
+fn attention_reason(policy: &AfterRun, error: Option<&str>, next: &Rescheduled) -> Option<String> {
+    if policy.needs_attention {
+        let last = error
+            .and_then(|e| e.lines().next())
+            .map(|line| line.chars().take(200).collect::<String>())
+            .unwrap_or_else(|| "no error message".to_owned());
+        return Some(format!(
+            "failed {} times in a row (last: {last}); retrying on the schedule instead of every 5 minutes",
+            policy.consecutive_failures
+        ));
+    }
+    if let Some(problem) = &next.problem {
+        return Some(format!("the schedule cannot be used: {problem}"));
+    }
+    next.next_run
+        .degenerate
+        .then(|| "the schedule never fires inside the operation window".to_owned())
 }
 
 fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {

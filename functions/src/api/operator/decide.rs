@@ -35,6 +35,7 @@ pub(crate) struct RuleFacts {
     pub(crate) is_paused: bool,
     pub(crate) is_force_stopped: bool,
     pub(crate) run_requested: bool,
+    pub(crate) needs_attention: bool,
     /// The rule's latest execution, when it still holds the rule: live (with an unexpired
     /// lease) or paused at a delay node.
     pub(crate) holder: Option<(Uuid, ExecutionStatus)>,
@@ -45,7 +46,8 @@ pub(crate) struct RuleFacts {
 pub(crate) enum Effect {
     RequestRun,
     Pause,
-    /// Clear the pause and the force-stop, and take the next run from the schedule.
+    /// Clear the pause, the force-stop and the need for attention, and take the next run
+    /// from the schedule.
     Resume,
     /// Set the force-stop and stop whatever holds the rule.
     ForceStop {
@@ -98,10 +100,14 @@ pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, Ap
             Ok(Effect::RequestRun)
         }
         RuleAction::Pause => Ok(Effect::Pause),
-        RuleAction::Resume if facts.is_paused || facts.is_force_stopped => Ok(Effect::Resume),
+        RuleAction::Resume
+            if facts.is_paused || facts.is_force_stopped || facts.needs_attention =>
+        {
+            Ok(Effect::Resume)
+        }
         RuleAction::Resume => Err(ApiError::conflict(
             "not_paused",
-            "the rule is neither paused nor force-stopped",
+            "the rule is neither paused, force-stopped nor in need of attention",
         )),
         RuleAction::ForceStop => Ok(Effect::ForceStop { stop: facts.holder }),
     }
@@ -128,6 +134,7 @@ mod tests {
             is_paused: false,
             is_force_stopped: false,
             run_requested: false,
+            needs_attention: false,
             holder: None,
         }
     }
@@ -190,6 +197,14 @@ mod tests {
         };
         assert_eq!(
             decide(RuleAction::Resume, &paused).ok(),
+            Some(Effect::Resume)
+        );
+        let failing = RuleFacts {
+            needs_attention: true,
+            ..idle()
+        };
+        assert_eq!(
+            decide(RuleAction::Resume, &failing).ok(),
             Some(Effect::Resume)
         );
         let id = Uuid::new_v4();

@@ -164,6 +164,7 @@ async fn act(
         is_paused: rule.paused_at.is_some(),
         is_force_stopped: rule.is_force_stopped,
         run_requested: rule.run_requested_at.is_some(),
+        needs_attention: rule.needs_attention_at.is_some(),
         holder: holder(
             latest
                 .as_ref()

@@ -1,0 +1,68 @@
+//! The failure policy: a rule that keeps failing stops retrying every five minutes, goes
+//! back to its schedule and is marked as needing attention, until a run succeeds or an
+//! operator resumes it.
+
+/// Consecutive failures after which a rule needs attention, unless its brand rule says
+/// otherwise.
+pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
+
+/// What a finished run does to the rule's failure state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterRun {
+    /// Failures in a row, this run included (0 after a success).
+    pub consecutive_failures: u32,
+    /// Schedule the failed-run retry (`now + 5 min`) rather than the next occurrence.
+    pub retry_soon: bool,
+    /// The rule needs an operator: it failed `threshold` times in a row.
+    pub needs_attention: bool,
+}
+
+/// The failure state after a run that `failed` (or not), given the failures in a row
+/// before it and the rule's threshold (at least 1).
+pub fn after_run(failures_before: u32, failed: bool, threshold: u32) -> AfterRun {
+    if !failed {
+        return AfterRun {
+            consecutive_failures: 0,
+            retry_soon: false,
+            needs_attention: false,
+        };
+    }
+    let consecutive_failures = failures_before.saturating_add(1);
+    let needs_attention = consecutive_failures >= threshold.max(1);
+    AfterRun {
+        consecutive_failures,
+        retry_soon: !needs_attention,
+        needs_attention,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_third_failure_in_a_row_stops_the_quick_retries_and_a_success_clears_it() {
+        let first = after_run(0, true, 3);
+        assert!(first.retry_soon && !first.needs_attention);
+        let second = after_run(first.consecutive_failures, true, 3);
+        assert!(second.retry_soon && !second.needs_attention);
+        let third = after_run(second.consecutive_failures, true, 3);
+        assert_eq!(
+            third,
+            AfterRun {
+                consecutive_failures: 3,
+                retry_soon: false,
+                needs_attention: true
+            }
+        );
+        let fourth = after_run(third.consecutive_failures, true, 3);
+        assert!(
+            !fourth.retry_soon && fourth.needs_attention,
+            "stays on the schedule"
+        );
+        assert_eq!(after_run(7, false, 3).consecutive_failures, 0);
+        assert!(after_run(0, true, 1).needs_attention, "a threshold of 1");
+        assert!(after_run(0, true, 0).needs_attention, "0 counts as 1");
+        assert_eq!(after_run(u32::MAX, true, 3).consecutive_failures, u32::MAX);
+    }
+}
