@@ -22,6 +22,8 @@ ALTER TABLE executions ADD COLUMN trigger_reason text;
 UPDATE executions SET trigger = 'offline' WHERE offline;
 UPDATE executions SET trigger = 'crash_retry' WHERE retry_of IS NOT NULL AND NOT offline;
 CREATE INDEX executions_recent ON executions (scheduled_at DESC, id DESC);
+-- executions_show walks retry chains both ways.
+CREATE INDEX executions_retry_of ON executions (retry_of) WHERE retry_of IS NOT NULL;
 
 -- An operator's pause: no new runs start; a live run finishes.
 ALTER TABLE branch_rules ADD COLUMN paused_at timestamptz;

@@ -25,6 +25,8 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::rules::force_stop,
         crate::api::operator::cancel::cancel,
         crate::api::operator::history::list,
+        crate::api::operator::inspect::describe,
+        crate::api::operator::inspect::show,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -6,9 +6,10 @@ use axum::http::{Method, Uri};
 use axum::middleware::map_request;
 use axum::routing::{get, post};
 use res_shared::wire::{
-    Call, CancelExecutionRequest, ClaimRequest, ExecutionListRequest, FUNCTIONS_PREFIX,
-    ForceStopRuleRequest, HeartbeatRequest, PauseRequest, PauseRuleRequest, PlanRequest,
-    RegisterRequest, ResumeRuleRequest, RunNowRequest, SetNextRunTimeRequest, ViolationRequest,
+    Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
+    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, PauseRequest, PauseRuleRequest,
+    PlanRequest, RegisterRequest, ResumeRuleRequest, RunNowRequest, SetNextRunTimeRequest,
+    ShowExecutionRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -49,11 +50,15 @@ pub enum Function {
     CancelExecution,
     /// `executions_list`.
     ListExecutions,
+    /// `rules_describe`.
+    DescribeRule,
+    /// `executions_show`.
+    ShowExecution,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 13] = [
+    pub const ALL: [Function; 15] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -67,17 +72,21 @@ impl Function {
         Function::ForceStopRule,
         Function::CancelExecution,
         Function::ListExecutions,
+        Function::DescribeRule,
+        Function::ShowExecution,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 6] = [
+    pub const OPERATOR: [Function; 8] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
         Function::ForceStopRule,
         Function::CancelExecution,
         Function::ListExecutions,
+        Function::DescribeRule,
+        Function::ShowExecution,
     ];
 
     /// The function's name, as in its path.
@@ -96,6 +105,8 @@ impl Function {
             Function::ForceStopRule => ForceStopRuleRequest::NAME,
             Function::CancelExecution => CancelExecutionRequest::NAME,
             Function::ListExecutions => ExecutionListRequest::NAME,
+            Function::DescribeRule => DescribeRuleRequest::NAME,
+            Function::ShowExecution => ShowExecutionRequest::NAME,
         }
     }
 
@@ -131,6 +142,8 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::ForceStopRule => post(api::operator::rules::force_stop),
             Function::CancelExecution => post(api::operator::cancel::cancel),
             Function::ListExecutions => post(api::operator::history::list),
+            Function::DescribeRule => post(api::operator::inspect::describe),
+            Function::ShowExecution => post(api::operator::inspect::show),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

@@ -5,9 +5,9 @@ use chrono::{TimeDelta, Timelike, Utc};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{
-    Call, CancelExecutionRequest, ClaimRequest, ExecutionListRequest, ForceStopRuleRequest,
-    HeartbeatRequest, PauseRuleRequest, PlanRequest, ResumeRuleRequest, RunNowRequest,
-    SetNextRunTimeRequest,
+    Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
+    ForceStopRuleRequest, HeartbeatRequest, PauseRuleRequest, PlanRequest, ResumeRuleRequest,
+    RunNowRequest, SetNextRunTimeRequest, ShowExecutionRequest,
 };
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -563,6 +563,7 @@ async fn three_failures_in_a_row_need_attention_and_follow_the_schedule_until_a_
                "error": "camera 3 did not answer\ndetails"})
     };
     let mut previous: Option<Uuid> = None;
+    let mut chain_of_third = None;
     for attempt in 1..=4 {
         s.app
             .exec(
@@ -623,7 +624,45 @@ async fn three_failures_in_a_row_need_attention_and_follow_the_schedule_until_a_
             );
         }
         previous = Some(execution);
+        if attempt == 3 {
+            chain_of_third = Some(execution);
+        }
     }
+    // The chain of the third failure: the first two and itself, oldest first; the 4th
+    // (from the schedule) starts a chain of its own.
+    let third = chain_of_third.expect("the third run");
+    let shown = s
+        .app
+        .call(
+            ShowExecutionRequest::NAME,
+            &s.viewer,
+            json!({"execution_id": third}),
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    let chain: Vec<String> = shown.body["chain"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e["trigger"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(chain, ["schedule", "retry", "retry"], "{}", shown.body);
+    assert_eq!(shown.body["error"], "camera 3 did not answer\ndetails");
+    let described = s
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &s.viewer,
+            json!({"branch_rule_id": s.rule}),
+        )
+        .await;
+    assert_eq!(
+        described.body["condition"], "needs_attention",
+        "{}",
+        described.body
+    );
+    assert_eq!(described.body["consecutive_failures"], 4);
     // An operator's resume clears the mark; so does one success.
     let resumed = s
         .app
@@ -657,4 +696,130 @@ async fn three_failures_in_a_row_need_attention_and_follow_the_schedule_until_a_
     .await
     .expect("the rule");
     assert_eq!((failures, reason), (0, None));
+}
+
+#[tokio::test]
+async fn describe_says_what_blocks_a_rule_in_the_runners_words_and_lists_its_next_runs() {
+    let s = site().await;
+    let described = |token: &str, id: Uuid| {
+        let body = json!({"branch_rule_id": id, "next_runs": 4});
+        let app = &s.app;
+        let token = token.to_owned();
+        async move { app.call(DescribeRuleRequest::NAME, &token, body).await }
+    };
+    let idle = described(&s.operator, s.rule).await;
+    assert_eq!(idle.status, 200, "{}", idle.body);
+    assert_eq!(idle.body["condition"], "idle");
+    let schedule = idle.body["schedule"].as_str().unwrap_or("");
+    assert!(
+        schedule.starts_with("every 30 minutes, ") && schedule.ends_with(" UTC"),
+        "{schedule}"
+    );
+    let next: Vec<chrono::DateTime<Utc>> = idle.body["next_runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t.as_str().and_then(|t| t.parse().ok()))
+        .collect();
+    assert_eq!(next.len(), 4, "{}", idle.body);
+    assert!(next.windows(2).all(|w| w[0] < w[1]), "{next:?}");
+    let why: Vec<String> = idle.body["why_not"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|w| w.as_str().map(str::to_owned))
+        .collect();
+    assert!(why.iter().any(|w| w.starts_with("due ")), "{why:?}");
+    assert!(
+        why.iter().any(|w| w.starts_with("window opens ")),
+        "{why:?}"
+    );
+
+    s.app
+        .call(
+            PauseRuleRequest::NAME,
+            &s.operator,
+            act(s.rule, "camera moved"),
+        )
+        .await;
+    let paused = described(&s.viewer, s.rule).await;
+    assert_eq!(paused.body["condition"], "paused");
+    assert_eq!(paused.body["paused"]["by"], "alice");
+    assert_eq!(paused.body["paused"]["reason"], "camera moved");
+    assert!(
+        paused.body["why_not"]
+            .to_string()
+            .contains("paused by an operator")
+    );
+
+    let seed = Seed::new(&s.app.pool);
+    let other = seed
+        .branch_rule(
+            seed.branch(seed.brand("UTC").await, None).await,
+            RuleSpec::default(),
+        )
+        .await;
+    let unknown = Uuid::new_v4();
+    let foreign = described(&s.operator, other).await;
+    let missing = described(&s.operator, unknown).await;
+    assert_eq!(foreign.status, 404);
+    assert_eq!(
+        foreign.body.to_string().replace(&other.to_string(), "ID"),
+        missing.body.to_string().replace(&unknown.to_string(), "ID")
+    );
+    let runner = described(&s.runner, s.rule).await;
+    assert_eq!((runner.status, code(&runner.body)), (403, "forbidden"));
+    let too_many = s
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &s.viewer,
+            json!({"branch_rule_id": s.rule, "next_runs": 21}),
+        )
+        .await;
+    assert_eq!(too_many.status, 422);
+    assert!(
+        too_many.body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("next_runs")
+    );
+
+    // An execution of another brand answers as an unknown one.
+    let show = |id: Uuid| json!({"execution_id": id});
+    let other_claim = {
+        let token = s
+            .app
+            .runner_token(&[sqlx::query_scalar::<_, Uuid>(
+                "SELECT branch_id FROM branch_rules WHERE id = $1",
+            )
+            .bind(other)
+            .fetch_one(&s.app.pool)
+            .await
+            .expect("branch")])
+            .await;
+        s.app.claim(&token, other, "site-2").await
+    };
+    let foreign = s
+        .app
+        .call(
+            ShowExecutionRequest::NAME,
+            &s.operator,
+            show(other_claim.execution),
+        )
+        .await;
+    let missing = s
+        .app
+        .call(ShowExecutionRequest::NAME, &s.operator, show(unknown))
+        .await;
+    assert_eq!(foreign.status, 404);
+    assert_eq!(
+        foreign
+            .body
+            .to_string()
+            .replace(&other_claim.execution.to_string(), "ID"),
+        missing.body.to_string().replace(&unknown.to_string(), "ID")
+    );
 }

@@ -82,27 +82,80 @@ impl LockedRule {
     }
 }
 
-/// Locks a branch rule row (serialising claims and reports on it) and reads its settings.
-pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
+/// The columns and joins of a [`LockedRule`] (a literal, so queries stay `&'static str`);
+/// the describe query reads more columns over the same joins.
+macro_rules! rule_select {
+    () => {
+        rule_select!("", "")
+    };
+    ($columns:literal, $joins:literal) => {
+        concat!(
+            "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
                 br.paused_at, br.run_requested_at, br.run_requested_by, br.run_request_reason, \
                 br.consecutive_failures, brr.failure_threshold, br.needs_attention_at, \
                 br.next_run_time, br.operation_time_from, br.operation_time_to, \
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now, \
-                br.created_at \
-         FROM branch_rules br \
+                br.created_at",
+            $columns,
+            " FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
          JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
-         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
-         WHERE br.id = $1 \
-         FOR NO KEY UPDATE OF br",
-    )
+         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id ",
+            $joins,
+            " WHERE br.id = $1"
+        )
+    };
+}
+
+/// Locks a branch rule row (serialising claims and reports on it) and reads its settings.
+pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
+    sqlx::query_as(concat!(rule_select!(), " FOR NO KEY UPDATE OF br"))
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await
+}
+
+/// A rule as `rules_describe` shows it: its settings, names and operator marks.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct DescribedRule {
+    #[sqlx(flatten)]
+    pub(crate) rule: LockedRule,
+    pub(crate) rule_name: String,
+    pub(crate) branch_name: String,
+    pub(crate) brand_id: Uuid,
+    pub(crate) paused_by: Option<String>,
+    pub(crate) pause_reason: Option<String>,
+    pub(crate) force_stopped_at: Option<DateTime<Utc>>,
+    pub(crate) force_stopped_by: Option<String>,
+    pub(crate) force_stop_reason: Option<String>,
+    pub(crate) needs_attention_reason: Option<String>,
+    /// The latest execution: its id, status, lease end and (paused) resume time.
+    pub(crate) latest_id: Option<Uuid>,
+    pub(crate) latest_status: Option<String>,
+    pub(crate) latest_lease_expires_at: Option<DateTime<Utc>>,
+    pub(crate) latest_resume_at: Option<DateTime<Utc>>,
+}
+
+/// Reads a rule for `rules_describe` without locking anything.
+pub(crate) async fn describe(
+    pool: &sqlx::PgPool,
+    id: Uuid,
+) -> Result<Option<DescribedRule>, sqlx::Error> {
+    sqlx::query_as(rule_select!(
+        ", r.name AS rule_name, b.name AS branch_name, b.brand_id, br.paused_by, \
+           br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
+           br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
+           latest.lease_expires_at AS latest_lease_expires_at, \
+           latest.resume_at AS latest_resume_at",
+        "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at \
+                            FROM executions e WHERE e.branch_rule_id = br.id \
+                            ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
+    ))
     .bind(id)
-    .fetch_optional(&mut **tx)
+    .fetch_optional(pool)
     .await
 }
 

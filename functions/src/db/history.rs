@@ -2,7 +2,7 @@
 //! `(scheduled_at, id)` so a page costs the same however deep it is.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{ExecutionStatus, ExecutionSummary, Trigger};
+use res_shared::wire::{ExecutionStatus, ExecutionSummary, Trigger, ViolationSummary};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -20,6 +20,8 @@ pub(crate) struct HistoryFilter {
     pub(crate) until: Option<DateTime<Utc>>,
     /// The last row of the previous page.
     pub(crate) after: Option<(DateTime<Utc>, Uuid)>,
+    /// Only these executions (one execution's retry chain).
+    pub(crate) execution_ids: Option<Vec<Uuid>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -102,6 +104,7 @@ pub(crate) async fn page(
            AND ($8::timestamptz IS NULL OR e.scheduled_at >= $8) \
            AND ($9::timestamptz IS NULL OR e.scheduled_at < $9) \
            AND ($10::timestamptz IS NULL OR (e.scheduled_at, e.id) < ($10, $11)) \
+           AND ($13::uuid[] IS NULL OR e.id = ANY($13)) \
          ORDER BY e.scheduled_at DESC, e.id DESC \
          LIMIT $12",
     )
@@ -117,7 +120,94 @@ pub(crate) async fn page(
     .bind(filter.after.map(|(at, _)| at))
     .bind(filter.after.map(|(_, id)| id))
     .bind(limit)
+    .bind(filter.execution_ids.as_deref())
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(ExecutionSummary::from).collect())
+}
+
+/// What `executions_show` adds to an execution's summary.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ExecutionExtras {
+    pub(crate) error: Option<String>,
+    pub(crate) result: Option<serde_json::Value>,
+    pub(crate) metrics: Option<serde_json::Value>,
+    pub(crate) earlier_runner_ids: Vec<String>,
+    pub(crate) resumed_count: i32,
+}
+
+/// The full error, result and metrics of an execution.
+pub(crate) async fn extras(
+    pool: &PgPool,
+    id: Uuid,
+) -> Result<Option<ExecutionExtras>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT error, result, metrics, earlier_runner_ids, resumed_count \
+         FROM executions WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every execution linked to this one by `retry_of`, both ways, itself included.
+pub(crate) async fn chain(pool: &PgPool, id: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "WITH RECURSIVE up AS ( \
+             SELECT id, retry_of FROM executions WHERE id = $1 \
+             UNION SELECT e.id, e.retry_of FROM executions e JOIN up ON e.id = up.retry_of), \
+         down AS ( \
+             SELECT id FROM executions WHERE id = $1 \
+             UNION SELECT e.id FROM executions e JOIN down ON e.retry_of = down.id) \
+         SELECT id FROM up UNION SELECT id FROM down",
+    )
+    .bind(id)
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(sqlx::FromRow)]
+struct ViolationRow {
+    violation_id: Uuid,
+    branch_rule_id: Uuid,
+    rule_name: String,
+    branch_id: Uuid,
+    branch_name: String,
+    kind: String,
+    details: serde_json::Value,
+    execution_id: Option<Uuid>,
+    created_at: DateTime<Utc>,
+}
+
+/// The violations an execution recorded, oldest first.
+pub(crate) async fn violations_of(
+    pool: &PgPool,
+    execution_id: Uuid,
+) -> Result<Vec<ViolationSummary>, sqlx::Error> {
+    let rows: Vec<ViolationRow> = sqlx::query_as(
+        "SELECT v.id AS violation_id, v.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
+                b.name AS branch_name, v.kind, v.details, v.execution_id, v.created_at \
+         FROM violations v \
+         JOIN branch_rules br ON br.id = v.branch_rule_id \
+         JOIN branches b ON b.id = br.branch_id \
+         JOIN rules r ON r.id = br.rule_id \
+         WHERE v.execution_id = $1 ORDER BY v.created_at, v.id",
+    )
+    .bind(execution_id)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ViolationSummary {
+            violation_id: row.violation_id,
+            branch_rule_id: row.branch_rule_id,
+            rule_name: row.rule_name,
+            branch_id: row.branch_id,
+            branch_name: row.branch_name,
+            kind: row.kind,
+            details: row.details,
+            execution_id: row.execution_id,
+            created_at: row.created_at,
+        })
+        .collect())
 }

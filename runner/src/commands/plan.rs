@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, Subcommand};
-use res_shared::schedule::Blocker;
+use res_shared::schedule::{Blocker, describe_blocker};
 use uuid::Uuid;
 
 use crate::plan::file;
@@ -120,7 +120,7 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
         let state = if why.ready {
             "READY".to_owned()
         } else {
-            let mut reasons: Vec<String> = why.blockers.iter().map(explain::describe).collect();
+            let mut reasons: Vec<String> = why.blockers.iter().map(describe_blocker).collect();
             if why.missing_since.is_some() {
                 reasons.push("not in the server's plan".into());
             }

@@ -11,7 +11,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::Blocker;
+use res_shared::schedule::{Blocker, describe_blocker};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -257,7 +257,7 @@ pub(crate) fn render(s: &Status) -> String {
         let why = if rule.ready {
             "<b class=ok>ready</b>".to_owned()
         } else {
-            let mut reasons: Vec<String> = rule.blockers.iter().map(explain::describe).collect();
+            let mut reasons: Vec<String> = rule.blockers.iter().map(describe_blocker).collect();
             if let Some(since) = rule.missing_since {
                 reasons.push(format!(
                     "not in the server's plan since {}",

@@ -9,26 +9,6 @@ use uuid::Uuid;
 use super::entry_rules::rule_state;
 use super::{Entry, Plan};
 
-/// A readiness check that failed, in a few words (status page, `plan show`).
-pub(crate) fn describe(blocker: &Blocker) -> String {
-    let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    match blocker {
-        Blocker::Inactive => "branch rule inactive".into(),
-        Blocker::Archived => "archived".into(),
-        Blocker::ForceStopped => "force-stopped".into(),
-        Blocker::PausedByOperator => "paused by an operator".into(),
-        Blocker::AlreadyRunning => "running".into(),
-        Blocker::BranchInactive => "branch inactive".into(),
-        Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),
-        Blocker::NotDue { next_run_time } => format!("due {}", time(next_run_time)),
-        Blocker::Paused { resume_at } => format!("paused until {}", time(resume_at)),
-        Blocker::OutsideWindow { next_start } => match next_start {
-            Some(at) => format!("window opens {}", time(at)),
-            None => "outside window".into(),
-        },
-    }
-}
-
 /// Every reason a rule is not ready, including the ones only the local plan knows.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Explanation {

@@ -8,6 +8,7 @@ mod next_run;
 mod readiness;
 mod reschedule;
 mod window;
+mod words;
 mod zone;
 
 pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run};
@@ -17,4 +18,5 @@ pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadlin
 pub use readiness::{Blocker, RuleState, RuleStatus};
 pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule};
 pub use window::{OperationWindow, WindowPosition, parse_wall_time};
+pub use words::{describe_blocker, describe_schedule};
 pub use zone::Zone;

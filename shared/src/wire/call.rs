@@ -13,6 +13,7 @@ use super::{
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
+use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 
 /// Where every function is served.
 pub const FUNCTIONS_PREFIX: &str = "/functions/v1";
@@ -58,6 +59,8 @@ calls! {
     ForceStopRuleRequest => "rules_force_stop", RuleActionResponse;
     CancelExecutionRequest => "executions_cancel", CancelExecutionResponse;
     ExecutionListRequest => "executions_list", ExecutionListResponse;
+    DescribeRuleRequest => "rules_describe", RuleDescription;
+    ShowExecutionRequest => "executions_show", ExecutionDetail;
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod call;
 mod claim;
 mod error;
 mod execution;
+mod inspect;
 mod next_run;
 mod operator;
 mod plan;
@@ -31,6 +32,10 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
     PauseRequest, PauseResponse,
+};
+pub use inspect::{
+    DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RuleCondition,
+    RuleDescription, ShowExecutionRequest, ViolationSummary,
 };
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use operator::{

@@ -62,6 +62,7 @@ pub(crate) async fn list(
         since: request.since,
         until: request.until,
         after,
+        execution_ids: None,
     };
     let mut executions =
         db::history::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;

@@ -4,4 +4,5 @@
 pub(crate) mod cancel;
 mod decide;
 pub(crate) mod history;
+pub(crate) mod inspect;
 pub(crate) mod rules;

@@ -2,7 +2,7 @@
 
 mod fields;
 mod occurrence;
-mod syntax;
+pub(super) mod syntax;
 
 use std::fmt;
 use std::str::FromStr;

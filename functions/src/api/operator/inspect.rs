@@ -1,0 +1,236 @@
+//! `rules_describe` and `executions_show`: one rule or one execution in full, read-only.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use res_shared::schedule::{Schedule, describe_blocker, describe_schedule};
+use res_shared::wire::{
+    DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
+    RuleCondition, RuleDescription, ShowExecutionRequest,
+};
+
+use super::decide::holder;
+use crate::auth::Reader;
+use crate::db;
+use crate::db::branch_rules::DescribedRule;
+use crate::db::history::HistoryFilter;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+const DEFAULT_NEXT_RUNS: u32 = 5;
+const LAST_RUNS: i64 = 5;
+
+/// Describe a rule: its state, every blocker, its schedule in words and next runs, the
+/// operator marks and the last runs. Never claims or locks.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/rules_describe",
+    request_body = DescribeRuleRequest,
+    responses(
+        (status = 200, description = "The rule", body = RuleDescription),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 404, description = "No such branch rule in your scope", body = ErrorBody),
+        (status = 422, description = "next_runs out of range", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn describe(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<DescribeRuleRequest>,
+) -> Result<Json<RuleDescription>, ApiError> {
+    let wanted = request.next_runs.unwrap_or(DEFAULT_NEXT_RUNS);
+    if wanted > MAX_NEXT_RUNS {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("next_runs must be 0 to {MAX_NEXT_RUNS}, not {wanted}"),
+        ));
+    }
+    let id = request.branch_rule_id;
+    let found = db::branch_rules::describe(&state.pool, id)
+        .await?
+        .filter(|d| caller.sees_branch(d.rule.branch_id))
+        .ok_or_else(|| ApiError::NotFound(format!("branch rule {id} not found")))?;
+    let filter = HistoryFilter {
+        branch_rule_id: Some(id),
+        ..HistoryFilter::default()
+    };
+    let last_runs = db::history::page(&state.pool, caller.scope(), &filter, LAST_RUNS).await?;
+    Ok(Json(description(found, last_runs, wanted)))
+}
+
+/// The description of a rule read at database time: the same readiness inputs a claim
+/// would use, so the blockers are the ones a runner's `plan why` shows.
+fn description(
+    found: DescribedRule,
+    last_runs: Vec<res_shared::wire::ExecutionSummary>,
+    wanted: u32,
+) -> RuleDescription {
+    let rule = &found.rule;
+    let now = rule.db_now;
+    let latest_status = found
+        .latest_status
+        .as_deref()
+        .and_then(ExecutionStatus::parse);
+    let held = holder(
+        found
+            .latest_id
+            .zip(latest_status)
+            .zip(found.latest_lease_expires_at)
+            .map(|((id, status), lease)| (id, status, lease)),
+        now,
+    );
+    let live = held.is_some_and(|(_, status)| status.is_live());
+    let paused_until = held
+        .filter(|(_, status)| *status == ExecutionStatus::Paused)
+        .map(|_| found.latest_resume_at.unwrap_or(now));
+    let blockers = rule.state(live, paused_until).blockers(now);
+    let enabled = rule.is_active
+        && !rule.is_archived
+        && rule.branch_is_active
+        && rule.rule_status == "active";
+    let condition = if rule.is_force_stopped || !enabled {
+        RuleCondition::Stopped
+    } else if rule.paused_at.is_some() {
+        RuleCondition::Paused
+    } else if held.is_some() {
+        RuleCondition::Running
+    } else if rule.needs_attention_at.is_some() {
+        RuleCondition::NeedsAttention
+    } else {
+        RuleCondition::Idle
+    };
+    let zone = rule.zone();
+    let window = rule.window();
+    let schedule = match &rule.cron_expression {
+        Some(cron) => describe_schedule(cron, window.as_ref(), zone),
+        None => "no cron expression: the rule is retried every 30 minutes".to_owned(),
+    };
+    let next_runs = rule
+        .cron_expression
+        .as_deref()
+        .and_then(|cron| {
+            let cron = res_shared::schedule::CronSchedule::parse(cron).ok()?;
+            Schedule::new(cron, window, zone).ok()
+        })
+        .map(|schedule| {
+            upcoming(
+                &schedule,
+                rule.next_run_time.unwrap_or(now).max(now),
+                wanted,
+            )
+        })
+        .unwrap_or_default();
+    let mark = |at: Option<DateTime<Utc>>, by: Option<String>, reason: Option<String>| {
+        at.map(|at| OperatorMark { at, by, reason })
+    };
+    RuleDescription {
+        branch_rule_id: rule.id,
+        rule_name: found.rule_name.clone(),
+        branch_id: rule.branch_id,
+        branch_name: found.branch_name.clone(),
+        brand_id: found.brand_id,
+        condition,
+        why_not: blockers.iter().map(describe_blocker).collect(),
+        blockers,
+        cron_expression: rule.cron_expression.clone(),
+        schedule,
+        timezone: zone.name().to_owned(),
+        next_run_time: rule.next_run_time,
+        next_runs,
+        paused: mark(
+            rule.paused_at,
+            found.paused_by.clone(),
+            found.pause_reason.clone(),
+        ),
+        force_stopped: mark(
+            found
+                .force_stopped_at
+                .or(rule.is_force_stopped.then_some(now)),
+            found.force_stopped_by.clone(),
+            found.force_stop_reason.clone(),
+        ),
+        run_requested: mark(
+            rule.run_requested_at,
+            rule.run_requested_by.clone(),
+            rule.run_request_reason.clone(),
+        ),
+        needs_attention: mark(
+            rule.needs_attention_at,
+            None,
+            found.needs_attention_reason.clone(),
+        ),
+        consecutive_failures: rule.consecutive_failures,
+        last_runs,
+    }
+}
+
+/// The schedule's next `count` occurrences from `from` (the next run itself first when
+/// it lies on the schedule).
+fn upcoming(schedule: &Schedule, from: DateTime<Utc>, count: u32) -> Vec<DateTime<Utc>> {
+    let mut times = Vec::new();
+    // One second back, so a next run that is itself an occurrence is listed.
+    let mut at = from - chrono::TimeDelta::seconds(1);
+    for _ in 0..count {
+        match schedule.next_run(at, false) {
+            Ok(next) if next.next_run_time > at => {
+                at = next.next_run_time;
+                times.push(at);
+            }
+            _ => break,
+        }
+    }
+    times
+}
+
+/// One execution in full: error, result, metrics, violations and its retry chain.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/executions_show",
+    request_body = ShowExecutionRequest,
+    responses(
+        (status = 200, description = "The execution", body = ExecutionDetail),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 404, description = "No such execution in your scope", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<ShowExecutionRequest>,
+) -> Result<Json<ExecutionDetail>, ApiError> {
+    let id = request.execution_id;
+    let not_found = || ApiError::NotFound(format!("execution {id} not found"));
+    let scope = caller.scope();
+    let chain_ids = db::history::chain(&state.pool, id).await?;
+    let filter = HistoryFilter {
+        execution_ids: Some(chain_ids),
+        ..HistoryFilter::default()
+    };
+    // A chain never leaves its rule, so a scoped read of it is all or nothing.
+    let mut chain = db::history::page(&state.pool, scope, &filter, 1_000).await?;
+    chain.reverse();
+    let execution = chain
+        .iter()
+        .find(|e| e.execution_id == id)
+        .cloned()
+        .ok_or_else(not_found)?;
+    let extras = db::history::extras(&state.pool, id)
+        .await?
+        .ok_or_else(not_found)?;
+    let violations = db::history::violations_of(&state.pool, id).await?;
+    Ok(Json(ExecutionDetail {
+        execution,
+        error: extras.error,
+        result: extras.result,
+        metrics: extras.metrics,
+        earlier_runner_ids: extras.earlier_runner_ids,
+        resumed_count: extras.resumed_count,
+        violations,
+        chain,
+    }))
+}

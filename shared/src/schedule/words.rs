@@ -1,0 +1,188 @@
+//! Schedules and blockers in words, for people: the functions' `rules_describe`, the
+//! runner's `plan why` and status page, and `resctl` all say the same thing.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use super::cron::syntax;
+use super::readiness::Blocker;
+use super::window::OperationWindow;
+use super::zone::Zone;
+
+/// A schedule in words: "every 30 minutes, 08:00–18:00 Asia/Riyadh, on weekdays". Common
+/// shapes are spelled out; anything else is quoted as its cron expression.
+pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zone) -> String {
+    let when = syntax::normalize(cron)
+        .ok()
+        .and_then(|n| cron_in_words(&n.fields))
+        .unwrap_or_else(|| format!("on the cron schedule `{}`", cron.trim()));
+    let window = match window {
+        Some(w) => format!(", {}–{}", w.from().format("%H:%M"), w.to().format("%H:%M")),
+        None => String::new(),
+    };
+    format!("{when}{window} {}", zone.name())
+}
+
+/// A readiness blocker in a few words (`plan why`, `rules_describe`, the status page).
+pub fn describe_blocker(blocker: &Blocker) -> String {
+    let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    match blocker {
+        Blocker::Inactive => "branch rule inactive".into(),
+        Blocker::Archived => "archived".into(),
+        Blocker::ForceStopped => "force-stopped".into(),
+        Blocker::PausedByOperator => "paused by an operator".into(),
+        Blocker::AlreadyRunning => "running".into(),
+        Blocker::BranchInactive => "branch inactive".into(),
+        Blocker::RuleNotActive { status } => format!("rule is {}", status.as_str()),
+        Blocker::NotDue { next_run_time } => format!("due {}", time(next_run_time)),
+        Blocker::Paused { resume_at } => format!("paused until {}", time(resume_at)),
+        Blocker::OutsideWindow { next_start } => match next_start {
+            Some(at) => format!("window opens {}", time(at)),
+            None => "outside window".into(),
+        },
+    }
+}
+
+fn cron_in_words(fields: &[String; 6]) -> Option<String> {
+    let [second, minute, hour, dom, month, dow] = fields.each_ref().map(String::as_str);
+    if second != "0" || month != "*" {
+        return None;
+    }
+    let time = time_in_words(minute, hour)?;
+    let days = match (dom, dow) {
+        ("*", "*") => None,
+        ("*", dow) => Some(weekdays_in_words(dow)?),
+        (dom, "*") => Some(format!("on day {} of the month", number(dom)?)),
+        _ => return None,
+    };
+    Some(match (days, time) {
+        (None, Time::At(at)) => format!("daily at {at}"),
+        (None, Time::Every(every)) => every,
+        (Some(days), Time::At(at)) => format!("{days} at {at}"),
+        (Some(days), Time::Every(every)) => format!("{every}, {days}"),
+    })
+}
+
+enum Time {
+    /// "08:00" or "08:00 and 14:30".
+    At(String),
+    /// "every 30 minutes".
+    Every(String),
+}
+
+fn time_in_words(minute: &str, hour: &str) -> Option<Time> {
+    let step = |field: &str| {
+        field
+            .strip_prefix("*/")
+            .or_else(|| field.strip_prefix("0/"))
+            .and_then(|n| n.parse::<u32>().ok())
+    };
+    let plural = |n: u32, unit: &str| {
+        if n == 1 {
+            format!("every {unit}")
+        } else {
+            format!("every {n} {unit}s")
+        }
+    };
+    match (minute, hour) {
+        ("*", "*") => Some(Time::Every("every minute".into())),
+        (m, "*") if step(m).is_some() => step(m).map(|n| Time::Every(plural(n, "minute"))),
+        (m, "*") => number(m).map(|m| Time::Every(format!("every hour at :{m:02}"))),
+        (m, h) if step(h).is_some() => {
+            let (m, n) = (number(m)?, step(h)?);
+            Some(Time::Every(format!("{} at :{m:02}", plural(n, "hour"))))
+        }
+        (m, h) => {
+            let m = number(m)?;
+            let hours: Option<Vec<String>> = h
+                .split(',')
+                .map(|h| number(h).map(|h| format!("{h:02}:{m:02}")))
+                .collect();
+            let hours = hours?;
+            match hours.as_slice() {
+                [] => None,
+                [one] => Some(Time::At(one.clone())),
+                [init @ .., last] => Some(Time::At(format!("{} and {last}", init.join(", ")))),
+            }
+        }
+    }
+}
+
+fn weekdays_in_words(dow: &str) -> Option<String> {
+    const NAMES: [&str; 7] = [
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+    ];
+    match dow {
+        "1-5" => return Some("on weekdays".into()),
+        "0,6" | "6,0" | "6,7" => return Some("on weekends".into()),
+        _ => {}
+    }
+    let days: Option<Vec<&str>> = dow
+        .split(',')
+        .map(|d| number(d).and_then(|d| NAMES.get(d as usize % 7).copied()))
+        .collect();
+    Some(format!("on {}", days?.join(", ")))
+}
+
+fn number(field: &str) -> Option<u32> {
+    field.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cron: &str, window: Option<(&str, &str)>) -> String {
+        let window = window
+            .and_then(|(from, to)| OperationWindow::parse(Some(from), Some(to)).ok().flatten());
+        describe_schedule(cron, window.as_ref(), Zone::DEFAULT)
+    }
+
+    #[test]
+    fn common_schedules_read_as_people_say_them() {
+        assert_eq!(
+            words("*/30 * * * *", Some(("08:00", "18:00"))),
+            "every 30 minutes, 08:00–18:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("*/15 * * * 1-5", None),
+            "every 15 minutes, on weekdays Asia/Riyadh"
+        );
+        assert_eq!(words("0 9 * * *", None), "daily at 09:00 Asia/Riyadh");
+        assert_eq!(
+            words("30 8,14 * * *", None),
+            "daily at 08:30 and 14:30 Asia/Riyadh"
+        );
+        assert_eq!(words("5 * * * *", None), "every hour at :05 Asia/Riyadh");
+        assert_eq!(
+            words("0 */2 * * *", None),
+            "every 2 hours at :00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 7 1 * *", None),
+            "on day 1 of the month at 07:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 7 * * 1,3", None),
+            "on Monday, Wednesday at 07:00 Asia/Riyadh"
+        );
+        assert_eq!(words("@daily", None), "daily at 00:00 Asia/Riyadh");
+    }
+
+    #[test]
+    fn anything_else_is_quoted_not_guessed() {
+        assert_eq!(
+            words("0 9 1 * 1", None),
+            "on the cron schedule `0 9 1 * 1` Asia/Riyadh"
+        );
+        assert_eq!(
+            words("not a cron", None),
+            "on the cron schedule `not a cron` Asia/Riyadh"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The operator functions that read one thing in full: a rule described, an execution with
+//! its violations and retry chain.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::ExecutionSummary;
+use crate::schedule::Blocker;
+
+/// Most next run times `rules_describe` lists.
+pub const MAX_NEXT_RUNS: u32 = 20;
+
+/// `rules_describe`: everything about one rule, read-only (it never claims).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DescribeRuleRequest {
+    pub branch_rule_id: Uuid,
+    /// How many next run times to list, 0 to [`MAX_NEXT_RUNS`]; 5 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_runs: Option<u32>,
+}
+
+/// A rule's state as operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RuleCondition {
+    /// An execution holds it (live, or paused at a delay node).
+    Running,
+    /// Waiting for its next run.
+    Idle,
+    /// An operator paused it.
+    Paused,
+    /// Force-stopped, inactive, archived, or its branch or rule definition is inactive.
+    Stopped,
+    /// It failed too often in a row, or its schedule cannot be used.
+    NeedsAttention,
+}
+
+impl RuleCondition {
+    /// The name on the wire and in tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleCondition::Running => "running",
+            RuleCondition::Idle => "idle",
+            RuleCondition::Paused => "paused",
+            RuleCondition::Stopped => "stopped",
+            RuleCondition::NeedsAttention => "needs_attention",
+        }
+    }
+}
+
+/// Who did something to a rule, when and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OperatorMark {
+    #[serde(with = "super::time")]
+    pub at: DateTime<Utc>,
+    /// The key name that did it (absent for marks the system set).
+    pub by: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// The answer to `rules_describe`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuleDescription {
+    pub branch_rule_id: Uuid,
+    pub rule_name: String,
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub brand_id: Uuid,
+    pub condition: RuleCondition,
+    /// Every readiness blocker at database time, from the shared rule the runner uses.
+    pub blockers: Vec<Blocker>,
+    /// The blockers in words, as `res-runner plan why` prints them; empty when ready.
+    pub why_not: Vec<String>,
+    pub cron_expression: Option<String>,
+    /// The schedule in words, with its window and zone.
+    pub schedule: String,
+    pub timezone: String,
+    #[serde(with = "super::time::option")]
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// The schedule's next occurrences after the next run (or after now).
+    pub next_runs: Vec<DateTime<Utc>>,
+    pub paused: Option<OperatorMark>,
+    pub force_stopped: Option<OperatorMark>,
+    pub run_requested: Option<OperatorMark>,
+    pub needs_attention: Option<OperatorMark>,
+    pub consecutive_failures: i32,
+    /// The latest executions, newest first.
+    pub last_runs: Vec<ExecutionSummary>,
+}
+
+/// `executions_show`: one execution in full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ShowExecutionRequest {
+    pub execution_id: Uuid,
+}
+
+/// The answer to `executions_show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ExecutionDetail {
+    pub execution: ExecutionSummary,
+    /// The full error text.
+    pub error: Option<String>,
+    /// The workflow's result: node records and the consolidation decision.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub result: Option<serde_json::Value>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub metrics: Option<serde_json::Value>,
+    /// Who ran the earlier parts of a resumed execution, oldest first.
+    pub earlier_runner_ids: Vec<String>,
+    pub resumed_count: i32,
+    pub violations: Vec<ViolationSummary>,
+    /// Every attempt of its retry chain, oldest first, this one included.
+    pub chain: Vec<ExecutionSummary>,
+}
+
+/// One violation and the execution that made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ViolationSummary {
+    pub violation_id: Uuid,
+    pub branch_rule_id: Uuid,
+    pub rule_name: String,
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub kind: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub details: serde_json::Value,
+    /// The execution that found it (absent once that execution was deleted by retention).
+    pub execution_id: Option<Uuid>,
+    #[serde(with = "super::time")]
+    pub created_at: DateTime<Utc>,
+}
