@@ -122,6 +122,7 @@ impl Daemon {
             &config.functions_url,
             &config.token.0,
             Duration::from_secs(config.request_timeout_seconds),
+            concat!("res-runner/", env!("CARGO_PKG_VERSION")),
         )?;
         // Detectors a killed earlier boot left running end before anything new starts.
         let ledger = Arc::new(detectors::DetectorLedger::open(&config.state_dir)?);

@@ -69,6 +69,7 @@ impl Cloud {
             &format!("{}/functions/v1", self.app.base),
             &self.token,
             Duration::from_secs(10),
+            "res-runner-test",
         )
         .expect("a client")
     }

@@ -1,5 +1,8 @@
-//! The runner's client for the cloud functions: typed calls with the shared wire types,
-//! and errors that tell "the cloud said no" apart from "the cloud could not be reached".
+//! A client for the RES functions: typed calls with the shared wire types (one generic
+//! `call` per `Call` type), and errors that tell "the functions said no" apart from "the
+//! functions could not be reached". The runner and `resctl` both use it.
+
+pub mod tls;
 
 use std::time::Duration;
 
@@ -39,7 +42,7 @@ pub enum CloudError {
 impl CloudError {
     /// Whether retrying later may succeed (no answer, or the server is struggling), as
     /// opposed to a definite refusal.
-    pub(crate) fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
         match self {
             CloudError::Unreachable { .. } => true,
             // `concurrent_update`: another request held the same row; nothing was changed.
@@ -52,7 +55,7 @@ impl CloudError {
 
     /// A late report the functions stored although a retry had already taken the rule
     /// (`409 superseded`): delivered, just not the rule's latest word.
-    pub(crate) fn is_superseded(&self) -> bool {
+    pub fn is_superseded(&self) -> bool {
         matches!(self, CloudError::Rejected { status: 409, code, .. } if code == "superseded")
     }
 
@@ -84,16 +87,18 @@ impl std::fmt::Debug for FunctionsClient {
 }
 
 impl FunctionsClient {
-    /// A client for `base_url` (e.g. `https://x.example/functions/v1`) with a bearer token.
+    /// A client for `base_url` (e.g. `https://x.example/functions/v1`) with a bearer token;
+    /// `user_agent` names the calling program and its version.
     pub fn new(
         base_url: &str,
         token: &str,
         timeout: Duration,
+        user_agent: &str,
     ) -> Result<FunctionsClient, CloudError> {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .user_agent(concat!("res-runner/", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent)
             .build()
             .map_err(|e| CloudError::Invalid {
                 function: "client",

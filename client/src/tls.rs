@@ -1,6 +1,6 @@
-//! TLS for every HTTPS client of the runner (the functions client, the `http` and `notify`
-//! executors): reqwest is built without a default provider, so the process installs ring's
-//! once at start, before any client exists.
+//! TLS for every HTTPS client of a process (the functions client; in the runner also the
+//! `http` and `notify` executors): reqwest is built without a default provider, so the
+//! process installs ring's once at start, before any client exists.
 
 use std::sync::Once;
 

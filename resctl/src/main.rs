@@ -1,0 +1,104 @@
+//! `resctl`: operate RES from a terminal through the functions.
+
+mod cli;
+mod render;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use res_client::{CloudError, FunctionsClient};
+use res_shared::wire::FUNCTIONS_PREFIX;
+
+use cli::Cli;
+
+/// How a command failed, as its exit code: scripts tell these apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// The functions refused: bad input (400/422), not allowed (403), or the state forbids
+    /// it (409).
+    Refused = 3,
+    /// No such rule or execution in the key's scope (404).
+    NotFound = 4,
+    /// No answer, or the functions failed (5xx, or an answer outside the contract).
+    Unreachable = 5,
+    /// No token, or an unknown or revoked one (401).
+    Unauthorized = 6,
+}
+
+impl Failure {
+    fn of(error: &CloudError) -> Failure {
+        match error {
+            CloudError::Rejected { status: 401, .. } => Failure::Unauthorized,
+            CloudError::Rejected { status: 404, .. } => Failure::NotFound,
+            CloudError::Rejected { status, .. } if *status < 500 => Failure::Refused,
+            _ => Failure::Unreachable,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    res_client::tls::install();
+    let Some(token) = cli.token.clone().filter(|t| !t.trim().is_empty()) else {
+        eprintln!("error: no token: pass --token or set RES_TOKEN (an operator or viewer key)");
+        return ExitCode::from(Failure::Unauthorized as u8);
+    };
+    let client = match FunctionsClient::new(
+        &functions_url(&cli.url),
+        token.trim(),
+        Duration::from_secs(cli.timeout_seconds),
+        concat!("resctl/", env!("CARGO_PKG_VERSION")),
+    ) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(Failure::Unreachable as u8);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(Failure::Unreachable as u8);
+        }
+    };
+    match runtime.block_on(cli::run(&client, &cli)) {
+        Ok(output) => {
+            print!("{output}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(Failure::of(&error) as u8)
+        }
+    }
+}
+
+/// The functions' base URL: `--url` may name the server (`http://host:54321`) or the
+/// functions themselves (`…/functions/v1`).
+fn functions_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    if url.ends_with(FUNCTIONS_PREFIX) {
+        url.to_owned()
+    } else {
+        format!("{url}{FUNCTIONS_PREFIX}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_may_name_the_server_or_the_functions() {
+        assert_eq!(functions_url("http://h:1"), "http://h:1/functions/v1");
+        assert_eq!(
+            functions_url("http://h:1/functions/v1/"),
+            "http://h:1/functions/v1"
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! Answers as text for people: aligned tables and times relative to now.
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{
+    ExecutionDetail, ExecutionListResponse, ExecutionSummary, RuleActionResponse, RuleDescription,
+};
+
+/// "in 3 min", "2 h ago", "now".
+pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (t - now).num_seconds();
+    let span = seconds.unsigned_abs();
+    let amount = match span {
+        0..=9 => return "now".to_owned(),
+        10..=59 => format!("{span} s"),
+        60..=3_599 => format!("{} min", span / 60),
+        3_600..=172_799 => format!("{} h", span / 3_600),
+        _ => format!("{} d", span / 86_400),
+    };
+    if seconds > 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
+fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    t.map_or_else(|| "-".to_owned(), |t| relative(t, now))
+}
+
+/// Columns padded to their widest cell.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        out.push_str(&line(row.clone()));
+    }
+    out
+}
+
+pub(crate) fn rule_action(done: &str, answer: &RuleActionResponse, now: DateTime<Utc>) -> String {
+    let mut out = format!("{done}: {}\n", answer.branch_rule_id);
+    out.push_str(&format!("next run: {}\n", when(answer.next_run_time, now)));
+    if let Some(id) = answer.cancelled_execution_id {
+        out.push_str(&format!("cancelling execution {id}\n"));
+    }
+    if let Some(reason) = &answer.needs_attention {
+        out.push_str(&format!("needs attention: {reason}\n"));
+    }
+    out
+}
+
+fn execution_rows(executions: &[ExecutionSummary], now: DateTime<Utc>) -> Vec<Vec<String>> {
+    executions
+        .iter()
+        .map(|e| {
+            vec![
+                e.execution_id.to_string(),
+                format!("{} @ {}", e.rule_name, e.branch_name),
+                e.status.as_str().to_owned(),
+                match &e.triggered_by {
+                    Some(by) => format!("{} by {by}", e.trigger.as_str()),
+                    None => e.trigger.as_str().to_owned(),
+                },
+                e.runner_id.clone(),
+                e.attempt.to_string(),
+                relative(e.scheduled_at, now),
+                e.duration_ms.map_or_else(
+                    || "-".to_owned(),
+                    |ms| format!("{:.1} s", ms as f64 / 1000.0),
+                ),
+                e.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect()
+}
+
+const EXECUTION_HEADER: [&str; 9] = [
+    "EXECUTION",
+    "RULE @ BRANCH",
+    "STATUS",
+    "TRIGGER",
+    "RUNNER",
+    "ATTEMPT",
+    "SCHEDULED",
+    "DURATION",
+    "ERROR",
+];
+
+pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> String {
+    let mut out = table(&EXECUTION_HEADER, &execution_rows(&page.executions, now));
+    if let Some(next) = &page.next {
+        out.push_str(&format!("more: --after {next}\n"));
+    }
+    out
+}
+
+pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
+    let e = &detail.execution;
+    let mut out = format!(
+        "execution {}\nrule {} @ {} ({})\nstatus {}  trigger {}  attempt {}  runner {}\n",
+        e.execution_id,
+        e.rule_name,
+        e.branch_name,
+        e.branch_rule_id,
+        e.status.as_str(),
+        e.trigger.as_str(),
+        e.attempt,
+        e.runner_id
+    );
+    if let (Some(by), Some(why)) = (&e.triggered_by, &e.trigger_reason) {
+        out.push_str(&format!("asked by {by}: {why}\n"));
+    }
+    out.push_str(&format!(
+        "scheduled {}  started {}  finished {}\n",
+        relative(e.scheduled_at, now),
+        when(e.started_at, now),
+        when(e.finished_at, now)
+    ));
+    if let Some(error) = &detail.error {
+        out.push_str(&format!("error: {error}\n"));
+    }
+    if !detail.violations.is_empty() {
+        out.push_str(&format!("violations: {}\n", detail.violations.len()));
+        for v in &detail.violations {
+            out.push_str(&format!(
+                "  {} {} {}\n",
+                v.violation_id,
+                v.kind,
+                relative(v.created_at, now)
+            ));
+        }
+    }
+    out.push_str("retry chain (oldest first):\n");
+    out.push_str(&table(
+        &EXECUTION_HEADER,
+        &execution_rows(&detail.chain, now),
+    ));
+    out
+}
+
+pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
+    let mut out = format!(
+        "rule {} @ {} ({})\nstate: {}\nschedule: {}\nnext run: {}\n",
+        d.rule_name,
+        d.branch_name,
+        d.branch_rule_id,
+        d.condition.as_str(),
+        d.schedule,
+        when(d.next_run_time, now)
+    );
+    if d.why_not.is_empty() {
+        out.push_str("ready to run now\n");
+    } else {
+        out.push_str(&format!("not ready: {}\n", d.why_not.join("; ")));
+    }
+    for (what, mark) in [
+        ("paused", &d.paused),
+        ("force-stopped", &d.force_stopped),
+        ("run requested", &d.run_requested),
+        ("needs attention", &d.needs_attention),
+    ] {
+        if let Some(mark) = mark {
+            out.push_str(&format!(
+                "{what} {} by {}: {}\n",
+                relative(mark.at, now),
+                mark.by.as_deref().unwrap_or("RES"),
+                mark.reason.as_deref().unwrap_or("-")
+            ));
+        }
+    }
+    let upcoming: Vec<String> = d.next_runs.iter().map(|t| relative(*t, now)).collect();
+    if !upcoming.is_empty() {
+        out.push_str(&format!("upcoming: {}\n", upcoming.join(", ")));
+    }
+    out.push_str("last runs:\n");
+    out.push_str(&table(
+        &EXECUTION_HEADER,
+        &execution_rows(&d.last_runs, now),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    #[test]
+    fn times_read_relative_to_now() {
+        let now = Utc::now();
+        assert_eq!(relative(now + TimeDelta::seconds(3), now), "now");
+        assert_eq!(relative(now + TimeDelta::minutes(3), now), "in 3 min");
+        assert_eq!(relative(now - TimeDelta::hours(2), now), "2 h ago");
+        assert_eq!(relative(now - TimeDelta::days(3), now), "3 d ago");
+    }
+
+    #[test]
+    fn tables_align_on_the_widest_cell() {
+        let text = table(
+            &["A", "B"],
+            &[
+                vec!["long cell".into(), "x".into()],
+                vec!["y".into(), "z".into()],
+            ],
+        );
+        assert_eq!(text, "A          B\nlong cell  x\ny          z\n");
+    }
+}
