@@ -37,22 +37,32 @@ pub(crate) async fn record(
     .map(drop)
 }
 
+/// Sets an operator mark on a rule with `statement`, whose `$1` is the rule, `$2` who
+/// and `$3` why.
+async fn mark(
+    tx: &mut Tx,
+    statement: &'static str,
+    id: Uuid,
+    asked: &Asked<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(statement)
+        .bind(id)
+        .bind(&asked.caller.key_name)
+        .bind(asked.reason)
+        .execute(&mut **tx)
+        .await
+        .map(drop)
+}
+
 /// Asks for a run now: the next claim takes the rule whatever its schedule and window say.
 pub(crate) async fn request_run(
     tx: &mut Tx,
     id: Uuid,
     asked: &Asked<'_>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE branch_rules SET run_requested_at = now(), run_requested_by = $2, \
-                run_request_reason = $3 WHERE id = $1",
-    )
-    .bind(id)
-    .bind(&asked.caller.key_name)
-    .bind(asked.reason)
-    .execute(&mut **tx)
-    .await
-    .map(drop)
+    let statement = "UPDATE branch_rules SET run_requested_at = now(), run_requested_by = $2, \
+                            run_request_reason = $3 WHERE id = $1";
+    mark(tx, statement, id, asked).await
 }
 
 /// Clears a run-now request once a claim took it.
@@ -69,17 +79,11 @@ pub(crate) async fn clear_run_request(tx: &mut Tx, id: Uuid) -> Result<(), sqlx:
 
 /// Pauses the rule (a pause already in place keeps its first who/when/why).
 pub(crate) async fn pause(tx: &mut Tx, id: Uuid, asked: &Asked<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE branch_rules SET paused_at = COALESCE(paused_at, now()), \
-                paused_by = COALESCE(paused_by, $2), pause_reason = COALESCE(pause_reason, $3) \
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(&asked.caller.key_name)
-    .bind(asked.reason)
-    .execute(&mut **tx)
-    .await
-    .map(drop)
+    let statement = "UPDATE branch_rules SET paused_at = COALESCE(paused_at, now()), \
+                            paused_by = COALESCE(paused_by, $2), \
+                            pause_reason = COALESCE(pause_reason, $3) \
+                     WHERE id = $1";
+    mark(tx, statement, id, asked).await
 }
 
 /// Force-stops the rule; a waiting run-now request is dropped.
@@ -88,20 +92,14 @@ pub(crate) async fn force_stop(
     id: Uuid,
     asked: &Asked<'_>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE branch_rules SET is_force_stopped = true, \
-                force_stopped_at = COALESCE(force_stopped_at, now()), \
-                force_stopped_by = COALESCE(force_stopped_by, $2), \
-                force_stop_reason = COALESCE(force_stop_reason, $3), \
-                run_requested_at = NULL, run_requested_by = NULL, run_request_reason = NULL \
-         WHERE id = $1",
-    )
-    .bind(id)
-    .bind(&asked.caller.key_name)
-    .bind(asked.reason)
-    .execute(&mut **tx)
-    .await
-    .map(drop)
+    let statement = "UPDATE branch_rules SET is_force_stopped = true, \
+                            force_stopped_at = COALESCE(force_stopped_at, now()), \
+                            force_stopped_by = COALESCE(force_stopped_by, $2), \
+                            force_stop_reason = COALESCE(force_stop_reason, $3), \
+                            run_requested_at = NULL, run_requested_by = NULL, \
+                            run_request_reason = NULL \
+                     WHERE id = $1";
+    mark(tx, statement, id, asked).await
 }
 
 /// Clears a pause and a force-stop and sets the next run.
