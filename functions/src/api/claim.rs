@@ -62,32 +62,18 @@ pub(crate) fn decide(
 ) -> Decision {
     let status = latest.map(|e| e.status);
     let mut rule = rule.clone();
-    let (crash, crashed) = match (latest, status) {
+    // `previous`: the attempt a new execution retries (crashed, or failed while the rule
+    // is in its failure retries), and whether it failed.
+    let (crash, previous, after_failure) = match (latest, status) {
         (Some(e), Some(s)) if s.is_live() && e.lease_expires_at > now => {
             return Decision {
                 crash: None,
                 outcome: ClaimOutcome::Running { execution_id: e.id },
             };
         }
-        (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e)),
-        (Some(e), Some(ExecutionStatus::Crashed)) => (None, Some(e)),
-        (Some(e), Some(ExecutionStatus::Failed)) if retrying => {
-            let blockers = rule.blockers(now);
-            let outcome = if blockers.is_empty() {
-                ClaimOutcome::Claim {
-                    attempt: e.attempt.saturating_add(1),
-                    retry_of: Some(e.id),
-                    root_id: None,
-                    after_failure: true,
-                }
-            } else {
-                ClaimOutcome::NotReady(blockers)
-            };
-            return Decision {
-                crash: None,
-                outcome,
-            };
-        }
+        (Some(e), Some(s)) if s.is_live() => (Some(e.id), Some(e), false),
+        (Some(e), Some(ExecutionStatus::Crashed)) => (None, Some(e), false),
+        (Some(e), Some(ExecutionStatus::Failed)) if retrying => (None, Some(e), true),
         (Some(e), Some(ExecutionStatus::Paused)) => {
             rule.paused_until = Some(e.resume_at.unwrap_or(now));
             let blockers = rule.blockers(now);
@@ -101,15 +87,15 @@ pub(crate) fn decide(
                 outcome,
             };
         }
-        _ => (None, None),
+        _ => (None, None, false),
     };
     let blockers = rule.blockers(now);
     let outcome = if blockers.is_empty() {
         ClaimOutcome::Claim {
-            attempt: crashed.map_or(1, |e| e.attempt.saturating_add(1)),
-            retry_of: crashed.map(|e| e.id),
-            root_id: crashed.map(|e| e.root_id),
-            after_failure: false,
+            attempt: previous.map_or(1, |e| e.attempt.saturating_add(1)),
+            retry_of: previous.map(|e| e.id),
+            root_id: previous.filter(|_| !after_failure).map(|e| e.root_id),
+            after_failure,
         }
     } else {
         ClaimOutcome::NotReady(blockers)
@@ -402,6 +388,31 @@ mod tests {
                 attempt: 3,
                 retry_of: Some(dead.id),
                 root_id: Some(dead.root_id),
+                after_failure: false,
+            }
+        );
+    }
+
+    #[test]
+    fn a_failed_run_is_retried_as_its_own_root_only_while_the_rule_is_retrying() {
+        let failed = execution("failed", -100, 2);
+        let retry = decide(&ready(), Some(&failed), now(), true);
+        assert_eq!(
+            retry.outcome,
+            ClaimOutcome::Claim {
+                attempt: 3,
+                retry_of: Some(failed.id),
+                root_id: None,
+                after_failure: true,
+            }
+        );
+        let fresh = decide(&ready(), Some(&failed), now(), false);
+        assert_eq!(
+            fresh.outcome,
+            ClaimOutcome::Claim {
+                attempt: 1,
+                retry_of: None,
+                root_id: None,
                 after_failure: false,
             }
         );

@@ -50,6 +50,15 @@ impl LockedRule {
         }
     }
 
+    /// The branch rule, its branch and its rule definition are active and it is not
+    /// archived (whether it is paused or force-stopped aside).
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.is_active
+            && !self.is_archived
+            && self.branch_is_active
+            && RuleStatus::parse(&self.rule_status) == Some(RuleStatus::Active)
+    }
+
     /// The zone, falling back to Asia/Riyadh when the stored name is unknown.
     pub(crate) fn zone(&self) -> Zone {
         Zone::parse(&self.timezone).unwrap_or_else(|error| {

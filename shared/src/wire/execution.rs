@@ -65,6 +65,12 @@ impl ExecutionStatus {
     pub fn is_live(self) -> bool {
         matches!(self, ExecutionStatus::Scheduled | ExecutionStatus::Running)
     }
+
+    /// Whether the attempt still holds its rule: live, or paused to resume later (no
+    /// other run may start, and an operator may still cancel it).
+    pub fn holds_rule(self) -> bool {
+        self.is_live() || self == ExecutionStatus::Paused
+    }
 }
 
 /// Decodes a stored status (databases hand back text).

@@ -215,7 +215,7 @@ async fn resolve(
             // no longer knows).
             if let Some(live) = db::executions::latest_for_rule(tx, rule.id)
                 .await?
-                .filter(|e| holds_rule(e.status))
+                .filter(|e| e.status.holds_rule())
             {
                 return Err(ApiError::conflict(
                     "running",
@@ -344,11 +344,6 @@ fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {
     ApiError::NotFound(format!(
         "execution {id} not found for branch rule {rule_id}"
     ))
-}
-
-/// Whether an execution still holds its rule (live, or paused to resume later).
-fn holds_rule(status: ExecutionStatus) -> bool {
-    status.is_live() || status == ExecutionStatus::Paused
 }
 
 /// A late report for an execution that was retried meanwhile: its results are kept on the

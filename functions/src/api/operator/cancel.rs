@@ -54,7 +54,7 @@ pub(crate) async fn cancel(
         .await?
         .ok_or_else(not_found)?;
     let status = execution.status;
-    if !(status.is_live() || status == ExecutionStatus::Paused) {
+    if !status.holds_rule() {
         return Err(ApiError::conflict(
             "finished",
             format!("execution {id} already ended {}", status.as_str()),

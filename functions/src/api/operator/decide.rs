@@ -119,8 +119,9 @@ pub(crate) fn holder(
     now: DateTime<Utc>,
 ) -> Option<(Uuid, ExecutionStatus)> {
     latest.and_then(|(id, status, lease_expires_at)| {
-        let live = status.is_live() && lease_expires_at > now;
-        (live || status == ExecutionStatus::Paused).then_some((id, status))
+        // A live status whose lease ran out is a crash nobody has recorded yet.
+        let expired = status.is_live() && lease_expires_at <= now;
+        (status.holds_rule() && !expired).then_some((id, status))
     })
 }
 

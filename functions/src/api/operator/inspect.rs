@@ -87,11 +87,7 @@ fn description(
         .filter(|(_, status)| *status == ExecutionStatus::Paused)
         .map(|_| found.latest_resume_at.unwrap_or(now));
     let blockers = rule.state(live, paused_until).blockers(now);
-    let enabled = rule.is_active
-        && !rule.is_archived
-        && rule.branch_is_active
-        && rule.rule_status == "active";
-    let condition = if rule.is_force_stopped || !enabled {
+    let condition = if rule.is_force_stopped || !rule.is_enabled() {
         RuleCondition::Stopped
     } else if rule.paused_at.is_some() {
         RuleCondition::Paused

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::schedule::{RuleStatus, reschedule};
+use res_shared::schedule::reschedule;
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest,
     RuleActionResponse, RunNowRequest,
@@ -157,10 +157,7 @@ async fn act(
         .ok_or_else(|| ApiError::NotFound(format!("branch rule {id} not found")))?;
     let latest = db::executions::latest_for_rule(&mut tx, id).await?;
     let facts = RuleFacts {
-        enabled: rule.is_active
-            && !rule.is_archived
-            && rule.branch_is_active
-            && RuleStatus::parse(&rule.rule_status) == Some(RuleStatus::Active),
+        enabled: rule.is_enabled(),
         is_paused: rule.paused_at.is_some(),
         is_force_stopped: rule.is_force_stopped,
         run_requested: rule.run_requested_at.is_some(),
