@@ -9,6 +9,9 @@ use sqlx::postgres::PgConnectOptions;
 
 use crate::db;
 use crate::logging::LogFormat;
+use crate::state::Settings;
+use crate::sweeper::SweepSettings;
+use res_shared::wire::RunnerThresholds;
 
 /// Where the database is.
 #[derive(Debug, Clone, Args)]
@@ -48,4 +51,46 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, env = "RES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// A runner silent this many seconds is listed as stale.
+    #[arg(long, env = "RES_RUNNER_STALE_AFTER", default_value_t = 60, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runner_stale_after: u32,
+    /// A runner silent this many seconds is listed as gone.
+    #[arg(long, env = "RES_RUNNER_GONE_AFTER", default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runner_gone_after: u32,
+}
+
+impl ServeArgs {
+    /// The handlers' settings; a gone threshold below the stale one is raised to it.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            runner_thresholds: RunnerThresholds {
+                stale_after_seconds: self.runner_stale_after,
+                gone_after_seconds: self.runner_gone_after.max(self.runner_stale_after),
+            },
+        }
+    }
+}
+
+/// The sweeper and the metrics endpoint of `res-functions serve`.
+#[derive(Debug, Clone, Args)]
+pub struct MaintenanceArgs {
+    /// Serve Prometheus metrics at http://<this>/metrics (keep it off the public network).
+    #[arg(long, env = "RES_METRICS_BIND")]
+    pub metrics_bind: Option<SocketAddr>,
+    /// Seconds between sweeps (expired leases, needs attention, retention); 0 turns the
+    /// sweeper off in this process.
+    #[arg(long, env = "RES_SWEEP_INTERVAL", default_value_t = 30)]
+    pub sweep_interval: u64,
+    /// Days of history (executions, violations) and of silent runners to keep.
+    #[arg(long, env = "RES_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
+    pub retention_days: u32,
+}
+
+impl MaintenanceArgs {
+    pub fn sweep_settings(&self) -> SweepSettings {
+        SweepSettings {
+            retention_days: self.retention_days,
+            ..SweepSettings::default()
+        }
+    }
 }

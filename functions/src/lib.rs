@@ -12,10 +12,12 @@ mod encoding;
 pub mod error;
 pub mod extract;
 pub mod logging;
+pub mod metrics;
 pub mod openapi;
 pub mod router;
 pub mod serve;
 pub mod state;
+pub mod sweeper;
 
 pub use error::ApiError;
 pub use router::{Function, router};

@@ -27,6 +27,9 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::history::list,
         crate::api::operator::inspect::describe,
         crate::api::operator::inspect::show,
+        crate::api::operator::fleet::rules,
+        crate::api::operator::fleet::runners,
+        crate::api::operator::fleet::violations,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

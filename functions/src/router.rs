@@ -3,13 +3,14 @@
 
 use axum::Router;
 use axum::http::{Method, Uri};
-use axum::middleware::map_request;
+use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
     FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, PauseRequest, PauseRuleRequest,
-    PlanRequest, RegisterRequest, ResumeRuleRequest, RunNowRequest, SetNextRunTimeRequest,
-    ShowExecutionRequest, ViolationRequest,
+    PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
+    RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest,
+    ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -18,6 +19,7 @@ use tower_http::trace::TraceLayer;
 use crate::api;
 use crate::encoding;
 use crate::error::ApiError;
+use crate::metrics;
 use crate::openapi;
 use crate::state::AppState;
 
@@ -54,11 +56,17 @@ pub enum Function {
     DescribeRule,
     /// `executions_show`.
     ShowExecution,
+    /// `rules_list`.
+    ListRules,
+    /// `runners_list`.
+    ListRunners,
+    /// `violations_list`.
+    ListViolations,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 15] = [
+    pub const ALL: [Function; 18] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -74,11 +82,14 @@ impl Function {
         Function::ListExecutions,
         Function::DescribeRule,
         Function::ShowExecution,
+        Function::ListRules,
+        Function::ListRunners,
+        Function::ListViolations,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 8] = [
+    pub const OPERATOR: [Function; 11] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -87,6 +98,9 @@ impl Function {
         Function::ListExecutions,
         Function::DescribeRule,
         Function::ShowExecution,
+        Function::ListRules,
+        Function::ListRunners,
+        Function::ListViolations,
     ];
 
     /// The function's name, as in its path.
@@ -107,6 +121,9 @@ impl Function {
             Function::ListExecutions => ExecutionListRequest::NAME,
             Function::DescribeRule => DescribeRuleRequest::NAME,
             Function::ShowExecution => ShowExecutionRequest::NAME,
+            Function::ListRules => RuleListRequest::NAME,
+            Function::ListRunners => RunnerListRequest::NAME,
+            Function::ListViolations => ViolationListRequest::NAME,
         }
     }
 
@@ -144,11 +161,15 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::ListExecutions => post(api::operator::history::list),
             Function::DescribeRule => post(api::operator::inspect::describe),
             Function::ShowExecution => post(api::operator::inspect::show),
+            Function::ListRules => post(api::operator::fleet::rules),
+            Function::ListRunners => post(api::operator::fleet::runners),
+            Function::ListViolations => post(api::operator::fleet::violations),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }
     router
         .fallback(not_found)
+        .layer(from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
         // A 10,000-rule plan is ~10 MB of JSON: the fastest level already shrinks it
         // about tenfold, while the default level costs several times the CPU.
@@ -156,6 +177,14 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
         // Runs before compression: the answer to an action must never become a 406.
         .layer(map_request(encoding::drop_exclusions))
         .layer(TraceLayer::new_for_http())
+}
+
+/// The metrics endpoint, for a separate bind: Prometheus scrapes it, the public never
+/// reaches it.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics::scrape))
+        .with_state(state)
 }
 
 async fn not_found(method: Method, uri: Uri) -> ApiError {

@@ -7,10 +7,15 @@ use axum::Router;
 use clap::Parser;
 use tokio::net::TcpListener;
 
-use crate::config::{DatabaseArgs, ServeArgs};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
 use crate::logging;
-use crate::router::{Function, router};
+use crate::router::{Function, metrics_router, router};
 use crate::state::AppState;
+use crate::sweeper;
 
 /// Whether this process runs inside AWS Lambda.
 pub fn in_lambda() -> bool {
@@ -27,6 +32,44 @@ pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())
+}
+
+/// Serves every function on `bind`, the metrics on their own bind, and sweeps, until
+/// Ctrl-C or SIGTERM.
+pub async fn serve_with_maintenance(
+    state: AppState,
+    bind: std::net::SocketAddr,
+    maintenance: &MaintenanceArgs,
+) -> anyhow::Result<()> {
+    let stop = CancellationToken::new();
+    if let Some(metrics_bind) = maintenance.metrics_bind {
+        let listener = TcpListener::bind(metrics_bind)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {metrics_bind} for metrics: {e}"))?;
+        tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
+        let app = metrics_router(state.clone());
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(stopped.cancelled_owned())
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the metrics endpoint stopped");
+            }
+        });
+    }
+    if maintenance.sweep_interval > 0 {
+        tokio::spawn(sweeper::run(
+            state.pool.clone(),
+            maintenance.sweep_settings(),
+            Duration::from_secs(maintenance.sweep_interval),
+            state.metrics.clone(),
+            stop.clone(),
+        ));
+    }
+    let served = serve_local(router(state, &Function::ALL), bind).await;
+    stop.cancel();
+    served
 }
 
 /// Serves `router` through the Lambda runtime API.
@@ -106,7 +149,10 @@ pub fn function_main(functions: &[Function]) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
-        let app = router(AppState { pool }, functions);
+        let app = router(
+            AppState::with_settings(pool, args.serve.settings()),
+            functions,
+        );
         if in_lambda() {
             serve_lambda(app).await
         } else {

@@ -1,10 +1,40 @@
 //! What every handler shares.
 
+use std::sync::Arc;
+
+use res_shared::wire::RunnerThresholds;
 use sqlx::PgPool;
 
-/// Shared handler state: the database pool.
+use crate::metrics::Metrics;
+
+/// Shared handler state: the database pool, this process's metrics and its settings.
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// Connections to the RES database.
     pub pool: PgPool,
+    /// Counted by every request; served on the metrics bind.
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+}
+
+/// Settings the handlers read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Settings {
+    /// When a silent runner counts as stale, then gone.
+    pub runner_thresholds: RunnerThresholds,
+}
+
+impl AppState {
+    /// State with default settings and fresh metrics.
+    pub fn new(pool: PgPool) -> AppState {
+        AppState::with_settings(pool, Settings::default())
+    }
+
+    pub fn with_settings(pool: PgPool, settings: Settings) -> AppState {
+        AppState {
+            pool,
+            metrics: Arc::new(Metrics::default()),
+            settings,
+        }
+    }
 }

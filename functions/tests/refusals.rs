@@ -228,7 +228,7 @@ async fn a_missing_database_is_a_503_at_once() {
         .expect("options");
     let pool = res_functions::db::lazy_pool(options, 2);
     let base = support::serve(res_functions::router(
-        res_functions::AppState { pool },
+        res_functions::AppState::new(pool),
         &res_functions::Function::ALL,
     ))
     .await;

@@ -7,6 +7,7 @@ use crate::postgres::{TestDatabase, server};
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db::api_keys::KeyScope;
+use res_functions::router::metrics_router;
 use res_functions::{AppState, Function, db, router};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -26,6 +27,8 @@ pub struct TestApp {
     pub service: String,
     /// The database (dropped with the app).
     pub database: TestDatabase,
+    /// `http://127.0.0.1:<port>/metrics` of the same process's metrics.
+    pub metrics_url: String,
 }
 
 /// A granted claim.
@@ -61,7 +64,9 @@ impl TestApp {
             .await
             .expect("connect to the test database");
         db::migrate(&pool).await.expect("migrations apply");
-        let base = serve(router(AppState { pool: pool.clone() }, &Function::ALL)).await;
+        let state = AppState::new(pool.clone());
+        let metrics_url = format!("{}/metrics", serve(metrics_router(state.clone())).await);
+        let base = serve(router(state, &Function::ALL)).await;
         let service = generate_token();
         db::api_keys::insert(
             &pool,
@@ -78,6 +83,7 @@ impl TestApp {
             client: client(),
             service,
             database,
+            metrics_url,
         }
     }
 
@@ -163,11 +169,24 @@ impl TestApp {
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM executions t), \
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM violations t), \
                 (SELECT count(*)::text FROM plan_changes), \
+                (SELECT string_agg(t::text, ',' ORDER BY t.runner_id) FROM runners t), \
                 (SELECT count(*)::text FROM operator_actions)))",
         )
         .fetch_one(&self.pool)
         .await
         .expect("fingerprint")
+    }
+
+    /// The metrics text of this app's process.
+    pub async fn metrics(&self) -> String {
+        self.client
+            .get(&self.metrics_url)
+            .send()
+            .await
+            .expect("metrics answer")
+            .text()
+            .await
+            .expect("metrics text")
     }
 
     /// The database's clock.

@@ -18,6 +18,7 @@ use crate::db::executions::{ExecutionRow, NewExecution};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
+use crate::metrics::Metrics;
 use crate::state::AppState;
 
 /// What a claim attempt decides, before any write.
@@ -133,9 +134,17 @@ pub(crate) async fn claim(
         MAX_LEASE_SECONDS,
     )?;
     let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
-    claim_rule(&state, &caller, &request, lease_seconds)
+    let claimed = claim_rule(&state, &caller, &request, lease_seconds)
         .instrument(span)
-        .await
+        .await;
+    let outcome = match &claimed {
+        Ok(_) => "won",
+        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == "running" => "lost",
+        Err(ApiError::ClaimRefused(_)) => "not_ready",
+        Err(_) => "error",
+    };
+    Metrics::count(&state.metrics.claims, outcome);
+    claimed
 }
 
 async fn claim_rule(

@@ -41,8 +41,7 @@ pub(crate) async fn heartbeat(
         ));
     }
     let id = request.execution_id;
-    let beat =
-        db::executions::heartbeat(&state.pool, id, &request.claim_token, caller.scope()).await?;
+    let beat = db::executions::heartbeat(&state.pool, id, &request.claim_token, &caller).await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {
         return Ok(Json(HeartbeatResponse {
             lease_expires_at,

@@ -1,7 +1,6 @@
 //! `get-execution-plan-v2`: the workflows a runner may execute, in full or as a delta.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -9,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use res_shared::wire::{ErrorBody, PlanLookups, PlanRequest, PlanResponse};
 use uuid::Uuid;
 
-use super::cursor::{CHANGE_RETENTION_HOURS, PlanCursor, PlanKind, plan_kind, scope_key};
+use super::cursor::{PlanCursor, PlanKind, plan_kind, scope_key};
 use super::require_text;
 use crate::auth::SiteCaller;
 use crate::db;
@@ -17,9 +16,6 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
 use crate::state::AppState;
-
-/// How often (seconds) one process prunes old change records.
-const PRUNE_INTERVAL_SECONDS: i64 = 600;
 
 /// Serve the caller's execution plan.
 #[utoipa::path(
@@ -41,6 +37,9 @@ pub(crate) async fn get_execution_plan(
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Response, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
+    if let Some(version) = request.health.as_ref().and_then(|h| h.version.as_ref()) {
+        require_text("health.version", version, 100)?;
+    }
     let since = request
         .since
         .as_deref()
@@ -84,7 +83,13 @@ pub(crate) async fn get_execution_plan(
         }
     };
     tx.commit().await?;
-    prune_now_and_then(&state, now.timestamp());
+    db::runners::fetched_plan(
+        &state.pool,
+        caller.key_id,
+        &request.runner_id,
+        request.health.as_ref(),
+    )
+    .await?;
 
     tracing::info!(
         runner_id = %Untrusted(&request.runner_id),
@@ -102,27 +107,6 @@ pub(crate) async fn get_execution_plan(
         lookups,
     };
     large_json(&plan, plan.workflows.len())
-}
-
-/// Deletes expired change records in the background, at most every ten minutes per
-/// process, so the plan path itself never waits for it.
-fn prune_now_and_then(state: &AppState, now: i64) {
-    static LAST_PRUNE: AtomicI64 = AtomicI64::new(0);
-    let last = LAST_PRUNE.load(Ordering::Relaxed);
-    if now - last < PRUNE_INTERVAL_SECONDS
-        || LAST_PRUNE
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_err()
-    {
-        return;
-    }
-    let pool = state.pool.clone();
-    tokio::spawn(async move {
-        match db::changes::prune_changes(&pool, CHANGE_RETENTION_HOURS).await {
-            Ok(deleted) => tracing::debug!(deleted, "pruned plan change records"),
-            Err(error) => tracing::warn!(%error, "could not prune plan change records"),
-        }
-    });
 }
 
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and

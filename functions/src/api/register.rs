@@ -21,7 +21,7 @@ use crate::state::AppState;
         (status = 200, description = "Registered; `crashed` lists executions of earlier boots", body = RegisterResponse),
         (status = 400, description = "Malformed body", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
-        (status = 422, description = "Empty runner_id or boot_id", body = ErrorBody),
+        (status = 422, description = "Empty runner_id or boot_id, or a version over 100 characters", body = ErrorBody),
     ),
     security(("bearer" = [])),
     tag = "runners"
@@ -33,12 +33,23 @@ pub(crate) async fn register(
 ) -> Result<Json<RegisterResponse>, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
     require_text("boot_id", &request.boot_id, 200)?;
+    if let Some(version) = &request.version {
+        require_text("version", version, 100)?;
+    }
     let mut tx = state.pool.begin().await?;
     let crashed = db::executions::crash_earlier_boots(
         &mut tx,
         &request.runner_id,
         &request.boot_id,
         caller.scope(),
+    )
+    .await?;
+    db::runners::registered(
+        &mut tx,
+        caller.key_id,
+        &request.runner_id,
+        &request.boot_id,
+        request.version.as_deref(),
     )
     .await?;
     let server_time = db::now(&mut tx).await?;

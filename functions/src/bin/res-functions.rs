@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use res_functions::auth::{Role, generate_token, hash_token};
-use res_functions::config::{DatabaseArgs, ServeArgs};
+use res_functions::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
 use res_functions::db::api_keys::{KeyListing, KeyScope};
 use res_functions::openapi::ApiDoc;
-use res_functions::{AppState, Function, db, logging, router, serve};
+use res_functions::{AppState, db, logging, serve};
 use utoipa::OpenApi;
 use uuid::Uuid;
 
@@ -31,6 +31,8 @@ enum Command {
         database: DatabaseArgs,
         #[command(flatten)]
         serve: ServeArgs,
+        #[command(flatten)]
+        maintenance: MaintenanceArgs,
         /// Apply pending migrations before serving.
         #[arg(long)]
         migrate: bool,
@@ -125,6 +127,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Serve {
             database,
             serve,
+            maintenance,
             migrate,
         } => {
             let pool = database.pool(10)?;
@@ -140,7 +143,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
                      run `res-functions migrate` or serve with --migrate"
                 );
             }
-            serve::serve_local(router(AppState { pool }, &Function::ALL), serve.bind).await
+            let state = AppState::with_settings(pool, serve.settings());
+            serve::serve_with_maintenance(state, serve.bind, &maintenance).await
         }
         Command::Migrate { database } => {
             let pool = database.pool(2)?;

@@ -5,6 +5,7 @@ use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
 use uuid::Uuid;
 
 use super::Tx;
+use crate::access::Scope;
 
 /// A branch rule locked for a state change, with its effective schedule settings and
 /// the database time of the transaction.
@@ -92,11 +93,8 @@ impl LockedRule {
 }
 
 /// The columns and joins of a [`LockedRule`] (a literal, so queries stay `&'static str`);
-/// the describe query reads more columns over the same joins.
-macro_rules! rule_select {
-    () => {
-        rule_select!("", "")
-    };
+/// the describe and list queries read more columns over more joins.
+macro_rules! rule_from {
     ($columns:literal, $joins:literal) => {
         concat!(
             "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
@@ -113,8 +111,31 @@ macro_rules! rule_select {
          JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id ",
-            $joins,
-            " WHERE br.id = $1"
+            $joins
+        )
+    };
+}
+
+/// One rule by id (`$1`).
+macro_rules! rule_select {
+    () => {
+        concat!(rule_from!("", ""), " WHERE br.id = $1")
+    };
+}
+
+/// A [`DescribedRule`]'s query, without its WHERE clause.
+macro_rules! described_from {
+    () => {
+        rule_from!(
+            ", r.name AS rule_name, b.name AS branch_name, b.brand_id, br.paused_by, \
+               br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
+               br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
+               latest.lease_expires_at AS latest_lease_expires_at, \
+               latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at",
+            "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at, \
+                                       e.scheduled_at \
+                                FROM executions e WHERE e.branch_rule_id = br.id \
+                                ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
         )
     };
 }
@@ -146,6 +167,7 @@ pub(crate) struct DescribedRule {
     pub(crate) latest_status: Option<String>,
     pub(crate) latest_lease_expires_at: Option<DateTime<Utc>>,
     pub(crate) latest_resume_at: Option<DateTime<Utc>>,
+    pub(crate) latest_scheduled_at: Option<DateTime<Utc>>,
 }
 
 /// Reads a rule for `rules_describe` without locking anything.
@@ -153,18 +175,53 @@ pub(crate) async fn describe(
     pool: &sqlx::PgPool,
     id: Uuid,
 ) -> Result<Option<DescribedRule>, sqlx::Error> {
-    sqlx::query_as(rule_select!(
-        ", r.name AS rule_name, b.name AS branch_name, b.brand_id, br.paused_by, \
-           br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
-           br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
-           latest.lease_expires_at AS latest_lease_expires_at, \
-           latest.resume_at AS latest_resume_at",
-        "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at \
-                            FROM executions e WHERE e.branch_rule_id = br.id \
-                            ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
+    sqlx::query_as(concat!(described_from!(), " WHERE br.id = $1"))
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Which rules one `rules_list` page holds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RuleFilter {
+    pub(crate) brand_id: Option<Uuid>,
+    pub(crate) branch_id: Option<Uuid>,
+    pub(crate) rule_name: Option<String>,
+    pub(crate) branch_name: Option<String>,
+    /// The last row of the previous page: branch name, rule name, id.
+    pub(crate) after: Option<(String, String, Uuid)>,
+}
+
+/// Up to `limit` rules in scope, by branch name, rule name and id.
+pub(crate) async fn list(
+    pool: &sqlx::PgPool,
+    scope: Scope<'_>,
+    filter: &RuleFilter,
+    limit: i64,
+) -> Result<Vec<DescribedRule>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    let after = filter.after.as_ref();
+    sqlx::query_as(concat!(
+        described_from!(),
+        " WHERE ($1 OR br.branch_id = ANY($2)) \
+            AND ($3::uuid IS NULL OR b.brand_id = $3) \
+            AND ($4::uuid IS NULL OR br.branch_id = $4) \
+            AND ($5::text IS NULL OR lower(r.name) = lower($5)) \
+            AND ($6::text IS NULL OR lower(b.name) = lower($6)) \
+            AND ($7::text IS NULL OR (b.name, r.name, br.id) > ($7, $8, $9)) \
+          ORDER BY b.name, r.name, br.id LIMIT $10"
     ))
-    .bind(id)
-    .fetch_optional(pool)
+    .bind(all)
+    .bind(branches)
+    .bind(filter.brand_id)
+    .bind(filter.branch_id)
+    .bind(filter.rule_name.as_deref())
+    .bind(filter.branch_name.as_deref())
+    .bind(after.map(|(branch, _, _)| branch.as_str()))
+    .bind(after.map(|(_, rule, _)| rule.as_str()))
+    .bind(after.map(|(_, _, id)| *id))
+    .bind(limit)
+    .fetch_all(pool)
     .await
 }
 

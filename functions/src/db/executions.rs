@@ -9,7 +9,7 @@ use uuid::Uuid;
 use res_shared::wire::{ExecutionStatus, Trigger};
 
 use super::Tx;
-use crate::access::Scope;
+use crate::access::{Caller, Scope};
 
 /// An execution as the claim and finish logic needs it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -243,28 +243,38 @@ pub(crate) async fn insert_offline(
 }
 
 /// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
-/// beat); returns the new lease end and whether a stop was requested.
+/// beat); returns the new lease end and whether a stop was requested. The runner that
+/// holds it counts as seen by the registry (at most one write every few seconds), in the
+/// same round trip.
 pub(crate) async fn heartbeat(
     pool: &PgPool,
     id: Uuid,
     claim_token: &str,
-    scope: Scope<'_>,
+    caller: &Caller,
 ) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
-    let (all, branches) = scope.as_params();
+    let (all, branches) = caller.scope().as_params();
     sqlx::query_as(
-        "UPDATE executions e \
-         SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
-             status = 'running', started_at = COALESCE(e.started_at, now()) \
-         FROM branch_rules br \
-         WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
-           AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
-           AND ($3 OR br.branch_id = ANY($4)) \
-         RETURNING e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped)",
+        "WITH beat AS ( \
+             UPDATE executions e \
+             SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
+                 status = 'running', started_at = COALESCE(e.started_at, now()) \
+             FROM branch_rules br \
+             WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
+               AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
+               AND ($3 OR br.branch_id = ANY($4)) \
+             RETURNING e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped) AS stop, \
+                       e.runner_id), \
+         seen AS ( \
+             UPDATE runners r SET last_seen_at = now() FROM beat \
+             WHERE r.key_id = $5 AND r.runner_id = beat.runner_id \
+               AND r.last_seen_at < now() - interval '5 seconds') \
+         SELECT lease_expires_at, stop FROM beat",
     )
     .bind(id)
     .bind(claim_token)
     .bind(all)
     .bind(branches)
+    .bind(caller.key_id)
     .fetch_optional(pool)
     .await
 }

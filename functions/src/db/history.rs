@@ -179,11 +179,29 @@ struct ViolationRow {
     created_at: DateTime<Utc>,
 }
 
-/// The violations an execution recorded, oldest first.
-pub(crate) async fn violations_of(
+/// Which violations one page holds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ViolationFilter {
+    pub(crate) brand_id: Option<Uuid>,
+    pub(crate) branch_id: Option<Uuid>,
+    pub(crate) branch_rule_id: Option<Uuid>,
+    pub(crate) kind: Option<String>,
+    pub(crate) since: Option<DateTime<Utc>>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    pub(crate) execution_id: Option<Uuid>,
+    /// The last row of the previous page.
+    pub(crate) after: Option<(DateTime<Utc>, Uuid)>,
+}
+
+/// Up to `limit` violations in scope matching `filter`, newest first, each with the
+/// execution that recorded it.
+pub(crate) async fn violations(
     pool: &PgPool,
-    execution_id: Uuid,
+    scope: Scope<'_>,
+    filter: &ViolationFilter,
+    limit: i64,
 ) -> Result<Vec<ViolationSummary>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
     let rows: Vec<ViolationRow> = sqlx::query_as(
         "SELECT v.id AS violation_id, v.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
                 b.name AS branch_name, v.kind, v.details, v.execution_id, v.created_at \
@@ -191,9 +209,30 @@ pub(crate) async fn violations_of(
          JOIN branch_rules br ON br.id = v.branch_rule_id \
          JOIN branches b ON b.id = br.branch_id \
          JOIN rules r ON r.id = br.rule_id \
-         WHERE v.execution_id = $1 ORDER BY v.created_at, v.id",
+         WHERE ($1 OR br.branch_id = ANY($2)) \
+           AND ($3::uuid IS NULL OR b.brand_id = $3) \
+           AND ($4::uuid IS NULL OR br.branch_id = $4) \
+           AND ($5::uuid IS NULL OR v.branch_rule_id = $5) \
+           AND ($6::text IS NULL OR v.kind = $6) \
+           AND ($7::timestamptz IS NULL OR v.created_at >= $7) \
+           AND ($8::timestamptz IS NULL OR v.created_at < $8) \
+           AND ($9::uuid IS NULL OR v.execution_id = $9) \
+           AND ($10::timestamptz IS NULL OR (v.created_at, v.id) < ($10, $11)) \
+         ORDER BY v.created_at DESC, v.id DESC \
+         LIMIT $12",
     )
-    .bind(execution_id)
+    .bind(all)
+    .bind(branches)
+    .bind(filter.brand_id)
+    .bind(filter.branch_id)
+    .bind(filter.branch_rule_id)
+    .bind(filter.kind.as_deref())
+    .bind(filter.since)
+    .bind(filter.until)
+    .bind(filter.execution_id)
+    .bind(filter.after.map(|(at, _)| at))
+    .bind(filter.after.map(|(_, id)| id))
+    .bind(limit)
     .fetch_all(pool)
     .await?;
     Ok(rows

@@ -5,9 +5,12 @@ pub mod api_keys;
 pub(crate) mod branch_rules;
 pub(crate) mod changes;
 pub(crate) mod executions;
+pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod operator;
 pub(crate) mod plan;
+pub(crate) mod runners;
+pub(crate) mod sweeper;
 pub(crate) mod violations;
 
 use std::time::Duration;

@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Default)]
 pub(crate) struct OutageLog {
     current: Mutex<Option<Outage>>,
+    /// The latest ended outage, `(start, end)`, for the runner registry.
+    last: Mutex<Option<(DateTime<Utc>, DateTime<Utc>)>>,
 }
 
 #[derive(Debug)]
@@ -72,6 +74,7 @@ impl OutageLog {
     /// The functions answered; ends the outage (one INFO line) and returns its summary.
     pub(crate) fn ended(&self, now: DateTime<Utc>) -> Option<OutageSummary> {
         let outage = self.lock().take()?;
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some((outage.since, now));
         let summary = OutageSummary {
             seconds: (now - outage.since).num_seconds(),
             skipped: outage.skipped,
@@ -86,6 +89,11 @@ impl OutageLog {
             "functions reachable again: outage ended"
         );
         Some(summary)
+    }
+
+    /// The latest outage that has ended: when it started and ended.
+    pub(crate) fn last_ended(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether an outage is under way.

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::wire::{PlanRequest, RegisterRequest};
+use res_shared::wire::{Outage, PlanRequest, RegisterRequest, RunnerHealth};
 
 use super::Daemon;
 use crate::plan::merge::MergeSettings;
@@ -75,6 +75,7 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
         .call(&PlanRequest {
             runner_id: daemon.config.runner_id.clone(),
             since,
+            health: Some(health(daemon)),
         })
         .await;
     let response = match response {
@@ -125,6 +126,7 @@ async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
         .call(&RegisterRequest {
             runner_id: daemon.config.runner_id.clone(),
             boot_id: daemon.boot_id.clone(),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         })
         .await?;
     check_skew(daemon, answer.server_time, Utc::now());
@@ -135,6 +137,21 @@ async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     }
     daemon.registered.store(true, Ordering::SeqCst);
     Ok(())
+}
+
+/// What the runner registry hears from this runner with each plan fetch.
+fn health(daemon: &Daemon) -> RunnerHealth {
+    RunnerHealth {
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        outbox_depth: Some(u32::try_from(daemon.outbox.depth()).unwrap_or(u32::MAX)),
+        last_outage: daemon
+            .outage
+            .last_ended()
+            .map(|(started_at, ended_at)| Outage {
+                started_at,
+                ended_at,
+            }),
+    }
 }
 
 fn check_skew(daemon: &Daemon, server: DateTime<Utc>, local: DateTime<Utc>) {

@@ -81,6 +81,7 @@ impl Cloud {
             .call(&PlanRequest {
                 runner_id: "runner".into(),
                 since: None,
+                health: None,
             })
             .await
             .expect("a plan");

@@ -2,6 +2,8 @@
 //! back to its schedule and is marked as needing attention, until a run succeeds or an
 //! operator resumes it.
 
+use super::reschedule::Rescheduled;
+
 /// Consecutive failures after which a rule needs attention, unless its brand rule says
 /// otherwise.
 pub const DEFAULT_FAILURE_THRESHOLD: u32 = 3;
@@ -36,6 +38,17 @@ pub fn after_run(failures_before: u32, failed: bool, threshold: u32) -> AfterRun
     }
 }
 
+/// Why a rule's schedule needs an operator, if it does: it cannot be used, or it never
+/// fires inside the operation window. Said the same after a run and by the sweeper.
+pub fn schedule_attention(next: &Rescheduled) -> Option<String> {
+    if let Some(problem) = &next.problem {
+        return Some(format!("the schedule cannot be used: {problem}"));
+    }
+    next.next_run
+        .degenerate
+        .then(|| "the schedule never fires inside the operation window".to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +77,26 @@ mod tests {
         assert!(after_run(0, true, 1).needs_attention, "a threshold of 1");
         assert!(after_run(0, true, 0).needs_attention, "0 counts as 1");
         assert_eq!(after_run(u32::MAX, true, 3).consecutive_failures, u32::MAX);
+    }
+
+    #[test]
+    fn unusable_and_never_firing_schedules_need_attention() {
+        let now = chrono::Utc::now();
+        let bad = super::super::reschedule(Some("61 * * * *"), None, None, now, false);
+        let reason = schedule_attention(&bad).unwrap_or_default();
+        assert!(
+            reason.starts_with("the schedule cannot be used: "),
+            "{reason}"
+        );
+        let window = super::super::OperationWindow::parse(Some("08:00"), Some("09:00"))
+            .ok()
+            .flatten();
+        let never = super::super::reschedule(Some("30 12 * * *"), window, None, now, false);
+        assert_eq!(
+            schedule_attention(&never).as_deref(),
+            Some("the schedule never fires inside the operation window")
+        );
+        let fine = super::super::reschedule(Some("*/30 * * * *"), None, None, now, false);
+        assert_eq!(schedule_attention(&fine), None);
     }
 }

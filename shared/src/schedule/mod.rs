@@ -11,7 +11,7 @@ mod window;
 mod words;
 mod zone;
 
-pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run};
+pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, schedule_attention};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};

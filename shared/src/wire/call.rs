@@ -14,6 +14,10 @@ use super::{
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
+use super::{
+    RuleListRequest, RuleListResponse, RunnerListRequest, RunnerListResponse, ViolationListRequest,
+    ViolationListResponse,
+};
 
 /// Where every function is served.
 pub const FUNCTIONS_PREFIX: &str = "/functions/v1";
@@ -61,6 +65,9 @@ calls! {
     ExecutionListRequest => "executions_list", ExecutionListResponse;
     DescribeRuleRequest => "rules_describe", RuleDescription;
     ShowExecutionRequest => "executions_show", ExecutionDetail;
+    RuleListRequest => "rules_list", RuleListResponse;
+    RunnerListRequest => "runners_list", RunnerListResponse;
+    ViolationListRequest => "violations_list", ViolationListResponse;
 }
 
 #[cfg(test)]

@@ -50,6 +50,52 @@ impl RuleCondition {
             RuleCondition::NeedsAttention => "needs_attention",
         }
     }
+
+    /// A rule's condition: what stops it first wins. `enabled`: the branch rule, its branch
+    /// and its rule definition are active and it is not archived; `held`: an execution
+    /// holds it (live with an unexpired lease, or paused at a delay node).
+    pub fn of(
+        enabled: bool,
+        force_stopped: bool,
+        paused: bool,
+        held: bool,
+        needs_attention: bool,
+    ) -> RuleCondition {
+        if force_stopped || !enabled {
+            RuleCondition::Stopped
+        } else if paused {
+            RuleCondition::Paused
+        } else if held {
+            RuleCondition::Running
+        } else if needs_attention {
+            RuleCondition::NeedsAttention
+        } else {
+            RuleCondition::Idle
+        }
+    }
+
+    /// Every condition.
+    pub const ALL: [RuleCondition; 5] = [
+        RuleCondition::Running,
+        RuleCondition::Idle,
+        RuleCondition::Paused,
+        RuleCondition::Stopped,
+        RuleCondition::NeedsAttention,
+    ];
+
+    /// Parses a condition name.
+    pub fn parse(name: &str) -> Option<RuleCondition> {
+        RuleCondition::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// Decodes a condition the database computed.
+impl TryFrom<String> for RuleCondition {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        RuleCondition::parse(&name).ok_or_else(|| format!("unknown rule condition {name:?}"))
+    }
 }
 
 /// Who did something to a rule, when and why.
@@ -92,6 +138,8 @@ pub struct RuleDescription {
     pub consecutive_failures: i32,
     /// The latest executions, newest first.
     pub last_runs: Vec<ExecutionSummary>,
+    /// The runners serving the rule's branch, with when they last fetched a plan.
+    pub runners: Vec<super::RunnerSummary>,
 }
 
 /// `executions_show`: one execution in full.

@@ -15,6 +15,7 @@ mod call;
 mod claim;
 mod error;
 mod execution;
+mod fleet;
 mod inspect;
 mod next_run;
 mod operator;
@@ -32,6 +33,11 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
     PauseRequest, PauseResponse,
+};
+pub use fleet::{
+    OVERDUE_AFTER_SECONDS, Outage, RuleListRequest, RuleListResponse, RuleSummary, RunnerHealth,
+    RunnerListRequest, RunnerListResponse, RunnerState, RunnerSummary, RunnerThresholds,
+    ServedBranch, ViolationListRequest, ViolationListResponse,
 };
 pub use inspect::{
     DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RuleCondition,

@@ -20,6 +20,9 @@ pub struct PlanRequest {
     /// The `cursor` of the previous answer: only changes since then are returned.
     #[serde(default)]
     pub since: Option<String>,
+    /// The runner's own account for the runner registry (version, outbox, last outage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<super::RunnerHealth>,
 }
 
 /// `get-execution-plan-v2` response.

@@ -14,6 +14,9 @@ pub struct RegisterRequest {
     pub runner_id: String,
     /// A fresh id for this start of the process; claims carry it.
     pub boot_id: String,
+    /// The runner's version, shown in the runner registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 /// `runner_register` response.

@@ -25,6 +25,7 @@ use crate::db::executions::{ExecutionRow, Finish};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
+use crate::metrics::Metrics;
 use crate::state::AppState;
 
 /// Finish an execution (or, with a service token, just the rule) and set the next run.
@@ -115,11 +116,19 @@ async fn record(
     let status_name = ExecutionStatus::from(status).as_str();
     let mode = match resolve(&mut tx, &rule, request, status_name).await? {
         Resolved::Record(mode) => mode,
-        Resolved::Replay(answer) => return Ok(Json(answer)),
-        Resolved::Superseded(execution) => return superseded(tx, &execution, request).await,
+        Resolved::Replay(answer) => {
+            Metrics::count(&state.metrics.reports, "replayed");
+            return Ok(Json(answer));
+        }
+        Resolved::Superseded(execution) => {
+            let answer = superseded(tx, &execution, request).await?;
+            state.metrics.reports_superseded.inc();
+            return Ok(answer);
+        }
     };
     let answer = write_report(&mut tx, &rule, request, mode.as_ref(), status_name).await?;
     tx.commit().await?;
+    Metrics::count(&state.metrics.reports, status_name);
     Ok(Json(answer))
 }
 
@@ -332,12 +341,7 @@ fn attention_reason(policy: &AfterRun, error: Option<&str>, next: &Rescheduled) 
             policy.consecutive_failures
         ));
     }
-    if let Some(problem) = &next.problem {
-        return Some(format!("the schedule cannot be used: {problem}"));
-    }
-    next.next_run
-        .degenerate
-        .then(|| "the schedule never fires inside the operation window".to_owned())
+    res_shared::schedule::schedule_attention(next)
 }
 
 fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {

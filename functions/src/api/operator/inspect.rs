@@ -13,13 +13,15 @@ use super::decide::holder;
 use crate::auth::Reader;
 use crate::db;
 use crate::db::branch_rules::DescribedRule;
-use crate::db::history::HistoryFilter;
+use crate::db::history::{HistoryFilter, ViolationFilter};
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
 const DEFAULT_NEXT_RUNS: u32 = 5;
 const LAST_RUNS: i64 = 5;
+/// One execution's violations shown in full (a detector may report many).
+const MAX_VIOLATIONS_SHOWN: i64 = 1_000;
 
 /// Describe a rule: its state, every blocker, its schedule in words and next runs, the
 /// operator marks and the last runs. Never claims or locks.
@@ -58,16 +60,19 @@ pub(crate) async fn describe(
         ..HistoryFilter::default()
     };
     let last_runs = db::history::page(&state.pool, caller.scope(), &filter, LAST_RUNS).await?;
-    Ok(Json(description(found, last_runs, wanted)))
+    let runners = super::fleet::runners_of_branch(&state, &caller, found.rule.branch_id).await?;
+    Ok(Json(description(found, last_runs, runners, wanted)))
 }
 
-/// The description of a rule read at database time: the same readiness inputs a claim
-/// would use, so the blockers are the ones a runner's `plan why` shows.
-fn description(
-    found: DescribedRule,
-    last_runs: Vec<res_shared::wire::ExecutionSummary>,
-    wanted: u32,
-) -> RuleDescription {
+/// Where a rule stands at database time: who holds it, until when a paused run waits, and
+/// its condition. `rules_describe` and `rules_list` both judge rules by this.
+pub(crate) struct Standing {
+    pub(crate) live: bool,
+    pub(crate) paused_until: Option<DateTime<Utc>>,
+    pub(crate) condition: RuleCondition,
+}
+
+pub(crate) fn standing(found: &DescribedRule) -> Standing {
     let rule = &found.rule;
     let now = rule.db_now;
     let latest_status = found
@@ -82,22 +87,36 @@ fn description(
             .map(|((id, status), lease)| (id, status, lease)),
         now,
     );
-    let live = held.is_some_and(|(_, status)| status.is_live());
-    let paused_until = held
-        .filter(|(_, status)| *status == ExecutionStatus::Paused)
-        .map(|_| found.latest_resume_at.unwrap_or(now));
-    let blockers = rule.state(live, paused_until).blockers(now);
-    let condition = if rule.is_force_stopped || !rule.is_enabled() {
-        RuleCondition::Stopped
-    } else if rule.paused_at.is_some() {
-        RuleCondition::Paused
-    } else if held.is_some() {
-        RuleCondition::Running
-    } else if rule.needs_attention_at.is_some() {
-        RuleCondition::NeedsAttention
-    } else {
-        RuleCondition::Idle
-    };
+    Standing {
+        live: held.is_some_and(|(_, status)| status.is_live()),
+        paused_until: held
+            .filter(|(_, status)| *status == ExecutionStatus::Paused)
+            .map(|_| found.latest_resume_at.unwrap_or(now)),
+        condition: RuleCondition::of(
+            rule.is_enabled(),
+            rule.is_force_stopped,
+            rule.paused_at.is_some(),
+            held.is_some(),
+            rule.needs_attention_at.is_some(),
+        ),
+    }
+}
+
+/// The description of a rule read at database time: the same readiness inputs a claim
+/// would use, so the blockers are the ones a runner's `plan why` shows.
+fn description(
+    found: DescribedRule,
+    last_runs: Vec<res_shared::wire::ExecutionSummary>,
+    runners: Vec<res_shared::wire::RunnerSummary>,
+    wanted: u32,
+) -> RuleDescription {
+    let rule = &found.rule;
+    let now = rule.db_now;
+    let standing = standing(&found);
+    let blockers = rule
+        .state(standing.live, standing.paused_until)
+        .blockers(now);
+    let condition = standing.condition;
     let zone = rule.zone();
     let window = rule.window();
     let schedule = match &rule.cron_expression {
@@ -160,6 +179,7 @@ fn description(
         ),
         consecutive_failures: rule.consecutive_failures,
         last_runs,
+        runners,
     }
 }
 
@@ -218,7 +238,13 @@ pub(crate) async fn show(
     let extras = db::history::extras(&state.pool, id)
         .await?
         .ok_or_else(not_found)?;
-    let violations = db::history::violations_of(&state.pool, id).await?;
+    let filter = ViolationFilter {
+        execution_id: Some(id),
+        ..ViolationFilter::default()
+    };
+    let mut violations =
+        db::history::violations(&state.pool, scope, &filter, MAX_VIOLATIONS_SHOWN).await?;
+    violations.reverse();
     Ok(Json(ExecutionDetail {
         execution,
         error: extras.error,

@@ -3,6 +3,8 @@
 
 pub(crate) mod cancel;
 mod decide;
+pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod inspect;
+mod page;
 pub(crate) mod rules;

@@ -1,0 +1,268 @@
+//! `rules_list`, `runners_list` and `violations_list`: the fleet in the caller's scope.
+
+use axum::Json;
+use axum::extract::State;
+use chrono::TimeDelta;
+use res_shared::wire::{
+    Call, ErrorBody, OVERDUE_AFTER_SECONDS, RuleCondition, RuleListRequest, RuleListResponse,
+    RuleSummary, RunnerListRequest, RunnerListResponse, RunnerState, RunnerSummary,
+    ViolationListRequest, ViolationListResponse,
+};
+
+use super::inspect::standing;
+use super::page;
+use crate::access::Caller;
+use crate::api::require_text;
+use crate::auth::Reader;
+use crate::db;
+use crate::db::branch_rules::{DescribedRule, RuleFilter};
+use crate::db::history::ViolationFilter;
+use crate::db::runners::{RunnerFilter, StoredRunner};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// Rows read per round while a condition filter skips rows.
+const CONDITION_SCAN_BATCH: i64 = 500;
+
+/// List branch rules with their condition, by branch name then rule name.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/rules_list",
+    request_body = RuleListRequest,
+    responses(
+        (status = 200, description = "A page; pass `next` as `after` for the following one", body = RuleListResponse),
+        (status = 400, description = "Malformed body or `after` not a cursor this function gave", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 422, description = "limit out of range, or an empty name", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn rules(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<RuleListRequest>,
+) -> Result<Json<RuleListResponse>, ApiError> {
+    let limit = page::limit(request.limit)?;
+    for (field, name) in [
+        ("rule_name", &request.rule_name),
+        ("branch_name", &request.branch_name),
+    ] {
+        if let Some(name) = name {
+            require_text(field, name, 200)?;
+        }
+    }
+    let mut filter = RuleFilter {
+        brand_id: request.brand_id,
+        branch_id: request.branch_id,
+        rule_name: request.rule_name.clone(),
+        branch_name: request.branch_name.clone(),
+        after: request
+            .after
+            .as_deref()
+            .map(|text| page::decode(RuleListRequest::NAME, text))
+            .transpose()?,
+    };
+    // The condition is judged in Rust, by the rule `rules_describe` uses, so a condition
+    // filter reads rows in batches until the page is full or the rules run out.
+    let mut rules = Vec::new();
+    let batch = if request.condition.is_some() {
+        CONDITION_SCAN_BATCH
+    } else {
+        i64::from(limit) + 1
+    };
+    loop {
+        let rows = db::branch_rules::list(&state.pool, caller.scope(), &filter, batch).await?;
+        let exhausted = (rows.len() as i64) < batch;
+        for row in rows {
+            filter.after = Some(sort_key(&row));
+            let summary = summary(&row);
+            if request.condition.is_none_or(|c| c == summary.condition) {
+                rules.push(summary);
+                if rules.len() > limit as usize {
+                    break;
+                }
+            }
+        }
+        if exhausted || rules.len() > limit as usize {
+            break;
+        }
+    }
+    let (rules, next) = page::split(rules, limit, |r| {
+        (r.branch_name.clone(), r.rule_name.clone(), r.branch_rule_id)
+    });
+    Ok(Json(RuleListResponse { rules, next }))
+}
+
+fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
+    (row.branch_name.clone(), row.rule_name.clone(), row.rule.id)
+}
+
+fn summary(row: &DescribedRule) -> RuleSummary {
+    let rule = &row.rule;
+    let condition = standing(row).condition;
+    let overdue = matches!(
+        condition,
+        RuleCondition::Idle | RuleCondition::NeedsAttention
+    ) && rule.next_run_time.is_some_and(|next| {
+        next < rule.db_now - TimeDelta::seconds(i64::from(OVERDUE_AFTER_SECONDS))
+    });
+    RuleSummary {
+        branch_rule_id: rule.id,
+        rule_name: row.rule_name.clone(),
+        branch_id: rule.branch_id,
+        branch_name: row.branch_name.clone(),
+        brand_id: row.brand_id,
+        condition,
+        cron_expression: rule.cron_expression.clone(),
+        timezone: rule.zone().name().to_owned(),
+        next_run_time: rule.next_run_time,
+        overdue,
+        needs_attention: row.needs_attention_reason.clone(),
+        last_status: row
+            .latest_status
+            .as_deref()
+            .and_then(res_shared::wire::ExecutionStatus::parse),
+        last_run_at: row.latest_scheduled_at,
+    }
+}
+
+/// List the runners serving branches in scope, by runner id.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/runners_list",
+    request_body = RunnerListRequest,
+    responses(
+        (status = 200, description = "A page; pass `next` as `after` for the following one", body = RunnerListResponse),
+        (status = 400, description = "Malformed body or `after` not a cursor this function gave", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 422, description = "limit out of range", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn runners(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<RunnerListRequest>,
+) -> Result<Json<RunnerListResponse>, ApiError> {
+    let limit = page::limit(request.limit)?;
+    let thresholds = state.settings.runner_thresholds;
+    let (stale, gone) = (
+        i64::from(thresholds.stale_after_seconds),
+        i64::from(thresholds.gone_after_seconds),
+    );
+    let (silent_at_least, silent_less_than) = match request.state {
+        None => (None, None),
+        Some(RunnerState::Alive) => (None, Some(stale)),
+        Some(RunnerState::Stale) => (Some(stale), Some(gone)),
+        Some(RunnerState::Gone) => (Some(gone), None),
+    };
+    let filter = RunnerFilter {
+        brand_id: request.brand_id,
+        branch_id: request.branch_id,
+        silent_at_least,
+        silent_less_than,
+        after: request
+            .after
+            .as_deref()
+            .map(|text| page::decode(RunnerListRequest::NAME, text))
+            .transpose()?,
+    };
+    let rows =
+        db::runners::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
+    let (rows, next) = page::split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
+    Ok(Json(RunnerListResponse {
+        runners: rows
+            .into_iter()
+            .map(|row| runner_summary(row, &state))
+            .collect(),
+        thresholds,
+        next,
+    }))
+}
+
+/// The runners serving one branch (for `rules_describe`).
+pub(crate) async fn runners_of_branch(
+    state: &AppState,
+    caller: &Caller,
+    branch_id: uuid::Uuid,
+) -> Result<Vec<RunnerSummary>, ApiError> {
+    let filter = RunnerFilter {
+        branch_id: Some(branch_id),
+        ..RunnerFilter::default()
+    };
+    let rows = db::runners::page(&state.pool, caller.scope(), &filter, 50).await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| runner_summary(row, state))
+        .collect())
+}
+
+fn runner_summary(row: StoredRunner, state: &AppState) -> RunnerSummary {
+    let runner_state = RunnerState::of(row.silent_seconds, state.settings.runner_thresholds);
+    RunnerSummary {
+        runner_id: row.runner_id,
+        key_id: row.key_id,
+        key_name: row.key_name,
+        branches: row.branches,
+        state: runner_state,
+        version: row.version,
+        boot_id: row.boot_id,
+        booted_at: row.booted_at,
+        first_seen_at: row.first_seen_at,
+        last_seen_at: row.last_seen_at,
+        last_plan_at: row.last_plan_at,
+        outbox_depth: row.outbox_depth,
+        offline_since: (runner_state != RunnerState::Alive).then_some(row.last_seen_at),
+        last_outage: row.last_outage,
+    }
+}
+
+/// List violations, newest first, each with the execution that recorded it.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/violations_list",
+    request_body = ViolationListRequest,
+    responses(
+        (status = 200, description = "A page; pass `next` as `after` for the following one", body = ViolationListResponse),
+        (status = 400, description = "Malformed body or `after` not a cursor this function gave", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 422, description = "limit out of range, until before since, or an empty kind", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn violations(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<ViolationListRequest>,
+) -> Result<Json<ViolationListResponse>, ApiError> {
+    let limit = page::limit(request.limit)?;
+    if let Some(kind) = &request.kind {
+        require_text("kind", kind, 200)?;
+    }
+    page::time_range(request.since, request.until)?;
+    let filter = ViolationFilter {
+        brand_id: request.brand_id,
+        branch_id: request.branch_id,
+        branch_rule_id: request.branch_rule_id,
+        kind: request.kind,
+        since: request.since,
+        until: request.until,
+        execution_id: None,
+        after: request
+            .after
+            .as_deref()
+            .map(|text| page::decode(ViolationListRequest::NAME, text))
+            .transpose()?,
+    };
+    let rows =
+        db::history::violations(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
+    let (violations, next) = page::split(rows, limit, |v| (v.created_at, v.violation_id));
+    Ok(Json(ViolationListResponse { violations, next }))
+}

@@ -1,0 +1,75 @@
+//! The sweeper as a scheduled Lambda (EventBridge invokes it every minute), or one sweep
+//! from the command line. `res-functions serve` sweeps by itself; this is for deployments
+//! whose functions all run on Lambda.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use res_functions::config::DatabaseArgs;
+use res_functions::metrics::Metrics;
+use res_functions::sweeper::{self, SweepSettings};
+use res_functions::{logging, serve};
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "One RES sweep: on AWS Lambda per scheduled event when AWS_LAMBDA_RUNTIME_API is set, else once"
+)]
+struct Args {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    /// Days of history (executions, violations) and of silent runners to keep.
+    #[arg(long, env = "RES_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
+    retention_days: u32,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    logging::init(if serve::in_lambda() {
+        logging::LogFormat::Json
+    } else {
+        logging::LogFormat::Text
+    });
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(run(args));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    let pool = args.database.pool(2)?;
+    serve::refuse_outdated_schema(&pool).await?;
+    let settings = SweepSettings {
+        retention_days: args.retention_days,
+        ..SweepSettings::default()
+    };
+    let metrics = Metrics::default();
+    if !serve::in_lambda() {
+        let report = sweeper::sweep_once(&pool, settings, &metrics).await?;
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    let handler = lambda_http::service_fn(|_event: lambda_http::LambdaEvent<serde_json::Value>| {
+        let pool = pool.clone();
+        let metrics = &metrics;
+        async move {
+            let report = sweeper::sweep_once(&pool, settings, metrics).await?;
+            tracing::info!(?report, "swept (null: another sweep held the lock)");
+            Ok::<_, lambda_http::Error>(serde_json::to_value(report)?)
+        }
+    });
+    lambda_http::lambda_runtime::run(handler)
+        .await
+        .map_err(|e| anyhow::anyhow!("lambda runtime: {e}"))
+}

@@ -1,0 +1,205 @@
+//! SQL for the runner registry: what register, plan fetches and heartbeats say about each
+//! runner, and the listing operators read.
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{Outage, RunnerHealth, ServedBranch};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::Tx;
+use crate::access::Scope;
+
+/// A runner started a new boot.
+pub(crate) async fn registered(
+    tx: &mut Tx,
+    key_id: Uuid,
+    runner_id: &str,
+    boot_id: &str,
+    version: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO runners (key_id, runner_id, boot_id, version, booted_at) \
+         VALUES ($1, $2, $3, $4, now()) \
+         ON CONFLICT (key_id, runner_id) DO UPDATE \
+         SET boot_id = $3, version = COALESCE($4, runners.version), booted_at = now(), \
+             last_seen_at = now()",
+    )
+    .bind(key_id)
+    .bind(runner_id)
+    .bind(boot_id)
+    .bind(version)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// A runner fetched its plan. Rewrites the row only when something changed or it is a few
+/// seconds old, so a fleet polling every 20 s does not rewrite it on every request.
+pub(crate) async fn fetched_plan(
+    pool: &PgPool,
+    key_id: Uuid,
+    runner_id: &str,
+    health: Option<&RunnerHealth>,
+) -> Result<(), sqlx::Error> {
+    let outage = health.and_then(|h| h.last_outage);
+    sqlx::query(
+        "INSERT INTO runners (key_id, runner_id, version, last_plan_at, outbox_depth, \
+                              last_outage_started_at, last_outage_ended_at) \
+         VALUES ($1, $2, $3, now(), $4, $5, $6) \
+         ON CONFLICT (key_id, runner_id) DO UPDATE \
+         SET version = COALESCE($3, runners.version), last_plan_at = now(), \
+             last_seen_at = now(), outbox_depth = $4, \
+             last_outage_started_at = COALESCE($5, runners.last_outage_started_at), \
+             last_outage_ended_at = COALESCE($6, runners.last_outage_ended_at) \
+         WHERE runners.last_seen_at < now() - interval '5 seconds' \
+            OR runners.last_plan_at IS NULL \
+            OR runners.outbox_depth IS DISTINCT FROM $4 \
+            OR runners.version IS DISTINCT FROM COALESCE($3, runners.version) \
+            OR runners.last_outage_started_at IS DISTINCT FROM \
+               COALESCE($5, runners.last_outage_started_at)",
+    )
+    .bind(key_id)
+    .bind(runner_id)
+    .bind(health.and_then(|h| h.version.as_deref()))
+    .bind(
+        health
+            .and_then(|h| h.outbox_depth)
+            .map(|d| i32::try_from(d).unwrap_or(i32::MAX)),
+    )
+    .bind(outage.map(|o| o.started_at))
+    .bind(outage.map(|o| o.ended_at))
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct RunnerRow {
+    key_id: Uuid,
+    runner_id: String,
+    key_name: String,
+    branch_ids: Vec<Uuid>,
+    branch_names: Vec<String>,
+    version: Option<String>,
+    boot_id: Option<String>,
+    booted_at: Option<DateTime<Utc>>,
+    first_seen_at: DateTime<Utc>,
+    last_seen_at: DateTime<Utc>,
+    last_plan_at: Option<DateTime<Utc>>,
+    outbox_depth: Option<i32>,
+    last_outage_started_at: Option<DateTime<Utc>>,
+    last_outage_ended_at: Option<DateTime<Utc>>,
+    silent_seconds: i64,
+}
+
+/// A runner as stored, with how long it has been silent (database time).
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRunner {
+    pub(crate) key_id: Uuid,
+    pub(crate) runner_id: String,
+    pub(crate) key_name: String,
+    /// Its key's branches within the caller's scope.
+    pub(crate) branches: Vec<ServedBranch>,
+    pub(crate) version: Option<String>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) booted_at: Option<DateTime<Utc>>,
+    pub(crate) first_seen_at: DateTime<Utc>,
+    pub(crate) last_seen_at: DateTime<Utc>,
+    pub(crate) last_plan_at: Option<DateTime<Utc>>,
+    pub(crate) outbox_depth: Option<u32>,
+    pub(crate) last_outage: Option<Outage>,
+    pub(crate) silent_seconds: i64,
+}
+
+impl From<RunnerRow> for StoredRunner {
+    fn from(row: RunnerRow) -> StoredRunner {
+        StoredRunner {
+            key_id: row.key_id,
+            runner_id: row.runner_id,
+            key_name: row.key_name,
+            branches: row
+                .branch_ids
+                .into_iter()
+                .zip(row.branch_names)
+                .map(|(branch_id, branch_name)| ServedBranch {
+                    branch_id,
+                    branch_name,
+                })
+                .collect(),
+            version: row.version,
+            boot_id: row.boot_id,
+            booted_at: row.booted_at,
+            first_seen_at: row.first_seen_at,
+            last_seen_at: row.last_seen_at,
+            last_plan_at: row.last_plan_at,
+            outbox_depth: row.outbox_depth.and_then(|d| u32::try_from(d).ok()),
+            last_outage: row
+                .last_outage_started_at
+                .zip(row.last_outage_ended_at)
+                .map(|(started_at, ended_at)| Outage {
+                    started_at,
+                    ended_at,
+                }),
+            silent_seconds: row.silent_seconds,
+        }
+    }
+}
+
+/// Which runners one page holds.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunnerFilter {
+    pub(crate) brand_id: Option<Uuid>,
+    pub(crate) branch_id: Option<Uuid>,
+    /// Silent for at least / less than this many seconds (the state filter).
+    pub(crate) silent_at_least: Option<i64>,
+    pub(crate) silent_less_than: Option<i64>,
+    /// The last row of the previous page.
+    pub(crate) after: Option<(String, Uuid)>,
+}
+
+/// Runners whose live key serves a branch in scope, by runner id; each with only the
+/// branches the scope shows, so another brand's branches never appear.
+pub(crate) async fn page(
+    pool: &PgPool,
+    scope: Scope<'_>,
+    filter: &RunnerFilter,
+    limit: i64,
+) -> Result<Vec<StoredRunner>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    let rows: Vec<RunnerRow> = sqlx::query_as(
+        "SELECT r.key_id, r.runner_id, k.name AS key_name, served.ids AS branch_ids, \
+                served.names AS branch_names, r.version, r.boot_id, r.booted_at, \
+                r.first_seen_at, r.last_seen_at, r.last_plan_at, r.outbox_depth, \
+                r.last_outage_started_at, r.last_outage_ended_at, \
+                floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
+         FROM runners r \
+         JOIN api_keys k ON k.id = r.key_id AND k.revoked_at IS NULL \
+         CROSS JOIN LATERAL ( \
+             SELECT array_agg(b.id ORDER BY b.name, b.id) AS ids, \
+                    array_agg(b.name ORDER BY b.name, b.id) AS names \
+             FROM branches b \
+             WHERE (b.id = ANY(k.branch_ids) OR b.brand_id = ANY(k.brand_ids) OR k.all_brands \
+                    OR k.role = 'service') \
+               AND ($1 OR b.id = ANY($2)) \
+               AND ($3::uuid IS NULL OR b.brand_id = $3) \
+               AND ($4::uuid IS NULL OR b.id = $4)) served \
+         WHERE served.ids IS NOT NULL \
+           AND ($5::bigint IS NULL OR r.last_seen_at <= now() - make_interval(secs => $5)) \
+           AND ($6::bigint IS NULL OR r.last_seen_at > now() - make_interval(secs => $6)) \
+           AND ($7::text IS NULL OR (r.runner_id, r.key_id) > ($7, $8)) \
+         ORDER BY r.runner_id, r.key_id \
+         LIMIT $9",
+    )
+    .bind(all)
+    .bind(branches)
+    .bind(filter.brand_id)
+    .bind(filter.branch_id)
+    .bind(filter.silent_at_least)
+    .bind(filter.silent_less_than)
+    .bind(filter.after.as_ref().map(|(runner, _)| runner.as_str()))
+    .bind(filter.after.as_ref().map(|(_, key)| *key))
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(StoredRunner::from).collect())
+}

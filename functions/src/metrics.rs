@@ -1,0 +1,241 @@
+//! Prometheus metrics of the functions: every request by function and status with its
+//! latency, what claims, reports and the sweeper did, and fleet gauges read from the
+//! database when scraped (so every process reports the same fleet).
+
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use res_shared::wire::FUNCTIONS_PREFIX;
+
+use crate::db;
+use crate::router::Function;
+use crate::state::AppState;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RequestLabels {
+    function: &'static str,
+    status: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct FunctionLabel {
+    function: &'static str,
+}
+
+/// A label with a fixed set of values (an outcome, an action, a state).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct Kind {
+    kind: &'static str,
+}
+
+impl Kind {
+    pub(crate) fn new(kind: &'static str) -> Kind {
+        Kind { kind }
+    }
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Declares every metric once: its field, type, initial value, name and help; the same
+/// declaration registers it, so a metric cannot exist without being exported.
+macro_rules! metrics {
+    ($( $field:ident: $ty:ty = $init:expr => $name:literal, $help:literal; )*) => {
+        /// Every metric of a functions process.
+        #[derive(Debug)]
+        pub struct Metrics {
+            registry: Registry,
+            $( #[doc = $help] pub(crate) $field: $ty, )*
+        }
+
+        impl Default for Metrics {
+            fn default() -> Self {
+                let mut registry = Registry::with_prefix("res_functions");
+                $(
+                    let $field: $ty = $init;
+                    registry.register($name, $help, $field.clone());
+                )*
+                Metrics { registry, $( $field, )* }
+            }
+        }
+
+        impl Metrics {
+            /// Every metric's registered name (without the prefix and a counter's `_total`).
+            pub const NAMES: &[&str] = &[$( $name ),*];
+        }
+    };
+}
+
+metrics! {
+    requests: Family<RequestLabels, Counter> = Family::default() =>
+        "requests", "Requests answered, by function and HTTP status";
+    request_seconds: Family<FunctionLabel, Histogram> =
+        Family::new_with_constructor(latency_histogram) =>
+        "request_duration_seconds", "Time to answer a request, by function";
+    claims: Family<Kind, Counter> = Family::default() =>
+        "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, error";
+    reports: Family<Kind, Counter> = Family::default() =>
+        "reports", "Run reports by the status they record (completed, failed, cancelled, timeout, ...), and replayed repeats";
+    reports_superseded: Counter = Counter::default() =>
+        "reports_superseded", "Late reports of executions that were retried meanwhile";
+    sweeper_actions: Family<Kind, Counter> = Family::default() =>
+        "sweeper_actions", "What the sweeper did: crashed, needs_attention, changes_pruned, executions_deleted, violations_deleted, runners_deleted";
+    sweeps: Counter = Counter::default() =>
+        "sweeps", "Sweeps this process ran (it held the sweeper lock)";
+    runners: Family<Kind, Gauge> = Family::default() =>
+        "runners", "Runners by state (alive, stale, gone), read when scraped";
+    rules_overdue: Gauge = Gauge::default() =>
+        "rules_overdue", "Enabled rules past their next run by over 5 minutes with nothing running them";
+    rules_needing_attention: Gauge = Gauge::default() =>
+        "rules_needing_attention", "Rules marked as needing attention";
+    live_executions: Gauge = Gauge::default() =>
+        "live_executions", "Executions scheduled or running";
+    oldest_live_lease_seconds: FloatGauge = FloatGauge::default() =>
+        "oldest_live_lease_seconds", "Age of the oldest live execution's claim, in seconds (0 when none)";
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new([
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+impl Metrics {
+    /// Counts a labelled event.
+    pub(crate) fn count(family: &Family<Kind, Counter>, kind: &'static str) {
+        family.get_or_create(&Kind { kind }).inc();
+    }
+
+    /// Every metric in the OpenMetrics text format (`None`, logged, if encoding fails).
+    pub fn encode(&self) -> Option<String> {
+        let mut text = String::new();
+        match prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            Ok(()) => Some(text),
+            Err(error) => {
+                tracing::error!(%error, "cannot encode the metrics");
+                None
+            }
+        }
+    }
+
+    fn observe(&self, function: &'static str, status: StatusCode, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                function,
+                status: status.as_u16(),
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&FunctionLabel { function })
+            .observe(seconds);
+    }
+}
+
+/// The function a path names, or `other` (unknown paths must not grow the label set).
+fn function_label(path: &str) -> &'static str {
+    let Some(name) = path
+        .strip_prefix(FUNCTIONS_PREFIX)
+        .and_then(|p| p.strip_prefix('/'))
+    else {
+        return "other";
+    };
+    match name {
+        "health" => "health",
+        "openapi.json" => "openapi",
+        _ => Function::ALL
+            .into_iter()
+            .map(Function::name)
+            .find(|known| *known == name)
+            .unwrap_or("other"),
+    }
+}
+
+/// Middleware: counts and times every request.
+pub(crate) async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let function = function_label(request.uri().path());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state
+        .metrics
+        .observe(function, response.status(), started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics`: the fleet gauges read now, then every metric in the text format.
+pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
+    match db::fleet::gauges(&state.pool, state.settings.runner_thresholds).await {
+        Ok(fleet) => {
+            let m = &state.metrics;
+            for (kind, count) in [
+                ("alive", fleet.runners_alive),
+                ("stale", fleet.runners_stale),
+                ("gone", fleet.runners_gone),
+            ] {
+                m.runners.get_or_create(&Kind { kind }).set(count);
+            }
+            m.rules_overdue.set(fleet.rules_overdue);
+            m.rules_needing_attention.set(fleet.rules_needing_attention);
+            m.live_executions.set(fleet.live_executions);
+            m.oldest_live_lease_seconds
+                .set(fleet.oldest_live_lease_seconds);
+        }
+        // The request metrics are still worth serving; the gauges keep their last values.
+        Err(error) => tracing::warn!(%error, "cannot read the fleet gauges"),
+    }
+    let mut text = String::new();
+    if let Err(error) =
+        prometheus_client::encoding::text::encode(&mut text, &state.metrics.registry)
+    {
+        tracing::error!(%error, "cannot encode the metrics");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
+    (
+        [(
+            CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_map_to_known_functions_only() {
+        assert_eq!(
+            function_label("/functions/v1/branch_rules_claim"),
+            "branch_rules_claim"
+        );
+        assert_eq!(function_label("/functions/v1/health"), "health");
+        assert_eq!(function_label("/functions/v1/no-such-thing"), "other");
+        assert_eq!(function_label("/elsewhere"), "other");
+    }
+
+    #[test]
+    fn every_metric_is_exported() {
+        let metrics = Metrics::default();
+        Metrics::count(&metrics.claims, "won");
+        metrics.observe("health", StatusCode::OK, 0.01);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encodes");
+        for name in Metrics::NAMES {
+            assert!(
+                text.contains(&format!("# HELP res_functions_{name}")),
+                "{name} missing from:\n{text}"
+            );
+        }
+    }
+}

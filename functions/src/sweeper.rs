@@ -1,0 +1,199 @@
+//! The sweeper: maintenance no request waits for. It crashes executions whose lease ran
+//! out (freeing their rules without waiting for a claim), flags rules whose schedule cannot
+//! be used, prunes plan change records and deletes history past the retention, in small
+//! batches. One process sweeps at a time (an advisory lock); it runs inside
+//! `res-functions serve` and as a scheduled Lambda.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use res_shared::schedule::{OperationWindow, reschedule, schedule_attention};
+use serde::Serialize;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::api::cursor::CHANGE_RETENTION_HOURS;
+use crate::db;
+use crate::metrics::Metrics;
+
+/// How the sweeper works.
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSettings {
+    /// History (executions, violations) and silent runners older than this are deleted.
+    pub retention_days: u32,
+    /// Rows per delete statement: small, so no statement holds locks for long.
+    pub batch: u32,
+    /// Batches per table per sweep, so one sweep ends in bounded time.
+    pub max_batches: u32,
+}
+
+impl Default for SweepSettings {
+    fn default() -> Self {
+        SweepSettings {
+            retention_days: 90,
+            batch: 500,
+            max_batches: 20,
+        }
+    }
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SweepReport {
+    /// Executions declared crashed because their lease ran out.
+    pub crashed: u64,
+    /// Rules newly flagged because their schedule cannot be used or never fires.
+    pub needs_attention: u64,
+    pub changes_pruned: u64,
+    pub executions_deleted: u64,
+    pub violations_deleted: u64,
+    pub runners_deleted: u64,
+}
+
+/// Sweeps once if no other process is sweeping; `None` when one is.
+pub async fn sweep_once(
+    pool: &PgPool,
+    settings: SweepSettings,
+    metrics: &Metrics,
+) -> Result<Option<SweepReport>, sqlx::Error> {
+    let mut lock = pool.acquire().await?;
+    if !db::sweeper::try_lock(&mut lock).await? {
+        return Ok(None);
+    }
+    let report = sweep(pool, settings).await;
+    if db::sweeper::unlock(&mut lock).await.is_err() {
+        // A session lock lives as long as its connection: end the connection instead.
+        lock.detach();
+    }
+    let report = report?;
+    metrics.sweeps.inc();
+    for (kind, count) in [
+        ("crashed", report.crashed),
+        ("needs_attention", report.needs_attention),
+        ("changes_pruned", report.changes_pruned),
+        ("executions_deleted", report.executions_deleted),
+        ("violations_deleted", report.violations_deleted),
+        ("runners_deleted", report.runners_deleted),
+    ] {
+        metrics
+            .sweeper_actions
+            .get_or_create(&crate::metrics::Kind::new(kind))
+            .inc_by(count);
+    }
+    Ok(Some(report))
+}
+
+async fn sweep(pool: &PgPool, settings: SweepSettings) -> Result<SweepReport, sqlx::Error> {
+    let batch = i64::from(settings.batch.max(1));
+    let days = i32::try_from(settings.retention_days).unwrap_or(i32::MAX);
+    let mut report = SweepReport {
+        crashed: crash_expired(pool, batch).await?,
+        needs_attention: check_schedules(pool, batch).await?,
+        changes_pruned: db::changes::prune_changes(pool, CHANGE_RETENTION_HOURS).await?,
+        ..SweepReport::default()
+    };
+    // Violations first: deleting them before their executions spares the executions'
+    // deletes from setting their references to NULL.
+    for _ in 0..settings.max_batches {
+        let deleted = db::sweeper::delete_old_violations(pool, days, batch).await?;
+        report.violations_deleted += deleted;
+        if deleted < batch as u64 {
+            break;
+        }
+    }
+    for _ in 0..settings.max_batches {
+        let deleted = db::sweeper::delete_old_executions(pool, days, batch).await?;
+        report.executions_deleted += deleted;
+        if deleted < batch as u64 {
+            break;
+        }
+    }
+    report.runners_deleted = db::sweeper::delete_old_runners(pool, days).await?;
+    Ok(report)
+}
+
+/// Crashes executions whose lease ran out and frees their rules, each in its own short
+/// transaction that takes the rule before the execution (the lock order claims and reports
+/// use). A rule someone else holds is left to them.
+async fn crash_expired(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    let mut crashed = 0;
+    for (execution_id, rule_id) in db::sweeper::expired_leases(pool, batch).await? {
+        let mut tx = pool.begin().await?;
+        if !db::sweeper::lock_rule_if_free(&mut *tx, rule_id).await? {
+            continue;
+        }
+        if db::executions::mark_crashed(&mut *tx, execution_id).await? {
+            db::branch_rules::set_running(&mut tx, rule_id, false).await?;
+            crashed += 1;
+            tracing::warn!(%execution_id, branch_rule_id = %rule_id, "lease expired without a report: crashed by the sweeper");
+        }
+        tx.commit().await?;
+    }
+    Ok(crashed)
+}
+
+/// Flags rules whose schedule cannot be used or never fires, among those no report checks
+/// (never run, or long overdue); walks all of them a batch per sweep.
+async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    static NEXT_AFTER: std::sync::Mutex<Uuid> = std::sync::Mutex::new(Uuid::nil());
+    let after = *NEXT_AFTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let rows = db::sweeper::unchecked_schedules(pool, after, batch).await?;
+    let resume_after = if (rows.len() as i64) < batch {
+        Uuid::nil()
+    } else {
+        rows.last().map_or(Uuid::nil(), |row| row.id)
+    };
+    *NEXT_AFTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = resume_after;
+    let now = Utc::now();
+    let mut marked = 0;
+    for row in rows {
+        let window = match (row.operation_time_from, row.operation_time_to) {
+            (Some(from), Some(to)) => OperationWindow::new(from, to),
+            _ => None,
+        };
+        let next = reschedule(
+            row.cron_expression.as_deref(),
+            window,
+            row.timezone.as_deref(),
+            now,
+            false,
+        );
+        if let Some(reason) = schedule_attention(&next)
+            && db::sweeper::mark_attention(pool, row.id, &reason).await?
+        {
+            marked += 1;
+            tracing::warn!(branch_rule_id = %row.id, %reason, "the rule needs attention");
+        }
+    }
+    Ok(marked)
+}
+
+/// Sweeps every `interval` until `shutdown`; errors are logged and the next sweep retries.
+pub async fn run(
+    pool: PgPool,
+    settings: SweepSettings,
+    interval: Duration,
+    metrics: std::sync::Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        match sweep_once(&pool, settings, &metrics).await {
+            Ok(Some(report)) if report != SweepReport::default() => {
+                tracing::info!(?report, "swept");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "sweep failed; retrying at the next interval"),
+        }
+    }
+}

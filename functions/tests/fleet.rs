@@ -1,0 +1,458 @@
+//! The fleet reads over real HTTP and PostgreSQL: the runner registry (fed by register,
+//! plan fetches and heartbeats), rules with their condition, violations, and the same walls
+//! between brands as every other operator function.
+
+use chrono::TimeDelta;
+use res_functions::auth::Role;
+use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::{
+    Call, DescribeRuleRequest, HeartbeatRequest, PauseRuleRequest, PlanRequest, RegisterRequest,
+    RuleListRequest, RunnerListRequest, ViolationListRequest, ViolationRequest,
+};
+use res_tests::functions as support;
+use serde_json::{Value, json};
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+/// Two brands, each with a named branch, two rules, a runner key and an operator.
+struct Fleet {
+    app: TestApp,
+    a: Tenant,
+    b: Tenant,
+}
+
+struct Tenant {
+    brand: Uuid,
+    branch: Uuid,
+    queue: Uuid,
+    stock: Uuid,
+    runner: String,
+    operator: String,
+}
+
+async fn tenant(app: &TestApp, name: &str) -> Tenant {
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("Asia/Riyadh").await;
+    let branch = seed.branch(brand, None).await;
+    let due = Some(app.db_now().await - TimeDelta::minutes(1));
+    let spec = || RuleSpec {
+        next_run_time: due,
+        ..RuleSpec::default()
+    };
+    let queue = seed.branch_rule(branch, spec()).await;
+    let stock = seed.branch_rule(branch, spec()).await;
+    sqlx::query("UPDATE branches SET name = $2 WHERE id = $1")
+        .bind(branch)
+        .bind(format!("{name} Olaya"))
+        .execute(&app.pool)
+        .await
+        .expect("branch name");
+    for (rule, rule_name) in [(queue, "Queue length"), (stock, "Stock count")] {
+        sqlx::query(
+            "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+        )
+        .bind(rule)
+        .bind(rule_name)
+        .execute(&app.pool)
+        .await
+        .expect("rule name");
+    }
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    Tenant {
+        brand,
+        branch,
+        queue,
+        stock,
+        runner: app
+            .token(
+                &format!("{name} site"),
+                Role::Runner,
+                &KeyScope {
+                    branch_ids: vec![branch],
+                    ..KeyScope::default()
+                },
+            )
+            .await,
+        operator: app
+            .token(&format!("{name} admin"), Role::Operator, &scope)
+            .await,
+    }
+}
+
+async fn fleet() -> Fleet {
+    let app = TestApp::start().await;
+    let a = tenant(&app, "A").await;
+    let b = tenant(&app, "B").await;
+    Fleet { app, a, b }
+}
+
+fn names<'a>(rows: &'a Value, field: &str) -> Vec<&'a str> {
+    rows.as_array()
+        .map(|rows| rows.iter().filter_map(|r| r[field].as_str()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_registry_hears_register_plan_fetches_and_heartbeats_and_judges_silence() {
+    let f = fleet().await;
+    let app = &f.app;
+    let registered = app
+        .call(
+            RegisterRequest::NAME,
+            &f.a.runner,
+            json!({"runner_id": "olaya-1", "boot_id": "boot-1", "version": "0.1.0"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+    let plan = app
+        .call(
+            PlanRequest::NAME,
+            &f.a.runner,
+            json!({"runner_id": "olaya-1", "health": {
+                "outbox_depth": 3,
+                "last_outage": {"started_at": "2026-11-20T10:00:00Z", "ended_at": "2026-11-20T10:05:00Z"}
+            }}),
+        )
+        .await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+
+    let listed = app
+        .call(RunnerListRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let runners = listed.body["runners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(runners.len(), 1, "{}", listed.body);
+    let runner = &runners[0];
+    assert_eq!(runner["runner_id"], "olaya-1");
+    assert_eq!(runner["key_name"], "A site");
+    assert_eq!(runner["version"], "0.1.0");
+    assert_eq!(runner["boot_id"], "boot-1");
+    assert_eq!(runner["state"], "alive");
+    assert_eq!(runner["outbox_depth"], 3);
+    assert_eq!(runner["offline_since"], Value::Null);
+    assert_eq!(
+        runner["last_outage"],
+        json!({"started_at": "2026-11-20T10:00:00Z", "ended_at": "2026-11-20T10:05:00Z"})
+    );
+    assert_eq!(
+        runner["branches"],
+        json!([{"branch_id": f.a.branch, "branch_name": "A Olaya"}])
+    );
+    assert!(runner["last_plan_at"].is_string() && runner["booted_at"].is_string());
+
+    // A heartbeat counts as being seen: silence is measured from it.
+    let claim = app.claim(&f.a.runner, f.a.queue, "olaya-1").await;
+    sqlx::query("UPDATE runners SET last_seen_at = now() - interval '10 minutes'")
+        .execute(&app.pool)
+        .await
+        .expect("age the runner");
+    let stale = app
+        .call(
+            RunnerListRequest::NAME,
+            &f.a.operator,
+            json!({"state": "stale"}),
+        )
+        .await;
+    assert_eq!(names(&stale.body["runners"], "runner_id"), ["olaya-1"]);
+    assert!(stale.body["runners"][0]["offline_since"].is_string());
+    let beat = app
+        .call(
+            HeartbeatRequest::NAME,
+            &f.a.runner,
+            json!({"execution_id": claim.execution, "claim_token": claim.token}),
+        )
+        .await;
+    assert_eq!(beat.status, 200, "{}", beat.body);
+    let alive = app
+        .call(
+            RunnerListRequest::NAME,
+            &f.a.operator,
+            json!({"state": "alive"}),
+        )
+        .await;
+    assert_eq!(names(&alive.body["runners"], "runner_id"), ["olaya-1"]);
+
+    sqlx::query("UPDATE runners SET last_seen_at = now() - interval '2 hours'")
+        .execute(&app.pool)
+        .await
+        .expect("age the runner");
+    let gone = app
+        .call(
+            RunnerListRequest::NAME,
+            &f.a.operator,
+            json!({"state": "gone"}),
+        )
+        .await;
+    assert_eq!(names(&gone.body["runners"], "runner_id"), ["olaya-1"]);
+    assert_eq!(
+        gone.body["thresholds"],
+        json!({"stale_after_seconds": 60, "gone_after_seconds": 3600})
+    );
+
+    // Describe names the runners serving the rule's branch.
+    let described = app
+        .call(
+            DescribeRuleRequest::NAME,
+            &f.a.operator,
+            json!({"branch_rule_id": f.a.stock}),
+        )
+        .await;
+    assert_eq!(names(&described.body["runners"], "runner_id"), ["olaya-1"]);
+}
+
+#[tokio::test]
+async fn another_brands_runners_rules_and_violations_are_never_listed() {
+    let f = fleet().await;
+    let app = &f.app;
+    for (tenant, runner_id) in [(&f.a, "olaya-a"), (&f.b, "olaya-b")] {
+        let reply = app
+            .call(
+                RegisterRequest::NAME,
+                &tenant.runner,
+                json!({"runner_id": runner_id, "boot_id": "1"}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let claim = app.claim(&tenant.runner, tenant.queue, runner_id).await;
+        let made = app
+            .call(
+                ViolationRequest::NAME,
+                &tenant.runner,
+                json!({"execution_id": claim.execution, "claim_token": claim.token,
+                       "kind": "queue_too_long", "idempotency_key": runner_id}),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.body);
+    }
+    let before = app.fingerprint().await;
+    let a = &f.a.operator;
+    let runners = app.call(RunnerListRequest::NAME, a, json!({})).await;
+    assert_eq!(names(&runners.body["runners"], "runner_id"), ["olaya-a"]);
+    let rules = app.call(RuleListRequest::NAME, a, json!({})).await;
+    assert_eq!(
+        names(&rules.body["rules"], "branch_name"),
+        ["A Olaya", "A Olaya"]
+    );
+    let violations = app.call(ViolationListRequest::NAME, a, json!({})).await;
+    assert_eq!(
+        names(&violations.body["violations"], "branch_name"),
+        ["A Olaya"]
+    );
+    // Filtering by the other brand's ids answers like an unknown id: an empty list.
+    let unknown = Uuid::new_v4();
+    for filter in ["brand_id", "branch_id"] {
+        let (theirs, nobody) = if filter == "brand_id" {
+            (f.b.brand, unknown)
+        } else {
+            (f.b.branch, unknown)
+        };
+        for function in [
+            RunnerListRequest::NAME,
+            RuleListRequest::NAME,
+            ViolationListRequest::NAME,
+        ] {
+            let other = app.call(function, a, json!({filter: theirs})).await;
+            let missing = app.call(function, a, json!({filter: nobody})).await;
+            assert_eq!(other.status, 200, "{function}: {}", other.body);
+            assert_eq!(other.body, missing.body, "{function} by {filter}");
+        }
+    }
+    let theirs = app
+        .call(
+            ViolationListRequest::NAME,
+            a,
+            json!({"branch_rule_id": f.b.queue}),
+        )
+        .await;
+    assert_eq!(theirs.body["violations"], json!([]));
+    // A runner key reads none of it.
+    for function in [
+        RunnerListRequest::NAME,
+        RuleListRequest::NAME,
+        ViolationListRequest::NAME,
+    ] {
+        let refused = app.call(function, &f.a.runner, json!({})).await;
+        assert_eq!(refused.status, 403, "{function}: {}", refused.body);
+    }
+    assert_eq!(app.fingerprint().await, before, "reads changed nothing");
+}
+
+#[tokio::test]
+async fn rules_list_by_condition_and_name_in_pages() {
+    let f = fleet().await;
+    let app = &f.app;
+    let op = &f.a.operator;
+    let paused = app
+        .call(
+            PauseRuleRequest::NAME,
+            op,
+            json!({"branch_rule_id": f.a.stock, "reason": "camera moved"}),
+        )
+        .await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    app.claim(&f.a.runner, f.a.queue, "olaya-1").await;
+    let all = app.call(RuleListRequest::NAME, op, json!({})).await;
+    let conditions: Vec<(&str, &str)> = all.body["rules"]
+        .as_array()
+        .map(|rules| {
+            rules
+                .iter()
+                .filter_map(|r| Some((r["rule_name"].as_str()?, r["condition"].as_str()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        conditions,
+        [("Queue length", "running"), ("Stock count", "paused")]
+    );
+    // The list says what describe says.
+    for rule in [f.a.queue, f.a.stock] {
+        let described = app
+            .call(
+                DescribeRuleRequest::NAME,
+                op,
+                json!({"branch_rule_id": rule}),
+            )
+            .await;
+        let listed = all.body["rules"]
+            .as_array()
+            .and_then(|rules| {
+                rules
+                    .iter()
+                    .find(|r| r["branch_rule_id"] == json!(rule))
+                    .cloned()
+            })
+            .unwrap_or_default();
+        assert_eq!(described.body["condition"], listed["condition"]);
+    }
+
+    let only_paused = app
+        .call(RuleListRequest::NAME, op, json!({"condition": "paused"}))
+        .await;
+    assert_eq!(
+        names(&only_paused.body["rules"], "rule_name"),
+        ["Stock count"]
+    );
+    let by_name = app
+        .call(
+            RuleListRequest::NAME,
+            op,
+            json!({"rule_name": "queue LENGTH", "branch_name": "a olaya"}),
+        )
+        .await;
+    assert_eq!(names(&by_name.body["rules"], "rule_name"), ["Queue length"]);
+
+    let first = app
+        .call(RuleListRequest::NAME, op, json!({"limit": 1}))
+        .await;
+    assert_eq!(names(&first.body["rules"], "rule_name"), ["Queue length"]);
+    let next = first.body["next"].as_str().unwrap_or_default().to_owned();
+    let second = app
+        .call(
+            RuleListRequest::NAME,
+            op,
+            json!({"limit": 1, "after": next}),
+        )
+        .await;
+    assert_eq!(names(&second.body["rules"], "rule_name"), ["Stock count"]);
+    assert_eq!(second.body["next"], Value::Null);
+
+    // Bad input names its field.
+    for (body, field) in [
+        (json!({"limit": 0}), "limit"),
+        (json!({"rule_name": ""}), "rule_name"),
+        (json!({"after": "garbage"}), "after"),
+        (json!({"condition": "sleepy"}), "condition"),
+    ] {
+        let refused = app.call(RuleListRequest::NAME, op, body.clone()).await;
+        assert!(
+            matches!(refused.status, 400 | 422),
+            "{body}: {}",
+            refused.body
+        );
+        let message = refused.body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(field), "{body}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn violations_list_filters_and_pages_newest_first() {
+    let f = fleet().await;
+    let app = &f.app;
+    let claim = app.claim(&f.a.runner, f.a.queue, "olaya-1").await;
+    for (key, kind) in [
+        ("1", "queue_too_long"),
+        ("2", "no_staff"),
+        ("3", "queue_too_long"),
+    ] {
+        let made = app
+            .call(
+                ViolationRequest::NAME,
+                &f.a.runner,
+                json!({"execution_id": claim.execution, "claim_token": claim.token,
+                       "kind": kind, "idempotency_key": key, "details": {"n": key}}),
+            )
+            .await;
+        assert_eq!(made.status, 201, "{}", made.body);
+    }
+    let op = &f.a.operator;
+    let queue = app
+        .call(
+            ViolationListRequest::NAME,
+            op,
+            json!({"kind": "queue_too_long", "limit": 1}),
+        )
+        .await;
+    let rows = queue.body["violations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{}", queue.body);
+    assert_eq!(rows[0]["details"], json!({"n": "3"}), "newest first");
+    assert_eq!(rows[0]["execution_id"], json!(claim.execution));
+    assert_eq!(rows[0]["rule_name"], "Queue length");
+    let next = queue.body["next"].as_str().unwrap_or_default().to_owned();
+    let older = app
+        .call(
+            ViolationListRequest::NAME,
+            op,
+            json!({"kind": "queue_too_long", "after": next}),
+        )
+        .await;
+    let rows = older.body["violations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rows.len(), 1, "{}", older.body);
+    assert_eq!(rows[0]["details"], json!({"n": "1"}));
+    assert_eq!(older.body["next"], Value::Null);
+
+    let future = app
+        .call(
+            ViolationListRequest::NAME,
+            op,
+            json!({"since": "2100-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(future.body["violations"], json!([]));
+    let backwards = app
+        .call(
+            ViolationListRequest::NAME,
+            op,
+            json!({"since": "2026-02-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(backwards.status, 422, "{}", backwards.body);
+    assert!(
+        backwards.body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("until")
+    );
+}

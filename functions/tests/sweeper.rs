@@ -1,0 +1,241 @@
+//! The sweeper against a real PostgreSQL: expired leases crashed with nobody claiming,
+//! one sweeper at a time, unusable schedules flagged, retention that deletes only old
+//! finished history; and the metrics moving with what the functions do.
+
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use res_functions::metrics::Metrics;
+use res_functions::sweeper::{SweepSettings, sweep_once};
+use res_shared::wire::{Call, ClaimRequest, SetNextRunTimeRequest};
+use res_tests::functions as support;
+use serde_json::json;
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+async fn due_rule(app: &TestApp, spec: RuleSpec<'_>) -> (Uuid, String) {
+    let seed = Seed::new(&app.pool);
+    let (branch, rule) = seed
+        .due_rule(RuleSpec {
+            next_run_time: Some(app.db_now().await - TimeDelta::minutes(1)),
+            ..spec
+        })
+        .await;
+    (rule, app.runner_token(&[branch]).await)
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_crashed_and_its_rule_freed_without_a_claim() {
+    let app = TestApp::start().await;
+    let (rule, runner) = due_rule(&app, RuleSpec::default()).await;
+    let claim = app
+        .call(
+            ClaimRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "runner_id": "site", "lease_seconds": 1}),
+        )
+        .await;
+    assert_eq!(claim.status, 200, "{}", claim.body);
+    let execution: Uuid = claim.body["execution_id"]
+        .as_str()
+        .and_then(|id| id.parse().ok())
+        .expect("an execution id");
+    let metrics = Metrics::default();
+    let settings = SweepSettings::default();
+
+    let early = sweep_once(&app.pool, settings, &metrics)
+        .await
+        .expect("sweeps");
+    assert_eq!(early.map(|r| r.crashed), Some(0), "the lease still runs");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let report = sweep_once(&app.pool, settings, &metrics)
+        .await
+        .expect("sweeps")
+        .expect("nobody else sweeps");
+    assert_eq!(report.crashed, 1);
+    let (status, error, running): (String, String, bool) = sqlx::query_as(
+        "SELECT e.status, e.error, br.is_currently_running FROM executions e \
+         JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",
+    )
+    .bind(execution)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the execution");
+    assert_eq!(status, "crashed");
+    assert!(error.contains("lease expired"), "{error}");
+    assert!(!running, "the rule's running flag is cleared");
+    let text = metrics.encode().expect("metrics");
+    assert!(
+        text.contains("res_functions_sweeper_actions_total{kind=\"crashed\"} 1"),
+        "{text}"
+    );
+
+    // The next claim retries it in the same chain.
+    let retry = app
+        .call(
+            ClaimRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "runner_id": "site"}),
+        )
+        .await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["retry_of"], json!(execution));
+}
+
+#[tokio::test]
+async fn only_one_process_sweeps_at_a_time() {
+    let app = TestApp::start().await;
+    let mut other = app.pool.acquire().await.expect("a connection");
+    let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+        .bind(0x5245_5320_5357_4550_i64)
+        .fetch_one(&mut *other)
+        .await
+        .expect("lock");
+    assert!(held);
+    let metrics = Metrics::default();
+    let skipped = sweep_once(&app.pool, SweepSettings::default(), &metrics)
+        .await
+        .expect("asks");
+    assert_eq!(skipped, None, "another session holds the sweeper lock");
+    sqlx::query("SELECT pg_advisory_unlock($1)")
+        .bind(0x5245_5320_5357_4550_i64)
+        .execute(&mut *other)
+        .await
+        .expect("unlock");
+    let swept = sweep_once(&app.pool, SweepSettings::default(), &metrics)
+        .await
+        .expect("sweeps");
+    assert!(swept.is_some());
+}
+
+#[tokio::test]
+async fn retention_deletes_only_old_finished_history_and_unusable_schedules_are_flagged() {
+    let app = TestApp::start().await;
+    let (rule, _) = due_rule(&app, RuleSpec::default()).await;
+    let (broken, _) = due_rule(
+        &app,
+        RuleSpec {
+            cron: Some("61 * * * *"),
+            ..RuleSpec::default()
+        },
+    )
+    .await;
+    sqlx::query("UPDATE branch_rules SET next_run_time = NULL WHERE id = $1")
+        .bind(broken)
+        .execute(&app.pool)
+        .await
+        .expect("never scheduled");
+    // Old and recent, finished and live; the old live one holds a lease into the future.
+    let insert = |age_days: i32, status: &'static str| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Uuid>(
+                "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, \
+                     lease_seconds, lease_expires_at, scheduled_at, finished_at, root_id) \
+                 VALUES ($1, 'site', $2, md5(random()::text), 60, now() + interval '1 hour', \
+                         now() - make_interval(days => $3), \
+                         CASE WHEN $2 = 'running' THEN NULL \
+                              ELSE now() - make_interval(days => $3) END, gen_random_uuid()) \
+                 RETURNING id",
+            )
+            .bind(rule)
+            .bind(status)
+            .bind(age_days)
+            .fetch_one(&pool)
+            .await
+            .expect("an execution")
+        }
+    };
+    let old_done = insert(100, "completed").await;
+    insert(95, "failed").await;
+    let recent = insert(10, "completed").await;
+    let old_live = insert(100, "running").await;
+    for (execution, age) in [(old_done, 100), (recent, 10)] {
+        sqlx::query(
+            "INSERT INTO violations (branch_rule_id, execution_id, kind, idempotency_key, created_at) \
+             VALUES ($1, $2, 'queue', md5(random()::text), now() - make_interval(days => $3))",
+        )
+        .bind(rule)
+        .bind(execution)
+        .bind(age)
+        .execute(&app.pool)
+        .await
+        .expect("a violation");
+    }
+
+    let settings = SweepSettings {
+        batch: 1,
+        ..SweepSettings::default()
+    };
+    let report = sweep_once(&app.pool, settings, &Metrics::default())
+        .await
+        .expect("sweeps")
+        .expect("nobody else sweeps");
+    assert_eq!(report.executions_deleted, 2, "{report:?}");
+    assert_eq!(report.violations_deleted, 1, "{report:?}");
+    let left: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM executions ORDER BY scheduled_at")
+        .fetch_all(&app.pool)
+        .await
+        .expect("executions");
+    assert_eq!(left, vec![old_live, recent]);
+    let violations: i64 = sqlx::query_scalar("SELECT count(*) FROM violations")
+        .fetch_one(&app.pool)
+        .await
+        .expect("violations");
+    assert_eq!(violations, 1);
+
+    assert_eq!(report.needs_attention, 1, "{report:?}");
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT needs_attention_reason FROM branch_rules WHERE id = $1")
+            .bind(broken)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the rule");
+    assert!(
+        reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("the schedule cannot be used")),
+        "{reason:?}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_count_requests_claims_reports_and_read_the_fleet() {
+    let app = TestApp::start().await;
+    let (rule, runner) = due_rule(&app, RuleSpec::default()).await;
+    let claim = app.claim(&runner, rule, "site").await;
+    let lost = app
+        .call(
+            ClaimRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "runner_id": "other"}),
+        )
+        .await;
+    assert_eq!(lost.status, 409);
+    let during = app.metrics().await;
+    for line in [
+        "res_functions_claims_total{kind=\"won\"} 1",
+        "res_functions_claims_total{kind=\"lost\"} 1",
+        "res_functions_requests_total{function=\"branch_rules_claim\",status=\"409\"} 1",
+        "res_functions_live_executions 1",
+    ] {
+        assert!(during.contains(line), "{line} in:\n{during}");
+    }
+    let reported = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "execution_id": claim.execution,
+                   "claim_token": claim.token, "is_last_run_failed": true}),
+        )
+        .await;
+    assert_eq!(reported.status, 200, "{}", reported.body);
+    let after = app.metrics().await;
+    for line in [
+        "res_functions_reports_total{kind=\"failed\"} 1",
+        "res_functions_live_executions 0",
+        "res_functions_request_duration_seconds_count{function=\"branch_rules_set_NextRunTime\"} 1",
+    ] {
+        assert!(after.contains(line), "{line} in:\n{after}");
+    }
+}

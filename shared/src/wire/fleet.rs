@@ -1,0 +1,282 @@
+//! The operator functions that list the fleet: rules with their condition, the runner
+//! registry, and violations. Each is keyset-paginated with an opaque `after` cursor.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{ExecutionStatus, RuleCondition};
+
+/// `rules_list`: branch rules in the caller's scope, by branch name then rule name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RuleListRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<Uuid>,
+    /// A rule name, compared without regard to case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
+    /// A branch name, compared without regard to case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<RuleCondition>,
+    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// One branch rule in a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuleSummary {
+    pub branch_rule_id: Uuid,
+    pub rule_name: String,
+    pub branch_id: Uuid,
+    pub branch_name: String,
+    pub brand_id: Uuid,
+    pub condition: RuleCondition,
+    pub cron_expression: Option<String>,
+    pub timezone: String,
+    #[serde(with = "super::time::option")]
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// Due for more than [`OVERDUE_AFTER_SECONDS`] and not running: no runner is taking it.
+    pub overdue: bool,
+    /// Why the rule needs an operator, while it does.
+    pub needs_attention: Option<String>,
+    pub last_status: Option<ExecutionStatus>,
+    #[serde(with = "super::time::option")]
+    pub last_run_at: Option<DateTime<Utc>>,
+}
+
+/// A rule counts as overdue once its next run is this many seconds past and nothing runs it.
+pub const OVERDUE_AFTER_SECONDS: u32 = 300;
+
+/// A page of rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuleListResponse {
+    pub rules: Vec<RuleSummary>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<String>,
+}
+
+/// Whether a runner is heard from, by the time since it was last seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerState {
+    /// Seen within the stale threshold (a few plan refreshes).
+    Alive,
+    /// Not seen for longer than that, but less than the gone threshold.
+    Stale,
+    /// Not seen for longer than the gone threshold.
+    Gone,
+}
+
+impl RunnerState {
+    /// Every state.
+    pub const ALL: [RunnerState; 3] = [RunnerState::Alive, RunnerState::Stale, RunnerState::Gone];
+
+    /// The name on the wire and in tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerState::Alive => "alive",
+            RunnerState::Stale => "stale",
+            RunnerState::Gone => "gone",
+        }
+    }
+
+    /// The state of a runner last seen `silent_seconds` ago.
+    pub fn of(silent_seconds: i64, thresholds: RunnerThresholds) -> RunnerState {
+        if silent_seconds < i64::from(thresholds.stale_after_seconds) {
+            RunnerState::Alive
+        } else if silent_seconds < i64::from(thresholds.gone_after_seconds) {
+            RunnerState::Stale
+        } else {
+            RunnerState::Gone
+        }
+    }
+}
+
+/// When a silent runner turns stale, and then gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunnerThresholds {
+    pub stale_after_seconds: u32,
+    pub gone_after_seconds: u32,
+}
+
+impl Default for RunnerThresholds {
+    /// Three missed 20 s plan refreshes make a runner stale; an hour of silence, gone.
+    fn default() -> Self {
+        RunnerThresholds {
+            stale_after_seconds: 60,
+            gone_after_seconds: 3_600,
+        }
+    }
+}
+
+/// `runners_list`: the runners serving branches in the caller's scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RunnerListRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<RunnerState>,
+    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// A branch a runner serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ServedBranch {
+    pub branch_id: Uuid,
+    pub branch_name: String,
+}
+
+/// One runner as the registry knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunnerSummary {
+    pub runner_id: String,
+    /// The runner key it calls with.
+    pub key_id: Uuid,
+    pub key_name: String,
+    /// Its key's branches that the caller may see.
+    pub branches: Vec<ServedBranch>,
+    pub state: RunnerState,
+    /// The version the runner reported.
+    pub version: Option<String>,
+    pub boot_id: Option<String>,
+    /// When its current boot registered.
+    #[serde(with = "super::time::option")]
+    pub booted_at: Option<DateTime<Utc>>,
+    #[serde(with = "super::time")]
+    pub first_seen_at: DateTime<Utc>,
+    /// Its latest register, plan fetch or heartbeat.
+    #[serde(with = "super::time")]
+    pub last_seen_at: DateTime<Utc>,
+    #[serde(with = "super::time::option")]
+    pub last_plan_at: Option<DateTime<Utc>>,
+    /// Reports waiting in its outbox, as it last reported.
+    pub outbox_depth: Option<u32>,
+    /// Not alive: the cloud has not heard from it since `last_seen_at`.
+    #[serde(with = "super::time::option")]
+    pub offline_since: Option<DateTime<Utc>>,
+    /// Its latest outage of the functions, as it reported it afterwards.
+    pub last_outage: Option<Outage>,
+}
+
+/// A stretch of time a runner could not reach the functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Outage {
+    #[serde(with = "super::time")]
+    pub started_at: DateTime<Utc>,
+    #[serde(with = "super::time")]
+    pub ended_at: DateTime<Utc>,
+}
+
+/// A page of runners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunnerListResponse {
+    pub runners: Vec<RunnerSummary>,
+    /// The thresholds `state` was judged by.
+    pub thresholds: RunnerThresholds,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<String>,
+}
+
+/// `violations_list`: violations in the caller's scope, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ViolationListRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_rule_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Created at or after this instant.
+    #[serde(
+        with = "super::time::option",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub since: Option<DateTime<Utc>>,
+    /// Created before this instant.
+    #[serde(
+        with = "super::time::option",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub until: Option<DateTime<Utc>>,
+    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// The `next` cursor of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// A page of violations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ViolationListResponse {
+    pub violations: Vec<super::ViolationSummary>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<String>,
+}
+
+/// What a runner tells the registry with each plan fetch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RunnerHealth {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Reports waiting in its outbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbox_depth: Option<u32>,
+    /// Its latest outage of the functions, once it has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_outage: Option<Outage>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runners_turn_stale_then_gone_at_the_thresholds() {
+        let t = RunnerThresholds {
+            stale_after_seconds: 60,
+            gone_after_seconds: 600,
+        };
+        assert_eq!(RunnerState::of(0, t), RunnerState::Alive);
+        assert_eq!(RunnerState::of(59, t), RunnerState::Alive);
+        assert_eq!(RunnerState::of(60, t), RunnerState::Stale);
+        assert_eq!(RunnerState::of(599, t), RunnerState::Stale);
+        assert_eq!(RunnerState::of(600, t), RunnerState::Gone);
+    }
+}
