@@ -65,7 +65,9 @@ macro_rules! metrics {
                     let $field: $ty = $init;
                     registry.register($name, $help, $field.clone());
                 )*
-                Metrics { registry, $( $field, )* }
+                let metrics = Metrics { registry, $( $field, )* };
+                metrics.start_at_zero();
+                metrics
             }
         }
 
@@ -110,7 +112,44 @@ fn latency_histogram() -> Histogram {
     ])
 }
 
+/// The values of the labelled counters and gauges, created at zero so every series exists
+/// from the start (a rate over a series that appears later misses its first events).
+const CLAIM_OUTCOMES: [&str; 4] = ["won", "lost", "not_ready", "error"];
+const REPORT_OUTCOMES: [&str; 6] = [
+    "completed",
+    "failed",
+    "cancelled",
+    "timeout",
+    "operation_window_exceeded",
+    "replayed",
+];
+/// What the sweeper counts; the names of [`crate::sweeper::SweepReport`]'s fields.
+pub(crate) const SWEEPER_ACTIONS: [&str; 6] = [
+    "crashed",
+    "needs_attention",
+    "changes_pruned",
+    "executions_deleted",
+    "violations_deleted",
+    "runners_deleted",
+];
+const RUNNER_STATES: [&str; 3] = ["alive", "stale", "gone"];
+
 impl Metrics {
+    fn start_at_zero(&self) {
+        for kind in CLAIM_OUTCOMES {
+            drop(self.claims.get_or_create(&Kind { kind }));
+        }
+        for kind in REPORT_OUTCOMES {
+            drop(self.reports.get_or_create(&Kind { kind }));
+        }
+        for kind in SWEEPER_ACTIONS {
+            drop(self.sweeper_actions.get_or_create(&Kind { kind }));
+        }
+        for kind in RUNNER_STATES {
+            drop(self.runners.get_or_create(&Kind { kind }));
+        }
+    }
+
     /// Counts a labelled event.
     pub(crate) fn count(family: &Family<Kind, Counter>, kind: &'static str) {
         family.get_or_create(&Kind { kind }).inc();

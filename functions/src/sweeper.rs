@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use crate::api::cursor::CHANGE_RETENTION_HOURS;
 use crate::db;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SWEEPER_ACTIONS};
 
 /// How the sweeper works.
 #[derive(Debug, Clone, Copy)]
@@ -68,14 +68,15 @@ pub async fn sweep_once(
     }
     let report = report?;
     metrics.sweeps.inc();
-    for (kind, count) in [
-        ("crashed", report.crashed),
-        ("needs_attention", report.needs_attention),
-        ("changes_pruned", report.changes_pruned),
-        ("executions_deleted", report.executions_deleted),
-        ("violations_deleted", report.violations_deleted),
-        ("runners_deleted", report.runners_deleted),
-    ] {
+    let counts = [
+        report.crashed,
+        report.needs_attention,
+        report.changes_pruned,
+        report.executions_deleted,
+        report.violations_deleted,
+        report.runners_deleted,
+    ];
+    for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
         metrics
             .sweeper_actions
             .get_or_create(&crate::metrics::Kind::new(kind))

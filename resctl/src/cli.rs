@@ -1,36 +1,30 @@
 //! The command line and what each command calls.
 
+use std::path::PathBuf;
+
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use res_client::{CloudError, FunctionsClient};
-use res_shared::wire::{
-    CancelExecutionRequest, DescribeRuleRequest, ExecutionListRequest, ExecutionStatus,
-    ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest, RunNowRequest, ShowExecutionRequest,
-    Trigger,
-};
-use serde::Serialize;
+use res_shared::wire::{ExecutionStatus, RuleCondition, RunnerState, Trigger};
 use uuid::Uuid;
-
-use crate::render;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "resctl",
     version,
-    about = "Operate RES: run now, pause, cancel, history"
+    about = "Operate RES: rules, runs, runners and violations over the functions"
 )]
 pub(crate) struct Cli {
-    /// The functions' address (`http://host:54321` or `…/functions/v1`).
-    #[arg(
-        long,
-        env = "RES_URL",
-        default_value = "http://127.0.0.1:54321",
-        global = true
-    )]
-    pub(crate) url: String,
-    /// An operator or viewer key.
+    /// The functions' address (`http://host:54321` or `…/functions/v1`) [default: the
+    /// config file's `url`, else http://127.0.0.1:54321].
+    #[arg(long, env = "RES_URL", global = true)]
+    pub(crate) url: Option<String>,
+    /// An operator or viewer key [default: the config file's `token`].
     #[arg(long, env = "RES_TOKEN", hide_env_values = true, global = true)]
     pub(crate) token: Option<String>,
+    /// A TOML file with `url` and `token` [default: $XDG_CONFIG_HOME/resctl/config.toml,
+    /// else ~/.config/resctl/config.toml, when it exists].
+    #[arg(long, env = "RESCTL_CONFIG", global = true)]
+    pub(crate) config: Option<PathBuf>,
     /// Print the functions' JSON answer instead of a table.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -38,21 +32,29 @@ pub(crate) struct Cli {
     #[arg(long, default_value_t = 30, global = true)]
     pub(crate) timeout_seconds: u64,
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
-    /// Branch rules: run now, pause, resume, force-stop, describe.
+pub(crate) enum Command {
+    /// Branch rules: list, describe, run now, pause, resume, force-stop.
     #[command(subcommand)]
     Rules(RuleCommand),
     /// Executions: list the history, show one, cancel one.
     #[command(subcommand)]
     Executions(ExecutionCommand),
+    /// Site runners: who serves which branches, and who is silent.
+    #[command(subcommand)]
+    Runners(RunnerCommand),
+    /// Violations the rules found.
+    #[command(subcommand)]
+    Violations(ViolationCommand),
 }
 
 #[derive(Debug, Subcommand)]
-enum RuleCommand {
+pub(crate) enum RuleCommand {
+    /// Rules with their state, next run and last run; needs-attention and overdue marked.
+    List(RuleListArgs),
     /// Run the rule as soon as a runner of its branch claims it, even outside its window.
     RunNow(RuleAction),
     /// No new run starts; a live run finishes.
@@ -63,25 +65,104 @@ enum RuleCommand {
     ForceStop(RuleAction),
     /// The rule's state, what blocks it, its schedule in words, next runs and last runs.
     Describe {
-        /// The branch rule's id.
-        rule: Uuid,
+        #[command(flatten)]
+        rule: RuleRef,
         /// How many next run times to list.
         #[arg(long, default_value_t = 5)]
         next: u32,
     },
 }
 
+/// A branch rule by id, or by rule name (with `--branch` where the name is in several).
 #[derive(Debug, Args)]
-struct RuleAction {
-    /// The branch rule's id.
-    rule: Uuid,
+pub(crate) struct RuleRef {
+    /// The branch rule's id, or its rule's name.
+    pub(crate) rule: String,
+    /// The branch (id or name), when the rule name is in several branches.
+    #[arg(long)]
+    pub(crate) branch: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RuleAction {
+    #[command(flatten)]
+    pub(crate) rule: RuleRef,
     /// Why (kept with your key's name and shown in the rule's history).
     #[arg(long)]
-    reason: String,
+    pub(crate) reason: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RuleListArgs {
+    #[arg(long)]
+    pub(crate) brand: Option<Uuid>,
+    /// A branch id or name.
+    #[arg(long)]
+    pub(crate) branch: Option<String>,
+    /// Only rules with this rule name.
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// running, idle, paused, stopped or needs_attention.
+    #[arg(long, value_parser = parse_condition)]
+    pub(crate) state: Option<RuleCondition>,
+    #[command(flatten)]
+    pub(crate) page: PageArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PageArgs {
+    /// Rows per page (1–500).
+    #[arg(long, default_value_t = 50)]
+    pub(crate) limit: u32,
+    /// The cursor a previous page printed.
+    #[arg(long)]
+    pub(crate) after: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
-enum ExecutionCommand {
+pub(crate) enum RunnerCommand {
+    /// Runners with their state (alive, stale, gone), version, boot, last plan and outbox.
+    List {
+        #[arg(long)]
+        brand: Option<Uuid>,
+        /// A branch id or name.
+        #[arg(long)]
+        branch: Option<String>,
+        /// alive, stale or gone.
+        #[arg(long, value_parser = parse_runner_state)]
+        state: Option<RunnerState>,
+        #[command(flatten)]
+        page: PageArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ViolationCommand {
+    /// Violations newest first, with the execution that found each.
+    List {
+        #[arg(long)]
+        brand: Option<Uuid>,
+        /// A branch id or name.
+        #[arg(long)]
+        branch: Option<String>,
+        /// A branch rule's id or rule name (with --branch where the name is in several).
+        #[arg(long)]
+        rule: Option<String>,
+        #[arg(long)]
+        kind: Option<String>,
+        /// Created at or after this instant (RFC 3339).
+        #[arg(long)]
+        since: Option<DateTime<Utc>>,
+        /// Created before this instant (RFC 3339).
+        #[arg(long)]
+        until: Option<DateTime<Utc>>,
+        #[command(flatten)]
+        page: PageArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExecutionCommand {
     /// Executions newest first.
     List(ListArgs),
     /// One execution in full, with its violations and retry chain.
@@ -100,33 +181,30 @@ enum ExecutionCommand {
 }
 
 #[derive(Debug, Args)]
-struct ListArgs {
+pub(crate) struct ListArgs {
     #[arg(long)]
-    brand: Option<Uuid>,
+    pub(crate) brand: Option<Uuid>,
+    /// A branch id or name.
     #[arg(long)]
-    branch: Option<Uuid>,
-    /// A branch rule's id.
+    pub(crate) branch: Option<String>,
+    /// A branch rule's id or rule name (with --branch where the name is in several).
     #[arg(long)]
-    rule: Option<Uuid>,
+    pub(crate) rule: Option<String>,
     /// scheduled, running, paused, completed, failed, cancelled, timeout,
     /// operation_window_exceeded or crashed.
     #[arg(long, value_parser = parse_status)]
-    status: Option<ExecutionStatus>,
+    pub(crate) status: Option<ExecutionStatus>,
     /// schedule, manual, retry, crash_retry, resume or offline.
     #[arg(long, value_parser = parse_trigger)]
-    trigger: Option<Trigger>,
+    pub(crate) trigger: Option<Trigger>,
     /// Scheduled at or after this instant (RFC 3339).
     #[arg(long)]
-    since: Option<DateTime<Utc>>,
+    pub(crate) since: Option<DateTime<Utc>>,
     /// Scheduled before this instant (RFC 3339).
     #[arg(long)]
-    until: Option<DateTime<Utc>>,
-    /// Rows per page (1–500).
-    #[arg(long, default_value_t = 20)]
-    limit: u32,
-    /// The cursor a previous page printed.
-    #[arg(long)]
-    after: Option<String>,
+    pub(crate) until: Option<DateTime<Utc>>,
+    #[command(flatten)]
+    pub(crate) page: PageArgs,
 }
 
 fn parse_status(text: &str) -> Result<ExecutionStatus, String> {
@@ -137,116 +215,13 @@ fn parse_trigger(text: &str) -> Result<Trigger, String> {
     Trigger::parse(text).ok_or_else(|| format!("no trigger '{text}'"))
 }
 
-/// Runs the command; its output, ready to print.
-pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, CloudError> {
-    let now = Utc::now();
-    match &cli.command {
-        Command::Rules(command) => match command {
-            RuleCommand::RunNow(a) => {
-                let request = RunNowRequest {
-                    branch_rule_id: a.rule,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || {
-                    render::rule_action("run requested", &answer, now)
-                })
-            }
-            RuleCommand::Pause(a) => {
-                let request = PauseRuleRequest {
-                    branch_rule_id: a.rule,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || render::rule_action("paused", &answer, now))
-            }
-            RuleCommand::Resume(a) => {
-                let request = ResumeRuleRequest {
-                    branch_rule_id: a.rule,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || {
-                    render::rule_action("resumed", &answer, now)
-                })
-            }
-            RuleCommand::ForceStop(a) => {
-                let request = ForceStopRuleRequest {
-                    branch_rule_id: a.rule,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || {
-                    render::rule_action("force-stopped", &answer, now)
-                })
-            }
-            RuleCommand::Describe { rule, next } => {
-                let request = DescribeRuleRequest {
-                    branch_rule_id: *rule,
-                    next_runs: Some(*next),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || render::description(&answer, now))
-            }
-        },
-        Command::Executions(command) => match command {
-            ExecutionCommand::List(args) => {
-                let request = ExecutionListRequest {
-                    brand_id: args.brand,
-                    branch_id: args.branch,
-                    branch_rule_id: args.rule,
-                    status: args.status,
-                    trigger: args.trigger,
-                    since: args.since,
-                    until: args.until,
-                    limit: Some(args.limit),
-                    after: args.after.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || render::history(&answer, now))
-            }
-            ExecutionCommand::Show { execution } => {
-                let answer = client
-                    .call(&ShowExecutionRequest {
-                        execution_id: *execution,
-                    })
-                    .await?;
-                emit(cli, &answer, || render::detail(&answer, now))
-            }
-            ExecutionCommand::Cancel { execution, reason } => {
-                let request = CancelExecutionRequest {
-                    execution_id: *execution,
-                    reason: reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(cli, &answer, || {
-                    if answer.cancel_requested {
-                        format!(
-                            "cancel requested: {execution} stops at its runner's next heartbeat\n"
-                        )
-                    } else {
-                        format!("cancelled: {execution}\n")
-                    }
-                })
-            }
-        },
-    }
+fn parse_condition(text: &str) -> Result<RuleCondition, String> {
+    RuleCondition::parse(text).ok_or_else(|| format!("no rule state '{text}'"))
 }
 
-/// The answer as JSON with `--json`, else as text for people.
-fn emit<T: Serialize>(
-    cli: &Cli,
-    answer: &T,
-    text: impl FnOnce() -> String,
-) -> Result<String, CloudError> {
-    if cli.json {
-        serde_json::to_string_pretty(answer)
-            .map(|json| json + "\n")
-            .map_err(|e| CloudError::Invalid {
-                function: "resctl",
-                message: e.to_string(),
-            })
-    } else {
-        Ok(text())
-    }
+fn parse_runner_state(text: &str) -> Result<RunnerState, String> {
+    RunnerState::ALL
+        .into_iter()
+        .find(|s| s.as_str() == text)
+        .ok_or_else(|| format!("no runner state '{text}'"))
 }

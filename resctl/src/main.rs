@@ -1,7 +1,10 @@
 //! `resctl`: operate RES from a terminal through the functions.
 
 mod cli;
+mod commands;
+mod config;
 mod render;
+mod resolve;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,6 +14,7 @@ use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::FUNCTIONS_PREFIX;
 
 use cli::Cli;
+use resolve::Unresolved;
 
 /// How a command failed, as its exit code: scripts tell these apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,12 +31,16 @@ enum Failure {
 }
 
 impl Failure {
-    fn of(error: &CloudError) -> Failure {
+    fn of(error: &Unresolved) -> Failure {
         match error {
-            CloudError::Rejected { status: 401, .. } => Failure::Unauthorized,
-            CloudError::Rejected { status: 404, .. } => Failure::NotFound,
-            CloudError::Rejected { status, .. } if *status < 500 => Failure::Refused,
-            _ => Failure::Unreachable,
+            Unresolved::NotFound(_) => Failure::NotFound,
+            Unresolved::Ambiguous(_) => Failure::Refused,
+            Unresolved::Cloud(CloudError::Rejected { status: 401, .. }) => Failure::Unauthorized,
+            Unresolved::Cloud(CloudError::Rejected { status: 404, .. }) => Failure::NotFound,
+            Unresolved::Cloud(CloudError::Rejected { status, .. }) if *status < 500 => {
+                Failure::Refused
+            }
+            Unresolved::Cloud(_) => Failure::Unreachable,
         }
     }
 }
@@ -40,12 +48,32 @@ impl Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     res_client::tls::install();
-    let Some(token) = cli.token.clone().filter(|t| !t.trim().is_empty()) else {
-        eprintln!("error: no token: pass --token or set RES_TOKEN (an operator or viewer key)");
+    let file = match config::load(cli.config.as_deref()) {
+        Ok(file) => file,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(token) = cli
+        .token
+        .clone()
+        .or(file.token)
+        .filter(|t| !t.trim().is_empty())
+    else {
+        eprintln!(
+            "error: no token: pass --token, set RES_TOKEN or put `token` in the config file \
+             (an operator or viewer key)"
+        );
         return ExitCode::from(Failure::Unauthorized as u8);
     };
+    let url = cli
+        .url
+        .clone()
+        .or(file.url)
+        .unwrap_or_else(|| "http://127.0.0.1:54321".to_owned());
     let client = match FunctionsClient::new(
-        &functions_url(&cli.url),
+        &functions_url(&url),
         token.trim(),
         Duration::from_secs(cli.timeout_seconds),
         concat!("resctl/", env!("CARGO_PKG_VERSION")),
@@ -66,14 +94,20 @@ fn main() -> ExitCode {
             return ExitCode::from(Failure::Unreachable as u8);
         }
     };
-    match runtime.block_on(cli::run(&client, &cli)) {
+    match runtime.block_on(commands::run(&client, &cli)) {
         Ok(output) => {
             print!("{output}");
             ExitCode::SUCCESS
         }
         Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::from(Failure::of(&error) as u8)
+            let failure = Failure::of(&error);
+            match error {
+                Unresolved::NotFound(message) | Unresolved::Ambiguous(message) => {
+                    eprintln!("error: {message}");
+                }
+                Unresolved::Cloud(error) => eprintln!("error: {error}"),
+            }
+            ExitCode::from(failure as u8)
         }
     }
 }

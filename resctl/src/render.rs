@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use res_shared::wire::{
     ExecutionDetail, ExecutionListResponse, ExecutionSummary, RuleActionResponse, RuleDescription,
+    RuleListResponse, RunnerListResponse, RunnerSummary, ViolationListResponse,
 };
 
 /// "in 3 min", "2 h ago", "now".
@@ -48,6 +49,101 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push_str(&line(row.clone()));
     }
     out
+}
+
+fn more(next: Option<&String>) -> String {
+    next.map(|next| format!("more: --after {next}\n"))
+        .unwrap_or_default()
+}
+
+/// Rules needing attention and overdue ones carry a note after their state.
+pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = page
+        .rules
+        .iter()
+        .map(|r| {
+            let mut state = r.condition.as_str().to_owned();
+            if r.overdue {
+                state.push_str(" (overdue)");
+            }
+            vec![
+                r.rule_name.clone(),
+                r.branch_name.clone(),
+                state,
+                when(r.next_run_time, now),
+                match (r.last_status, r.last_run_at) {
+                    (Some(status), Some(at)) => {
+                        format!("{} {}", status.as_str(), relative(at, now))
+                    }
+                    _ => "-".to_owned(),
+                },
+                r.branch_rule_id.to_string(),
+                r.needs_attention.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let header = [
+        "RULE",
+        "BRANCH",
+        "STATE",
+        "NEXT RUN",
+        "LAST RUN",
+        "ID",
+        "ATTENTION",
+    ];
+    table(&header, &rows) + &more(page.next.as_ref())
+}
+
+fn runner_row(r: &RunnerSummary, now: DateTime<Utc>) -> Vec<String> {
+    let branches: Vec<&str> = r.branches.iter().map(|b| b.branch_name.as_str()).collect();
+    vec![
+        r.runner_id.clone(),
+        r.state.as_str().to_owned(),
+        relative(r.last_seen_at, now),
+        when(r.last_plan_at, now),
+        r.version.clone().unwrap_or_else(|| "-".to_owned()),
+        when(r.booted_at, now),
+        r.outbox_depth
+            .map_or_else(|| "-".to_owned(), |d| d.to_string()),
+        branches.join(", "),
+        r.key_name.clone(),
+    ]
+}
+
+const RUNNER_HEADER: [&str; 9] = [
+    "RUNNER",
+    "STATE",
+    "LAST SEEN",
+    "LAST PLAN",
+    "VERSION",
+    "BOOTED",
+    "OUTBOX",
+    "BRANCHES",
+    "KEY",
+];
+
+pub(crate) fn runners(page: &RunnerListResponse, now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = page.runners.iter().map(|r| runner_row(r, now)).collect();
+    table(&RUNNER_HEADER, &rows) + &more(page.next.as_ref())
+}
+
+pub(crate) fn violations(page: &ViolationListResponse, now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = page
+        .violations
+        .iter()
+        .map(|v| {
+            vec![
+                relative(v.created_at, now),
+                v.kind.clone(),
+                format!("{} @ {}", v.rule_name, v.branch_name),
+                v.execution_id
+                    .map_or_else(|| "-".to_owned(), |id| id.to_string()),
+                v.details.to_string(),
+            ]
+        })
+        .collect();
+    let header = ["CREATED", "KIND", "RULE @ BRANCH", "EXECUTION", "DETAILS"];
+    table(&header, &rows) + &more(page.next.as_ref())
 }
 
 pub(crate) fn rule_action(done: &str, answer: &RuleActionResponse, now: DateTime<Utc>) -> String {
@@ -100,11 +196,7 @@ const EXECUTION_HEADER: [&str; 9] = [
 ];
 
 pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> String {
-    let mut out = table(&EXECUTION_HEADER, &execution_rows(&page.executions, now));
-    if let Some(next) = &page.next {
-        out.push_str(&format!("more: --after {next}\n"));
-    }
-    out
+    table(&EXECUTION_HEADER, &execution_rows(&page.executions, now)) + &more(page.next.as_ref())
 }
 
 pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
@@ -190,6 +282,13 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         &EXECUTION_HEADER,
         &execution_rows(&d.last_runs, now),
     ));
+    if d.runners.is_empty() {
+        out.push_str("runners: none has fetched this branch's plan\n");
+    } else {
+        out.push_str("runners of this branch:\n");
+        let rows: Vec<Vec<String>> = d.runners.iter().map(|r| runner_row(r, now)).collect();
+        out.push_str(&table(&RUNNER_HEADER, &rows));
+    }
     out
 }
 

@@ -115,3 +115,172 @@ async fn an_operator_runs_pauses_and_reads_a_rule_and_exit_codes_say_what_went_w
             .expect("the rule");
     assert_eq!(paused, None, "the viewer's pause changed nothing");
 }
+
+/// Runs resctl on a blocking thread with the given environment (no RES_URL/RES_TOKEN
+/// unless given), so a config file can be tested too.
+async fn resctl_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_resctl"))
+            .args(&args)
+            .env_remove("RES_URL")
+            .env_remove("RES_TOKEN")
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .envs(env)
+            .output()
+            .expect("resctl runs")
+    })
+    .await
+    .expect("joined")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_by_name_runners_violations_and_a_config_file() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("UTC").await;
+    let olaya = seed.branch(brand, None).await;
+    let malaz = seed.branch(brand, None).await;
+    let queue_olaya = seed.branch_rule(olaya, RuleSpec::default()).await;
+    let queue_malaz = seed.branch_rule(malaz, RuleSpec::default()).await;
+    for (branch, name) in [(olaya, "Olaya"), (malaz, "Malaz")] {
+        sqlx::query("UPDATE branches SET name = $2 WHERE id = $1")
+            .bind(branch)
+            .bind(name)
+            .execute(&app.pool)
+            .await
+            .expect("branch name");
+    }
+    sqlx::query("UPDATE rules SET name = 'Queue length'")
+        .execute(&app.pool)
+        .await
+        .expect("rule names");
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    let operator = app.token("alice", Role::Operator, &scope).await;
+    let runner = app.runner_token(&[olaya]).await;
+    let registered = app
+        .call(
+            "runner_register",
+            &runner,
+            serde_json::json!({"runner_id": "olaya-host", "boot_id": "b1", "version": "9.9.9"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+
+    // The token and URL from a config file.
+    let dir = std::env::temp_dir().join(format!("resctl-{}", Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!("url = \"{}\"\ntoken = \"{operator}\"\n", app.base),
+    )
+    .expect("config written");
+    let config = config.to_string_lossy().into_owned();
+    let with_file = [("RESCTL_CONFIG", config.as_str())];
+
+    let listed = resctl_env(&["rules", "list"], &with_file).await;
+    assert!(listed.status.success(), "{}", text(&listed));
+    let out = text(&listed);
+    assert!(
+        out.starts_with("RULE") && out.contains("Malaz") && out.contains("Olaya"),
+        "{out}"
+    );
+
+    // A name in two branches is ambiguous; --branch by name settles it.
+    let ambiguous = resctl_env(&["rules", "describe", "Queue length"], &with_file).await;
+    assert_eq!(ambiguous.status.code(), Some(3), "{}", text(&ambiguous));
+    assert!(
+        text(&ambiguous).contains("pass --branch"),
+        "{}",
+        text(&ambiguous)
+    );
+    let paused = resctl_env(
+        &[
+            "rules",
+            "pause",
+            "queue length",
+            "--branch",
+            "olaya",
+            "--reason",
+            "camera moved",
+        ],
+        &with_file,
+    )
+    .await;
+    assert!(paused.status.success(), "{}", text(&paused));
+    let is_paused = |rule: Uuid| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>(
+                "SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1",
+            )
+            .bind(rule)
+            .fetch_one(&pool)
+            .await
+            .expect("the rule")
+        }
+    };
+    assert!(is_paused(queue_olaya).await && !is_paused(queue_malaz).await);
+    let unknown = resctl_env(
+        &["rules", "describe", "No such rule", "--branch", "Olaya"],
+        &with_file,
+    )
+    .await;
+    assert_eq!(unknown.status.code(), Some(4), "{}", text(&unknown));
+
+    let paused_only = resctl_env(
+        &["rules", "list", "--state", "paused", "--json"],
+        &with_file,
+    )
+    .await;
+    let json: serde_json::Value =
+        serde_json::from_slice(&paused_only.stdout).expect("--json prints JSON");
+    assert_eq!(json["rules"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(json["rules"][0]["branch_name"], "Olaya");
+
+    let runners = resctl_env(&["runners", "list"], &with_file).await;
+    assert!(runners.status.success(), "{}", text(&runners));
+    let out = text(&runners);
+    assert!(
+        out.contains("olaya-host") && out.contains("alive") && out.contains("9.9.9"),
+        "{out}"
+    );
+
+    let violations = resctl_env(
+        &[
+            "violations",
+            "list",
+            "--branch",
+            "Olaya",
+            "--rule",
+            "Queue length",
+        ],
+        &with_file,
+    )
+    .await;
+    assert!(violations.status.success(), "{}", text(&violations));
+    assert!(
+        text(&violations).starts_with("CREATED"),
+        "{}",
+        text(&violations)
+    );
+
+    // A flag beats the file; an unknown key in the file is named.
+    let flag = resctl_env(&["--token", "res_not-a-key", "rules", "list"], &with_file).await;
+    assert_eq!(flag.status.code(), Some(6), "{}", text(&flag));
+    let broken = dir.join("broken.toml");
+    std::fs::write(&broken, "tokn = \"x\"\n").expect("written");
+    let broken = broken.to_string_lossy().into_owned();
+    let refused = resctl_env(&["rules", "list"], &[("RESCTL_CONFIG", broken.as_str())]).await;
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(text(&refused).contains("tokn"), "{}", text(&refused));
+    let _ = std::fs::remove_dir_all(&dir);
+}

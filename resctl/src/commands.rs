@@ -1,0 +1,210 @@
+//! What each command calls, and how its answer is printed.
+
+use chrono::Utc;
+use res_client::{CloudError, FunctionsClient};
+use res_shared::wire::{
+    CancelExecutionRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
+    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    ShowExecutionRequest, ViolationListRequest,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::cli::{
+    Cli, Command, ExecutionCommand, RuleCommand, RuleRef, RunnerCommand, ViolationCommand,
+};
+use crate::render;
+use crate::resolve::{self, Unresolved};
+
+/// Runs the command; its output, ready to print.
+pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, Unresolved> {
+    let now = Utc::now();
+    let json = cli.json;
+    match &cli.command {
+        Command::Rules(command) => match command {
+            RuleCommand::List(args) => {
+                let request = RuleListRequest {
+                    brand_id: args.brand,
+                    branch_id: branch(client, args.branch.as_deref()).await?,
+                    rule_name: args.name.clone(),
+                    branch_name: None,
+                    condition: args.state,
+                    limit: Some(args.page.limit),
+                    after: args.page.after.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || render::rules(&answer, now))
+            }
+            RuleCommand::RunNow(a) => {
+                let request = RunNowRequest {
+                    branch_rule_id: resolve::rule(client, &a.rule).await?,
+                    reason: a.reason.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    render::rule_action("run requested", &answer, now)
+                })
+            }
+            RuleCommand::Pause(a) => {
+                let request = PauseRuleRequest {
+                    branch_rule_id: resolve::rule(client, &a.rule).await?,
+                    reason: a.reason.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    render::rule_action("paused", &answer, now)
+                })
+            }
+            RuleCommand::Resume(a) => {
+                let request = ResumeRuleRequest {
+                    branch_rule_id: resolve::rule(client, &a.rule).await?,
+                    reason: a.reason.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    render::rule_action("resumed", &answer, now)
+                })
+            }
+            RuleCommand::ForceStop(a) => {
+                let request = ForceStopRuleRequest {
+                    branch_rule_id: resolve::rule(client, &a.rule).await?,
+                    reason: a.reason.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    render::rule_action("force-stopped", &answer, now)
+                })
+            }
+            RuleCommand::Describe { rule, next } => {
+                let request = DescribeRuleRequest {
+                    branch_rule_id: resolve::rule(client, rule).await?,
+                    next_runs: Some(*next),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || render::description(&answer, now))
+            }
+        },
+        Command::Executions(command) => match command {
+            ExecutionCommand::List(args) => {
+                let rule = optional_rule(client, &args.rule, &args.branch).await?;
+                let request = ExecutionListRequest {
+                    brand_id: args.brand,
+                    branch_id: branch(client, args.branch.as_deref()).await?,
+                    branch_rule_id: rule,
+                    status: args.status,
+                    trigger: args.trigger,
+                    since: args.since,
+                    until: args.until,
+                    limit: Some(args.page.limit),
+                    after: args.page.after.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || render::history(&answer, now))
+            }
+            ExecutionCommand::Show { execution } => {
+                let answer = client
+                    .call(&ShowExecutionRequest {
+                        execution_id: *execution,
+                    })
+                    .await?;
+                emit(json, &answer, || render::detail(&answer, now))
+            }
+            ExecutionCommand::Cancel { execution, reason } => {
+                let request = CancelExecutionRequest {
+                    execution_id: *execution,
+                    reason: reason.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    if answer.cancel_requested {
+                        format!(
+                            "cancel requested: {execution} stops at its runner's next heartbeat\n"
+                        )
+                    } else {
+                        format!("cancelled: {execution}\n")
+                    }
+                })
+            }
+        },
+        Command::Runners(RunnerCommand::List {
+            brand,
+            branch: branch_ref,
+            state,
+            page,
+        }) => {
+            let request = RunnerListRequest {
+                brand_id: *brand,
+                branch_id: branch(client, branch_ref.as_deref()).await?,
+                state: *state,
+                limit: Some(page.limit),
+                after: page.after.clone(),
+            };
+            let answer = client.call(&request).await?;
+            emit(json, &answer, || render::runners(&answer, now))
+        }
+        Command::Violations(ViolationCommand::List {
+            brand,
+            branch: branch_ref,
+            rule,
+            kind,
+            since,
+            until,
+            page,
+        }) => {
+            let rule = optional_rule(client, rule, branch_ref).await?;
+            let request = ViolationListRequest {
+                brand_id: *brand,
+                branch_id: branch(client, branch_ref.as_deref()).await?,
+                branch_rule_id: rule,
+                kind: kind.clone(),
+                since: *since,
+                until: *until,
+                limit: Some(page.limit),
+                after: page.after.clone(),
+            };
+            let answer = client.call(&request).await?;
+            emit(json, &answer, || render::violations(&answer, now))
+        }
+    }
+}
+
+/// A `--rule` filter (id or name, narrowed by `--branch`).
+async fn optional_rule(
+    client: &FunctionsClient,
+    rule: &Option<String>,
+    branch: &Option<String>,
+) -> Result<Option<Uuid>, Unresolved> {
+    let Some(rule) = rule else { return Ok(None) };
+    let reference = RuleRef {
+        rule: rule.clone(),
+        branch: branch.clone(),
+    };
+    resolve::rule(client, &reference).await.map(Some)
+}
+
+async fn branch(client: &FunctionsClient, text: Option<&str>) -> Result<Option<Uuid>, Unresolved> {
+    match text {
+        Some(text) => resolve::branch(client, text).await.map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The answer as JSON with `--json`, else as text for people.
+fn emit<T: Serialize>(
+    json: bool,
+    answer: &T,
+    text: impl FnOnce() -> String,
+) -> Result<String, Unresolved> {
+    if json {
+        serde_json::to_string_pretty(answer)
+            .map(|json| json + "\n")
+            .map_err(|e| {
+                Unresolved::Cloud(CloudError::Invalid {
+                    function: "resctl",
+                    message: e.to_string(),
+                })
+            })
+    } else {
+        Ok(text())
+    }
+}
