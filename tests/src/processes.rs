@@ -216,17 +216,29 @@ pub struct FunctionsServer {
     database_url: String,
     port: u16,
     log: PathBuf,
+    args: Vec<String>,
 }
 
 impl FunctionsServer {
     /// Starts `binary serve` over `database_url` (already migrated), logging to `log`.
     pub async fn start(binary: &Path, database_url: &str, log: &Path) -> FunctionsServer {
+        FunctionsServer::start_with(binary, database_url, log, &[]).await
+    }
+
+    /// [`FunctionsServer::start`] with more `serve` arguments (`--sweep-interval 1`).
+    pub async fn start_with(
+        binary: &Path,
+        database_url: &str,
+        log: &Path,
+        args: &[&str],
+    ) -> FunctionsServer {
         let mut server = FunctionsServer {
             binary: binary.to_owned(),
             child: None,
             database_url: database_url.to_owned(),
             port: free_port(),
             log: log.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
         };
         server.restart().await;
         server
@@ -242,6 +254,7 @@ impl FunctionsServer {
         let log = log_file(&self.log);
         let child = Command::new(&self.binary)
             .args(["serve", "--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(&self.args)
             .env("DATABASE_URL", &self.database_url)
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(log.try_clone().expect("log")))

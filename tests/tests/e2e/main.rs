@@ -3,6 +3,7 @@
 
 mod chaos;
 mod docs;
+mod operate;
 mod system;
 
 use std::time::Duration;

@@ -48,6 +48,11 @@ pub fn functions_cli(database_url: &str, args: &[&str]) -> String {
 impl System {
     /// Database, migrations, functions, a brand in Asia/Riyadh with one branch, a runner key.
     pub async fn start() -> System {
+        System::start_with(&[]).await
+    }
+
+    /// [`System::start`] with more `res-functions serve` arguments.
+    pub async fn start_with(serve_args: &[&str]) -> System {
         res_tests::functions::install_tls();
         let database = server().create_database().await;
         functions_cli(&database.url, &["migrate"]);
@@ -58,10 +63,11 @@ impl System {
             .expect("connect");
         let dir = std::env::temp_dir().join(format!("res-e2e-{}", Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let functions = FunctionsServer::start(
+        let functions = FunctionsServer::start_with(
             &binary("res-functions"),
             &database.url,
             &dir.join("functions.log"),
+            serve_args,
         )
         .await;
         let seed = Seed::new(&pool);

@@ -1,0 +1,370 @@
+//! Operating RES end to end: `resctl` as a child process against `res-functions serve`
+//! (sweeping every second, runners stale after 3 s) and real `res-runner`s.
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use res_tests::functions::RuleSpec;
+use res_tests::processes::{binary, eventually};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::system::{System, detector};
+
+const WAIT: Duration = Duration::from_secs(40);
+const SERVE: &[&str] = &["--sweep-interval", "1", "--runner-stale-after", "3"];
+
+/// `resctl <args> --json` as the operator; its exit code and JSON answer.
+async fn resctl(system: &System, args: &[&str]) -> (Option<i32>, Value, String) {
+    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    args.push("--json".into());
+    let url = system.functions.url();
+    let token = system.operator.clone();
+    let output: Output = tokio::task::spawn_blocking(move || {
+        Command::new(binary("resctl"))
+            .args(&args)
+            .env("RES_URL", url)
+            .env("RES_TOKEN", token)
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .output()
+            .expect("resctl runs")
+    })
+    .await
+    .expect("joined");
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (
+        output.status.code(),
+        json,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn status_of(system: &System, execution: Uuid) -> String {
+    sqlx::query_scalar("SELECT status FROM executions WHERE id = $1")
+        .bind(execution)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the execution")
+}
+
+async fn running_execution(system: &System, rule: Uuid) -> Uuid {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let running = system
+            .executions(rule)
+            .await
+            .into_iter()
+            .find(|e| e.1 == "running");
+        if let Some(execution) = running {
+            return execution.0;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rule {rule} did not start running"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
+    let system = System::start_with(SERVE).await;
+    // Due tomorrow: only a run-now makes it run today.
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+            &detector(0.2, 0),
+        )
+        .await;
+    let id = rule.to_string();
+    let _runner = system.runner("site-1", &[]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(system.executions(rule).await.is_empty(), "not due yet");
+
+    let (code, answer, err) =
+        resctl(&system, &["rules", "run-now", &id, "--reason", "complaint"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert!(answer["run_requested_at"].is_string(), "{answer}");
+    eventually("the run-now ran", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "completed")
+    })
+    .await;
+    let (code, history, err) = resctl(&system, &["executions", "list", "--rule", &id]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let run = &history["executions"][0];
+    assert_eq!(
+        (run["trigger"].as_str(), run["triggered_by"].as_str()),
+        (Some("manual"), Some("alice")),
+        "{history}"
+    );
+    assert_eq!(run["trigger_reason"], "complaint");
+    let (next, _, _, _) = system.rule_row(rule).await;
+    assert!(
+        next.is_some_and(|n| n > Utc::now()),
+        "next run from the schedule: {next:?}"
+    );
+
+    // Paused: due, but not run. Resumed: runs.
+    let (code, _, err) = resctl(
+        &system,
+        &["rules", "pause", &id, "--reason", "camera moved"],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    sqlx::query(
+        "UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(rule)
+    .execute(&system.pool)
+    .await
+    .expect("due now");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(system.executions(rule).await.len(), 1, "paused: no new run");
+    let (code, refused, _) = resctl(
+        &system,
+        &["rules", "run-now", &id, "--reason", "while paused"],
+    )
+    .await;
+    assert_eq!(code, Some(3), "run-now refused while paused: {refused}");
+    sqlx::query(
+        "UPDATE rules SET cron_expression = '* * * * * *' \
+         WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+    )
+    .bind(rule)
+    .execute(&system.pool)
+    .await
+    .expect("every second from now on");
+    let (code, _, err) = resctl(&system, &["rules", "resume", &id, "--reason", "fixed"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    eventually("the resumed rule runs when due", WAIT, || async {
+        system.executions(rule).await.len() >= 2
+    })
+    .await;
+
+    // A long run cancelled: its runner stops it within a heartbeat interval.
+    let slow = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
+                ..RuleSpec::default()
+            },
+            &detector(60.0, 0),
+        )
+        .await;
+    let execution = running_execution(&system, slow).await;
+    let (code, answer, err) = resctl(
+        &system,
+        &[
+            "executions",
+            "cancel",
+            &execution.to_string(),
+            "--reason",
+            "stuck",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(answer["cancel_requested"], true, "{answer}");
+    eventually(
+        "the cancelled run ends cancelled",
+        Duration::from_secs(10),
+        || async { status_of(&system, execution).await == "cancelled" },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sweeper_crashes_a_killed_runners_run_and_the_registry_shows_it_stale() {
+    let system = System::start_with(SERVE).await;
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
+                ..RuleSpec::default()
+            },
+            &detector(60.0, 0),
+        )
+        .await;
+    let mut runner = system.runner("only-runner", &[]);
+    let execution = running_execution(&system, rule).await;
+    let (code, alive, err) = resctl(&system, &["runners", "list"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(alive["runners"][0]["state"], "alive", "{alive}");
+    assert_eq!(alive["runners"][0]["runner_id"], "only-runner");
+
+    runner.kill();
+    let killed_at = std::time::Instant::now();
+    // The lease is 3 s and the sweeper runs every second; nobody claims the rule.
+    eventually(
+        "the sweeper crashed the run",
+        Duration::from_secs(15),
+        || async { status_of(&system, execution).await == "crashed" },
+    )
+    .await;
+    let after = killed_at.elapsed();
+    assert!(after < Duration::from_secs(10), "crashed after {after:?}");
+    let (_, _, _, running) = system.rule_row(rule).await;
+    assert!(!running, "the rule's running flag is cleared");
+    assert_eq!(system.executions(rule).await.len(), 1, "nobody claimed it");
+    let (_, described, _) = resctl(&system, &["rules", "describe", &rule.to_string()]).await;
+    assert_eq!(described["condition"], "idle", "{described}");
+    assert_eq!(described["runners"][0]["runner_id"], "only-runner");
+
+    eventually(
+        "the killed runner is listed stale",
+        Duration::from_secs(10),
+        || async {
+            let (_, listed, _) = resctl(&system, &["runners", "list", "--state", "stale"]).await;
+            listed["runners"][0]["runner_id"] == "only-runner"
+                && listed["runners"][0]["offline_since"].is_string()
+        },
+    )
+    .await;
+}
+
+/// `res-runner plan show` for one rule: what follows "waiting: " on its line, or "READY".
+fn plan_says(system: &System, runner: &str, rule: Uuid) -> String {
+    let output = Command::new(binary("res-runner"))
+        .args(["plan", "show", "--state-dir"])
+        .arg(system.dir.join(runner))
+        .output()
+        .expect("res-runner plan runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&rule.to_string()))
+        .unwrap_or_default()
+        .to_owned();
+    match line.split_once("waiting: ") {
+        Some((_, reasons)) => reasons.to_owned(),
+        None if line.ends_with("READY") => "READY".to_owned(),
+        None => format!("unreadable: {line}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn describe_and_plan_show_say_the_same_in_six_states() {
+    let system = System::start_with(SERVE).await;
+    // Runs for a minute when it runs, so "running" lasts long enough to compare.
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+            &detector(60.0, 0),
+        )
+        .await;
+    let id = rule.to_string();
+    let _runner = system.runner("site-1", &[]);
+    let exec = |statement: &'static str| {
+        let pool = system.pool.clone();
+        async move {
+            sqlx::query(statement)
+                .bind(rule)
+                .execute(&pool)
+                .await
+                .expect(statement);
+        }
+    };
+    let mut compared = Vec::new();
+    for state in [
+        "not due",
+        "paused",
+        "force-stopped",
+        "rule inactive",
+        "outside its window",
+        "running",
+    ] {
+        match state {
+            "not due" => {}
+            "paused" => {
+                let (code, _, err) =
+                    resctl(&system, &["rules", "pause", &id, "--reason", "check"]).await;
+                assert_eq!(code, Some(0), "{err}");
+            }
+            "force-stopped" => {
+                let (code, _, err) =
+                    resctl(&system, &["rules", "resume", &id, "--reason", "check"]).await;
+                assert_eq!(code, Some(0), "{err}");
+                let (code, _, err) =
+                    resctl(&system, &["rules", "force-stop", &id, "--reason", "check"]).await;
+                assert_eq!(code, Some(0), "{err}");
+            }
+            "rule inactive" => {
+                let (code, _, err) =
+                    resctl(&system, &["rules", "resume", &id, "--reason", "check"]).await;
+                assert_eq!(code, Some(0), "{err}");
+                exec("UPDATE branch_rules SET is_active = false WHERE id = $1").await;
+            }
+            "outside its window" => {
+                exec("UPDATE branch_rules SET is_active = true WHERE id = $1").await;
+                // Due, but the window opened and closed an hour ago (Riyadh time).
+                exec(
+                    "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                         operation_time_from = ((now() AT TIME ZONE 'Asia/Riyadh') \
+                                                - interval '3 hours')::time, \
+                         operation_time_to = ((now() AT TIME ZONE 'Asia/Riyadh') \
+                                              - interval '2 hours')::time \
+                     WHERE id = $1",
+                )
+                .await;
+            }
+            _ => {
+                exec(
+                    "UPDATE branch_rules SET operation_time_from = NULL, \
+                         operation_time_to = NULL WHERE id = $1",
+                )
+                .await;
+                running_execution(&system, rule).await;
+            }
+        }
+        let mut last = (String::new(), String::new());
+        let agreed = {
+            let deadline = std::time::Instant::now() + WAIT;
+            loop {
+                let (code, described, err) = resctl(&system, &["rules", "describe", &id]).await;
+                assert_eq!(code, Some(0), "{err}");
+                let words: Vec<&str> = described["why_not"]
+                    .as_array()
+                    .map(|w| w.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let cloud = if words.is_empty() {
+                    "READY".to_owned()
+                } else {
+                    words.join(", ")
+                };
+                let site = plan_says(&system, "site-1", rule);
+                // Every state here blocks the rule: READY means the change is not seen yet.
+                if cloud == site && cloud != "READY" {
+                    eprintln!("{state}: both say {cloud:?}");
+                    break true;
+                }
+                last = (cloud, site);
+                if std::time::Instant::now() > deadline {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        };
+        assert!(
+            agreed,
+            "{state}: describe says {:?}, plan show {:?}",
+            last.0, last.1
+        );
+        compared.push(state);
+    }
+    assert_eq!(compared.len(), 6);
+}
