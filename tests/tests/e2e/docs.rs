@@ -263,3 +263,165 @@ async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
     }
     assert!(ran >= 9, "only {ran} curl examples found in docs/api.md");
 }
+
+/// Every `sh` example in docs/operate.md, in order, against a system whose state the
+/// examples expect: "Queue length" at "Branch 17" with a failed run, "Stock count" running
+/// with a violation, a registered runner, and the metrics on their own port.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_examples_in_docs_operate_md_run_as_written() {
+    let metrics_port = res_tests::processes::free_port().to_string();
+    let metrics_bind = format!("127.0.0.1:{metrics_port}");
+    let system = System::start_with(&["--metrics-bind", &metrics_bind]).await;
+    let tomorrow = Some(chrono::Utc::now() + chrono::TimeDelta::days(1));
+    let due = Some(chrono::Utc::now() - chrono::TimeDelta::minutes(1));
+    let detector = super::system::detector(0.0, 0);
+    let queue = system
+        .rule(
+            RuleSpec {
+                next_run_time: due,
+                ..RuleSpec::default()
+            },
+            &detector,
+        )
+        .await;
+    let stock = system
+        .rule(
+            RuleSpec {
+                next_run_time: due,
+                ..RuleSpec::default()
+            },
+            &detector,
+        )
+        .await;
+    sqlx::query("UPDATE branches SET name = 'Branch 17' WHERE id = $1")
+        .bind(system.branch)
+        .execute(&system.pool)
+        .await
+        .expect("branch name");
+    for (rule, name) in [(queue, "Queue length"), (stock, "Stock count")] {
+        sqlx::query(
+            "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+        )
+        .bind(rule)
+        .bind(name)
+        .execute(&system.pool)
+        .await
+        .expect("rule name");
+    }
+    let client = res_tests::functions::client();
+    let base = system.functions.url();
+    let call = |function: &'static str, body: serde_json::Value| {
+        let request = client
+            .post(format!("{base}/{function}"))
+            .bearer_auth(&system.token)
+            .json(&body);
+        async move {
+            let reply = request.send().await.expect("an answer");
+            assert!(
+                reply.status().is_success(),
+                "{function}: {}",
+                reply.status()
+            );
+            reply.json::<Value>().await.expect("JSON")
+        }
+    };
+    call(
+        "runner_register",
+        serde_json::json!({"runner_id": "site-17", "boot_id": "b1", "version": "0.1.0"}),
+    )
+    .await;
+    let failed = call(
+        "branch_rules_claim",
+        serde_json::json!({"branch_rule_id": queue, "runner_id": "site-17"}),
+    )
+    .await;
+    call(
+        "branch_rules_set_NextRunTime",
+        serde_json::json!({"branch_rule_id": queue, "execution_id": failed["execution_id"],
+            "claim_token": failed["claim_token"], "is_last_run_failed": true,
+            "error": "camera 3 did not answer"}),
+    )
+    .await;
+    sqlx::query("UPDATE branch_rules SET next_run_time = $2 WHERE id = $1")
+        .bind(queue)
+        .bind(tomorrow)
+        .execute(&system.pool)
+        .await
+        .expect("due tomorrow");
+    let running = call(
+        "branch_rules_claim",
+        serde_json::json!({"branch_rule_id": stock, "runner_id": "site-17", "lease_seconds": 600}),
+    )
+    .await;
+    call(
+        "executions_heartbeat",
+        serde_json::json!({"execution_id": running["execution_id"],
+            "claim_token": running["claim_token"]}),
+    )
+    .await;
+    call(
+        "violations_create",
+        serde_json::json!({"execution_id": running["execution_id"],
+            "claim_token": running["claim_token"], "kind": "queue_too_long",
+            "idempotency_key": "docs", "details": {"queue_length": 9}}),
+    )
+    .await;
+
+    let bin_dir = res_tests::processes::binary("res-functions")
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .expect("the target directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let server = base
+        .trim_end_matches(res_shared::wire::FUNCTIONS_PREFIX)
+        .to_owned();
+    let markdown =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operate.md"))
+            .expect("docs/operate.md");
+    let mut outputs = String::new();
+    let mut ran = 0;
+    for block in blocks(&markdown).iter().filter(|b| b.lang == "sh") {
+        let output = Command::new("sh")
+            .args(["-ec", &block.text])
+            .env("PATH", &path)
+            .env("RES_URL", &server)
+            .env("RES_TOKEN", &system.operator)
+            .env("METRICS", format!("http://{metrics_bind}"))
+            .env("DATABASE_URL", system.database_url())
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .output()
+            .expect("sh runs");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success() && !stdout.trim().is_empty(),
+            "docs/operate.md:{}: exit {}: {stdout}{}",
+            block.line,
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        outputs.push_str(&stdout);
+        ran += 1;
+    }
+    assert!(ran >= 9, "only {ran} examples found in docs/operate.md");
+    for expected in [
+        "wall-screen",
+        "site-17",
+        "state: idle",
+        "run requested",
+        "paused",
+        "resumed",
+        "cancel requested",
+        "camera 3 did not answer",
+        "queue_too_long",
+        "res_functions_live_executions",
+    ] {
+        assert!(
+            outputs.contains(expected),
+            "{expected:?} in the examples' output:\n{outputs}"
+        );
+    }
+}

@@ -107,6 +107,11 @@ impl System {
         }
     }
 
+    /// The database's URL (for `res-functions` admin commands).
+    pub fn database_url(&self) -> &str {
+        &self._database.url
+    }
+
     /// A runner named `name`; `extra` overrides settings (`("WORKERS", "2")`).
     pub fn runner(&self, name: &str, extra: &[(&str, &str)]) -> Runner {
         Runner::start(
