@@ -27,5 +27,10 @@ CREATE INDEX violations_execution ON violations (execution_id) WHERE execution_i
 CREATE INDEX operator_actions_execution ON operator_actions (execution_id)
     WHERE execution_id IS NOT NULL;
 
+-- The history filtered by an outcome operators look for: only runs that did not complete
+-- are in it, and each enters once, when its report sets the status.
+CREATE INDEX executions_unsuccessful_recent ON executions (scheduled_at DESC, id DESC)
+    WHERE status IN ('failed', 'crashed', 'cancelled', 'timeout', 'operation_window_exceeded');
+
 -- rules_list orders rules by branch and rule name.
 CREATE INDEX branches_name ON branches (name, id);

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, NaiveTime, Utc};
 use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
+use res_shared::wire::RuleCondition;
 use uuid::Uuid;
 
 use super::Tx;
@@ -188,11 +189,15 @@ pub(crate) struct RuleFilter {
     pub(crate) branch_id: Option<Uuid>,
     pub(crate) rule_name: Option<String>,
     pub(crate) branch_name: Option<String>,
+    /// Only rules that may be in this condition: a necessary condition read from the rule's
+    /// own columns (the condition itself is judged by `rules_describe`'s rule, in Rust).
+    pub(crate) may_be: Option<RuleCondition>,
     /// The last row of the previous page: branch name, rule name, id.
     pub(crate) after: Option<(String, String, Uuid)>,
 }
 
-/// Up to `limit` rules in scope, by branch name, rule name and id.
+/// Up to `limit` rules in scope, by branch name, rule name and id. The page is chosen
+/// first, so only its rules have their latest execution looked up.
 pub(crate) async fn list(
     pool: &sqlx::PgPool,
     scope: Scope<'_>,
@@ -202,14 +207,23 @@ pub(crate) async fn list(
     let (all, branches) = scope.as_params();
     let after = filter.after.as_ref();
     sqlx::query_as(concat!(
+        "WITH page AS ( \
+             SELECT br.id FROM branch_rules br \
+             JOIN branches b ON b.id = br.branch_id JOIN rules r ON r.id = br.rule_id \
+             WHERE ($1 OR br.branch_id = ANY($2)) \
+               AND ($3::uuid IS NULL OR b.brand_id = $3) \
+               AND ($4::uuid IS NULL OR br.branch_id = $4) \
+               AND ($5::text IS NULL OR lower(r.name) = lower($5)) \
+               AND ($6::text IS NULL OR lower(b.name) = lower($6)) \
+               AND ($7::text IS NULL OR (b.name, r.name, br.id) > ($7, $8, $9)) \
+               AND ($11::text IS NULL OR $11 IN ('running', 'idle') \
+                    OR ($11 = 'needs_attention' AND br.needs_attention_at IS NOT NULL) \
+                    OR ($11 = 'paused' AND br.paused_at IS NOT NULL) \
+                    OR ($11 = 'stopped' AND (br.is_force_stopped OR NOT br.is_active \
+                        OR br.is_archived OR NOT b.is_active OR r.status <> 'active'))) \
+             ORDER BY b.name, r.name, br.id LIMIT $10) ",
         described_from!(),
-        " WHERE ($1 OR br.branch_id = ANY($2)) \
-            AND ($3::uuid IS NULL OR b.brand_id = $3) \
-            AND ($4::uuid IS NULL OR br.branch_id = $4) \
-            AND ($5::text IS NULL OR lower(r.name) = lower($5)) \
-            AND ($6::text IS NULL OR lower(b.name) = lower($6)) \
-            AND ($7::text IS NULL OR (b.name, r.name, br.id) > ($7, $8, $9)) \
-          ORDER BY b.name, r.name, br.id LIMIT $10"
+        " WHERE br.id IN (SELECT id FROM page) ORDER BY b.name, r.name, br.id"
     ))
     .bind(all)
     .bind(branches)
@@ -221,6 +235,7 @@ pub(crate) async fn list(
     .bind(after.map(|(_, rule, _)| rule.as_str()))
     .bind(after.map(|(_, _, id)| *id))
     .bind(limit)
+    .bind(filter.may_be.map(RuleCondition::as_str))
     .fetch_all(pool)
     .await
 }

@@ -275,24 +275,15 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
     let tomorrow = Some(chrono::Utc::now() + chrono::TimeDelta::days(1));
     let due = Some(chrono::Utc::now() - chrono::TimeDelta::minutes(1));
     let detector = super::system::detector(0.0, 0);
-    let queue = system
-        .rule(
-            RuleSpec {
-                next_run_time: due,
-                ..RuleSpec::default()
-            },
-            &detector,
-        )
-        .await;
-    let stock = system
-        .rule(
-            RuleSpec {
-                next_run_time: due,
-                ..RuleSpec::default()
-            },
-            &detector,
-        )
-        .await;
+    let mut rules = Vec::new();
+    for _ in 0..2 {
+        let spec = RuleSpec {
+            next_run_time: due,
+            ..RuleSpec::default()
+        };
+        rules.push(system.rule(spec, &detector).await);
+    }
+    let (queue, stock) = (rules[0], rules[1]);
     sqlx::query("UPDATE branches SET name = 'Branch 17' WHERE id = $1")
         .bind(system.branch)
         .execute(&system.pool)

@@ -40,6 +40,21 @@ async fn resctl(system: &System, args: &[&str]) -> (Option<i32>, Value, String) 
     )
 }
 
+/// A rule that fires daily at 03:00 with its next run `from_now` away, whose detector takes
+/// `seconds`.
+async fn daily_rule(system: &System, from_now: TimeDelta, seconds: f64) -> Uuid {
+    system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() + from_now),
+                ..RuleSpec::default()
+            },
+            &detector(seconds, 0),
+        )
+        .await
+}
+
 async fn status_of(system: &System, execution: Uuid) -> String {
     sqlx::query_scalar("SELECT status FROM executions WHERE id = $1")
         .bind(execution)
@@ -71,16 +86,7 @@ async fn running_execution(system: &System, rule: Uuid) -> Uuid {
 async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
     let system = System::start_with(SERVE).await;
     // Due tomorrow: only a run-now makes it run today.
-    let rule = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
-                ..RuleSpec::default()
-            },
-            &detector(0.2, 0),
-        )
-        .await;
+    let rule = daily_rule(&system, TimeDelta::days(1), 0.2).await;
     let id = rule.to_string();
     let _runner = system.runner("site-1", &[]);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -151,16 +157,7 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
     .await;
 
     // A long run cancelled: its runner stops it within a heartbeat interval.
-    let slow = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
-                ..RuleSpec::default()
-            },
-            &detector(60.0, 0),
-        )
-        .await;
+    let slow = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;
     let execution = running_execution(&system, slow).await;
     let (code, answer, err) = resctl(
         &system,
@@ -186,16 +183,7 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sweeper_crashes_a_killed_runners_run_and_the_registry_shows_it_stale() {
     let system = System::start_with(SERVE).await;
-    let rule = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
-                ..RuleSpec::default()
-            },
-            &detector(60.0, 0),
-        )
-        .await;
+    let rule = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;
     let mut runner = system.runner("only-runner", &[]);
     let execution = running_execution(&system, rule).await;
     let (code, alive, err) = resctl(&system, &["runners", "list"]).await;
@@ -257,16 +245,7 @@ fn plan_says(system: &System, runner: &str, rule: Uuid) -> String {
 async fn describe_and_plan_show_say_the_same_in_six_states() {
     let system = System::start_with(SERVE).await;
     // Runs for a minute when it runs, so "running" lasts long enough to compare.
-    let rule = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
-                ..RuleSpec::default()
-            },
-            &detector(60.0, 0),
-        )
-        .await;
+    let rule = daily_rule(&system, TimeDelta::days(1), 60.0).await;
     let id = rule.to_string();
     let _runner = system.runner("site-1", &[]);
     let exec = |statement: &'static str| {

@@ -59,6 +59,7 @@ pub(crate) async fn rules(
         branch_id: request.branch_id,
         rule_name: request.rule_name.clone(),
         branch_name: request.branch_name.clone(),
+        may_be: request.condition,
         after: request
             .after
             .as_deref()

@@ -1,0 +1,208 @@
+//! The operator functions at scale, over real HTTP against a throwaway PostgreSQL: 10,000
+//! rules and 1,000,000 executions (100 per rule over ~90 days, a tenth failed) with
+//! 100,000 violations. Measures the history's first and a deep page, filtered pages,
+//! describe, the rule and violation lists, and the claim → heartbeat → set_NextRunTime
+//! cycle on the same rules with an empty executions table and then with the million rows,
+//! side by side in one run. Run with `cargo bench -p res-functions --bench operator`;
+//! results go to docs/benchmarks.md.
+
+mod support;
+
+use std::time::Instant;
+
+use res_functions::auth::{Role, generate_token, hash_token};
+use res_functions::db;
+use res_functions::db::api_keys::KeyScope;
+use res_tests::postgres::server;
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use support::{CLIENTS, CYCLE_SECONDS, cycle_load, report, seed, wait_until_up};
+
+const REQUESTS: usize = 200;
+
+fn main() {
+    support::main_when_benchmarking(run);
+}
+
+async fn run() {
+    let database = server().create_database().await;
+    let pool = PgPool::connect(&database.url).await.expect("connect");
+    db::migrate(&pool).await.expect("migrate");
+    seed(&pool).await;
+    let branches: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM branches")
+        .fetch_all(&pool)
+        .await
+        .expect("branches");
+    let runner = key(&pool, Role::Runner, branches).await;
+    let operator = key(&pool, Role::Operator, Vec::new()).await;
+    let (_service, base) = support::serve(&database.url, &[]);
+    res_tests::functions::install_tls();
+    let client = reqwest::Client::builder()
+        .no_gzip()
+        .build()
+        .expect("client");
+    wait_until_up(&client, &base).await;
+
+    // A first run warms the pool and PostgreSQL's caches, so the two measured runs differ
+    // only in the table's size.
+    cycle_load(&client, &base, &runner, &pool).await;
+    let (empty_cycles, mut empty_latencies) = cycle_load(&client, &base, &runner, &pool).await;
+    let filling = Instant::now();
+    fill_history(&pool).await;
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM executions")
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+    println!(
+        "history: {rows} executions after {:?} of seeding",
+        filling.elapsed()
+    );
+    assert!(rows >= 1_000_000, "the history was not seeded: {rows} rows");
+    // The rules are due every second: a cycle on the full table starts from the same state.
+    let (full_cycles, mut full_latencies) = cycle_load(&client, &base, &runner, &pool).await;
+    let (empty_rate, full_rate) = (
+        empty_cycles as f64 / CYCLE_SECONDS as f64,
+        full_cycles as f64 / CYCLE_SECONDS as f64,
+    );
+    println!(
+        "claim→heartbeat→set_NextRunTime, {CLIENTS} clients: empty table {empty_rate:.0}/s, \
+         1,000,000 rows {full_rate:.0}/s (ratio {:.2})",
+        full_rate / empty_rate
+    );
+    report("one cycle, empty table", &mut empty_latencies);
+    report("one cycle, 1,000,000 rows", &mut full_latencies);
+
+    let rules: Vec<(Uuid, Uuid)> =
+        sqlx::query_as("SELECT id, branch_id FROM branch_rules ORDER BY random() LIMIT 200")
+            .fetch_all(&pool)
+            .await
+            .expect("rules");
+    let call = |function: &'static str, body: Value| {
+        let request = client
+            .post(format!("{base}/{function}"))
+            .bearer_auth(&operator)
+            .json(&body);
+        async move {
+            let started = Instant::now();
+            let response = request.send().await.expect("an answer");
+            let status = response.status();
+            let answer: Value = response.json().await.expect("JSON");
+            assert!(status.is_success(), "{function}: {status} {answer}");
+            (started.elapsed(), answer)
+        }
+    };
+    let mut first = Vec::new();
+    let mut deep_cursor = None;
+    for _ in 0..REQUESTS {
+        let (took, page) = call("executions_list", json!({"limit": 50})).await;
+        assert_eq!(page["executions"].as_array().map(Vec::len), Some(50));
+        first.push(took);
+        deep_cursor = page["next"].as_str().map(str::to_owned);
+    }
+    report("history, first page of 50 (no filter)", &mut first);
+    // Walk 200 pages down (10,000 rows), then time the page there.
+    let mut cursor = deep_cursor;
+    for _ in 0..200 {
+        let (_, page) = call("executions_list", json!({"limit": 50, "after": cursor})).await;
+        cursor = page["next"].as_str().map(str::to_owned);
+    }
+    let mut deep = Vec::new();
+    for _ in 0..REQUESTS {
+        let (took, _) = call("executions_list", json!({"limit": 50, "after": cursor})).await;
+        deep.push(took);
+    }
+    report("history, a page 10,000 rows deep", &mut deep);
+    let mut by_rule = Vec::new();
+    let mut by_branch = Vec::new();
+    let mut by_branch_failed = Vec::new();
+    let mut describe = Vec::new();
+    for (rule, branch) in rules.iter().cycle().take(REQUESTS) {
+        let (took, _) = call("executions_list", json!({"branch_rule_id": rule})).await;
+        by_rule.push(took);
+        let (took, _) = call("executions_list", json!({"branch_id": branch})).await;
+        by_branch.push(took);
+        let (took, _) = call(
+            "executions_list",
+            json!({"branch_id": branch, "status": "failed"}),
+        )
+        .await;
+        by_branch_failed.push(took);
+        let (took, answer) = call("rules_describe", json!({"branch_rule_id": rule})).await;
+        assert!(
+            answer["last_runs"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        );
+        describe.push(took);
+    }
+    report("history of one rule", &mut by_rule);
+    report("history of one branch", &mut by_branch);
+    report("history of one branch, failed only", &mut by_branch_failed);
+    report("rules_describe", &mut describe);
+    let mut rules_page = Vec::new();
+    let mut attention = Vec::new();
+    let mut violations = Vec::new();
+    for _ in 0..REQUESTS / 4 {
+        let (took, _) = call("rules_list", json!({"limit": 50})).await;
+        rules_page.push(took);
+        let (took, _) = call("rules_list", json!({"condition": "needs_attention"})).await;
+        attention.push(took);
+        let (took, _) = call("violations_list", json!({"limit": 50})).await;
+        violations.push(took);
+    }
+    report("rules_list, first page of 50", &mut rules_page);
+    report(
+        "rules_list, needs_attention over all 10,000 rules",
+        &mut attention,
+    );
+    report("violations_list, first page of 50", &mut violations);
+}
+
+async fn key(pool: &PgPool, role: Role, branch_ids: Vec<Uuid>) -> String {
+    let token = generate_token();
+    let scope = KeyScope {
+        all_brands: role == Role::Operator,
+        branch_ids,
+        ..KeyScope::default()
+    };
+    db::api_keys::insert(pool, "bench", &hash_token(&token), role, &scope)
+        .await
+        .expect("key");
+    token
+}
+
+/// 100 finished executions per rule, one every 21 hours back from now (~87 days), a tenth
+/// failed with an error, and a violation for every tenth execution.
+async fn fill_history(pool: &PgPool) {
+    let statements = [
+        "UPDATE executions SET status = 'completed', finished_at = now() \
+         WHERE status IN ('scheduled', 'running')",
+        "UPDATE branch_rules SET is_currently_running = false",
+        "INSERT INTO executions (branch_rule_id, runner_id, status, attempt, claim_token, \
+             lease_seconds, lease_expires_at, scheduled_at, started_at, finished_at, error, \
+             trigger, root_id, boot_id) \
+         SELECT br.id, 'site-' || br.n % 100, \
+                CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'completed' END, 1, md5(g::text), 60, \
+                t + interval '1 minute', t, t, t + interval '31 seconds', \
+                CASE WHEN g % 10 = 0 THEN 'camera 3 did not answer' END, 'schedule', \
+                gen_random_uuid(), 'boot-1' \
+         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM branch_rules) br \
+         CROSS JOIN generate_series(1, 100) g \
+         CROSS JOIN LATERAL (SELECT now() - g * interval '21 hours' \
+                                   - br.n * interval '1 second' AS t) times",
+        "INSERT INTO violations (branch_rule_id, execution_id, kind, details, idempotency_key, \
+                                 created_at) \
+         SELECT branch_rule_id, id, 'queue_too_long', '{\"queue_length\": 9}', id::text, \
+                finished_at \
+         FROM executions WHERE abs(hashtext(id::text)) % 10 = 0",
+        "ANALYZE",
+    ];
+    for statement in statements {
+        sqlx::query(statement)
+            .execute(pool)
+            .await
+            .unwrap_or_else(|e| panic!("seeding the history: {e}\n{statement}"));
+    }
+}
