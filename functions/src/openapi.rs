@@ -30,6 +30,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::fleet::rules,
         crate::api::operator::fleet::runners,
         crate::api::operator::fleet::violations,
+        crate::api::operator::fleet::keys,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

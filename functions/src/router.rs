@@ -7,10 +7,10 @@ use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, PauseRequest, PauseRuleRequest,
-    PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
-    RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest,
-    ViolationRequest,
+    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyListRequest, PauseRequest,
+    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
+    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -62,11 +62,13 @@ pub enum Function {
     ListRunners,
     /// `violations_list`.
     ListViolations,
+    /// `keys_list`.
+    ListKeys,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 18] = [
+    pub const ALL: [Function; 19] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -85,11 +87,12 @@ impl Function {
         Function::ListRules,
         Function::ListRunners,
         Function::ListViolations,
+        Function::ListKeys,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 11] = [
+    pub const OPERATOR: [Function; 12] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -101,6 +104,7 @@ impl Function {
         Function::ListRules,
         Function::ListRunners,
         Function::ListViolations,
+        Function::ListKeys,
     ];
 
     /// The function's name, as in its path.
@@ -124,6 +128,7 @@ impl Function {
             Function::ListRules => RuleListRequest::NAME,
             Function::ListRunners => RunnerListRequest::NAME,
             Function::ListViolations => ViolationListRequest::NAME,
+            Function::ListKeys => KeyListRequest::NAME,
         }
     }
 
@@ -164,6 +169,7 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::ListRules => post(api::operator::fleet::rules),
             Function::ListRunners => post(api::operator::fleet::runners),
             Function::ListViolations => post(api::operator::fleet::violations),
+            Function::ListKeys => post(api::operator::fleet::keys),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

@@ -6,8 +6,8 @@ use chrono::TimeDelta;
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{
-    Call, DescribeRuleRequest, HeartbeatRequest, PauseRuleRequest, PlanRequest, RegisterRequest,
-    RuleListRequest, RunnerListRequest, ViolationListRequest, ViolationRequest,
+    Call, DescribeRuleRequest, HeartbeatRequest, KeyListRequest, PauseRuleRequest, PlanRequest,
+    RegisterRequest, RuleListRequest, RunnerListRequest, ViolationListRequest, ViolationRequest,
 };
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -455,4 +455,72 @@ async fn violations_list_filters_and_pages_newest_first() {
             .unwrap_or("")
             .contains("until")
     );
+}
+
+#[tokio::test]
+async fn keys_list_shows_only_keys_inside_the_callers_scope_and_never_a_secret() {
+    let f = fleet().await;
+    let app = &f.app;
+    let viewer_a = app
+        .token(
+            "A wall screen",
+            Role::Viewer,
+            &KeyScope {
+                branch_ids: vec![f.a.branch],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let everyone = app
+        .token(
+            "platform",
+            Role::Operator,
+            &KeyScope {
+                all_brands: true,
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let key_names = |reply: &Value| -> Vec<String> {
+        let mut names: Vec<String> = names(&reply["keys"], "name")
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names
+    };
+    let brand_admin = app
+        .call(KeyListRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(brand_admin.status, 200, "{}", brand_admin.body);
+    assert_eq!(
+        key_names(&brand_admin.body),
+        ["A admin", "A site", "A wall screen"]
+    );
+    // A branch-scoped viewer sees keys of its branch, not its brand's admin key.
+    let viewer = app.call(KeyListRequest::NAME, &viewer_a, json!({})).await;
+    assert_eq!(key_names(&viewer.body), ["A site", "A wall screen"]);
+    let platform = app.call(KeyListRequest::NAME, &everyone, json!({})).await;
+    assert_eq!(
+        key_names(&platform.body),
+        [
+            "A admin",
+            "A site",
+            "A wall screen",
+            "B admin",
+            "B site",
+            "platform"
+        ]
+    );
+    let service = app
+        .call(KeyListRequest::NAME, &app.service, json!({}))
+        .await;
+    assert!(key_names(&service.body).contains(&"test service".to_owned()));
+    let text = brand_admin.body.to_string();
+    assert!(
+        !text.contains("res_") && !text.contains("hash"),
+        "no secret: {text}"
+    );
+    let refused = app.call(KeyListRequest::NAME, &f.a.runner, json!({})).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
 }

@@ -49,6 +49,19 @@ pub(crate) enum Command {
     /// Violations the rules found.
     #[command(subcommand)]
     Violations(ViolationCommand),
+    /// API keys within your scope (created, rotated and revoked with `res-functions`).
+    #[command(subcommand)]
+    Keys(KeyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeyCommand {
+    /// Keys whose whole scope lies inside yours: name, role, scope, last use; never a secret.
+    List {
+        /// Include revoked keys.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,14 +4,15 @@ use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
     CancelExecutionRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
-    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    ShowExecutionRequest, ViolationListRequest,
+    KeyListRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
+    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cli::{
-    Cli, Command, ExecutionCommand, RuleCommand, RuleRef, RunnerCommand, ViolationCommand,
+    Cli, Command, ExecutionCommand, KeyCommand, RuleCommand, RuleRef, RunnerCommand,
+    ViolationCommand,
 };
 use crate::render;
 use crate::resolve::{self, Unresolved};
@@ -141,6 +142,14 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
             };
             let answer = client.call(&request).await?;
             emit(json, &answer, || render::runners(&answer, now))
+        }
+        Command::Keys(KeyCommand::List { all }) => {
+            let answer = client
+                .call(&KeyListRequest {
+                    include_revoked: *all,
+                })
+                .await?;
+            emit(json, &answer, || render::keys(&answer.keys, now))
         }
         Command::Violations(ViolationCommand::List {
             brand,

@@ -2,8 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use res_shared::wire::{
-    ExecutionDetail, ExecutionListResponse, ExecutionSummary, RuleActionResponse, RuleDescription,
-    RuleListResponse, RunnerListResponse, RunnerSummary, ViolationListResponse,
+    ExecutionDetail, ExecutionListResponse, ExecutionSummary, KeySummary, RuleActionResponse,
+    RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary, ViolationListResponse,
 };
 
 /// "in 3 min", "2 h ago", "now".
@@ -144,6 +144,47 @@ pub(crate) fn violations(page: &ViolationListResponse, now: DateTime<Utc>) -> St
         .collect();
     let header = ["CREATED", "KIND", "RULE @ BRANCH", "EXECUTION", "DETAILS"];
     table(&header, &rows) + &more(page.next.as_ref())
+}
+
+pub(crate) fn keys(keys: &[KeySummary], now: DateTime<Utc>) -> String {
+    let rows: Vec<Vec<String>> = keys
+        .iter()
+        .map(|k| {
+            let scope = if k.role == "service" || k.all_brands {
+                "every brand".to_owned()
+            } else {
+                format!(
+                    "{} brand(s), {} branch(es)",
+                    k.brand_ids.len(),
+                    k.branch_ids.len()
+                )
+            };
+            let state = match (k.revoked_at, k.rotated_to) {
+                (Some(at), _) => format!("revoked {}", relative(at, now)),
+                (None, Some(to)) => format!("rotated to {to}"),
+                (None, None) => "live".to_owned(),
+            };
+            vec![
+                k.id.to_string(),
+                k.name.clone(),
+                k.role.clone(),
+                scope,
+                relative(k.created_at, now),
+                when(k.last_used_at, now),
+                state,
+            ]
+        })
+        .collect();
+    let header = [
+        "ID",
+        "NAME",
+        "ROLE",
+        "SCOPE",
+        "CREATED",
+        "LAST USED",
+        "STATE",
+    ];
+    table(&header, &rows)
 }
 
 pub(crate) fn rule_action(done: &str, answer: &RuleActionResponse, now: DateTime<Utc>) -> String {

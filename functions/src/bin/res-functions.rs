@@ -6,9 +6,10 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
-use res_functions::db::api_keys::{KeyListing, KeyScope};
+use res_functions::db::api_keys::{KeyScope, KeysSeen};
 use res_functions::openapi::ApiDoc;
 use res_functions::{AppState, db, logging, serve};
+use res_shared::wire::KeySummary;
 use utoipa::OpenApi;
 use uuid::Uuid;
 
@@ -207,7 +208,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             json,
         } => {
             let pool = database.pool(2)?;
-            let keys = db::api_keys::list(&pool, all).await?;
+            let keys = db::api_keys::list(&pool, KeysSeen::All, all).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&keys)?);
             } else {
@@ -282,7 +283,7 @@ fn default_key_name(role: Role, scope: &KeyScope) -> String {
     }
 }
 
-fn key_table(keys: &[KeyListing]) -> String {
+fn key_table(keys: &[KeySummary]) -> String {
     let never = || "never".to_owned();
     let rows: Vec<[String; 6]> = keys
         .iter()

@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use res_shared::wire::KeySummary;
+
 use crate::access::{Caller, Role};
 
 #[derive(sqlx::FromRow)]
@@ -78,32 +80,82 @@ pub async fn insert(
     .await
 }
 
-/// One key as `list-api-keys` shows it: never its secret or hash.
-#[derive(Debug, Clone, sqlx::FromRow, serde::Serialize)]
-pub struct KeyListing {
-    pub id: Uuid,
-    pub name: String,
-    pub role: String,
-    pub all_brands: bool,
-    pub brand_ids: Vec<Uuid>,
-    pub branch_ids: Vec<Uuid>,
-    pub created_at: DateTime<Utc>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-    /// The key that replaced this one when it was rotated.
-    pub rotated_to: Option<Uuid>,
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    id: Uuid,
+    name: String,
+    role: String,
+    all_brands: bool,
+    brand_ids: Vec<Uuid>,
+    branch_ids: Vec<Uuid>,
+    created_at: DateTime<Utc>,
+    last_used_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+    rotated_to: Option<Uuid>,
 }
 
-/// Every key, newest first; revoked ones only when asked.
-pub async fn list(pool: &PgPool, include_revoked: bool) -> Result<Vec<KeyListing>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, name, role, all_brands, brand_ids, branch_ids, created_at, last_used_at, \
-                revoked_at, rotated_to \
-         FROM api_keys WHERE $1 OR revoked_at IS NULL ORDER BY created_at DESC, id",
+/// Whose keys a listing shows.
+#[derive(Debug, Clone, Copy)]
+pub enum KeysSeen<'a> {
+    /// Every key (the admin command, service keys).
+    All,
+    /// Every key but service keys (operators and viewers of every brand).
+    AllButService,
+    /// Keys whose whole scope lies inside the caller's: its brands (those of the key
+    /// `caller_key`) and its branches; never an all-brands or a service key.
+    Within {
+        caller_key: Uuid,
+        branches: &'a [Uuid],
+    },
+}
+
+/// Keys newest first; revoked ones only when asked. Never a secret or a hash.
+pub async fn list(
+    pool: &PgPool,
+    seen: KeysSeen<'_>,
+    include_revoked: bool,
+) -> Result<Vec<KeySummary>, sqlx::Error> {
+    let (all, service, caller_key, branches) = match seen {
+        KeysSeen::All => (true, true, None, &[][..]),
+        KeysSeen::AllButService => (true, false, None, &[][..]),
+        KeysSeen::Within {
+            caller_key,
+            branches,
+        } => (false, false, Some(caller_key), branches),
+    };
+    let rows: Vec<KeyRow> = sqlx::query_as(
+        "SELECT k.id, k.name, k.role, k.all_brands, k.brand_ids, k.branch_ids, k.created_at, \
+                k.last_used_at, k.revoked_at, k.rotated_to \
+         FROM api_keys k \
+         WHERE ($1 OR k.revoked_at IS NULL) \
+           AND ($2 OR k.role <> 'service') \
+           AND ($3 OR (NOT k.all_brands \
+                       AND k.branch_ids <@ $5 \
+                       AND k.brand_ids <@ (SELECT c.brand_ids FROM api_keys c WHERE c.id = $4))) \
+         ORDER BY k.created_at DESC, k.id",
     )
     .bind(include_revoked)
+    .bind(service)
+    .bind(all)
+    .bind(caller_key)
+    .bind(branches)
     .fetch_all(pool)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|k| KeySummary {
+            id: k.id,
+            name: k.name,
+            role: k.role,
+            all_brands: k.all_brands,
+            brand_ids: k.brand_ids,
+            branch_ids: k.branch_ids,
+            created_at: k.created_at,
+            last_used_at: k.last_used_at,
+            revoked_at: k.revoked_at,
+            rotated_to: k.rotated_to,
+        })
+        .collect())
 }
 
 /// Creates a key with the same name, role and scope as a live key and records it as the

@@ -15,8 +15,8 @@ use super::{
 };
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 use super::{
-    RuleListRequest, RuleListResponse, RunnerListRequest, RunnerListResponse, ViolationListRequest,
-    ViolationListResponse,
+    KeyListRequest, KeyListResponse, RuleListRequest, RuleListResponse, RunnerListRequest,
+    RunnerListResponse, ViolationListRequest, ViolationListResponse,
 };
 
 /// Where every function is served.
@@ -68,6 +68,7 @@ calls! {
     RuleListRequest => "rules_list", RuleListResponse;
     RunnerListRequest => "runners_list", RunnerListResponse;
     ViolationListRequest => "violations_list", ViolationListResponse;
+    KeyListRequest => "keys_list", KeyListResponse;
 }
 
 #[cfg(test)]

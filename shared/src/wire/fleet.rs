@@ -248,6 +248,44 @@ pub struct ViolationListResponse {
     pub next: Option<String>,
 }
 
+/// `keys_list`: the API keys within the caller's scope (never a secret).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct KeyListRequest {
+    /// Include revoked keys.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_revoked: bool,
+}
+
+/// One API key: who holds it and what it may see; never its secret or hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeySummary {
+    pub id: Uuid,
+    pub name: String,
+    /// `runner`, `operator`, `viewer` or `service`.
+    pub role: String,
+    pub all_brands: bool,
+    pub brand_ids: Vec<Uuid>,
+    pub branch_ids: Vec<Uuid>,
+    #[serde(with = "super::time")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "super::time::option")]
+    pub last_used_at: Option<DateTime<Utc>>,
+    #[serde(with = "super::time::option")]
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// The key that replaced this one when it was rotated.
+    pub rotated_to: Option<Uuid>,
+}
+
+/// The keys, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct KeyListResponse {
+    pub keys: Vec<KeySummary>,
+}
+
 /// What a runner tells the registry with each plan fetch.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -35,9 +35,10 @@ pub use execution::{
     PauseRequest, PauseResponse,
 };
 pub use fleet::{
-    OVERDUE_AFTER_SECONDS, Outage, RuleListRequest, RuleListResponse, RuleSummary, RunnerHealth,
-    RunnerListRequest, RunnerListResponse, RunnerState, RunnerSummary, RunnerThresholds,
-    ServedBranch, ViolationListRequest, ViolationListResponse,
+    KeyListRequest, KeyListResponse, KeySummary, OVERDUE_AFTER_SECONDS, Outage, RuleListRequest,
+    RuleListResponse, RuleSummary, RunnerHealth, RunnerListRequest, RunnerListResponse,
+    RunnerState, RunnerSummary, RunnerThresholds, ServedBranch, ViolationListRequest,
+    ViolationListResponse,
 };
 pub use inspect::{
     DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RuleCondition,

@@ -1,20 +1,22 @@
-//! `rules_list`, `runners_list` and `violations_list`: the fleet in the caller's scope.
+//! `rules_list`, `runners_list`, `violations_list` and `keys_list`: the fleet in the
+//! caller's scope.
 
 use axum::Json;
 use axum::extract::State;
 use chrono::TimeDelta;
 use res_shared::wire::{
-    Call, ErrorBody, OVERDUE_AFTER_SECONDS, RuleCondition, RuleListRequest, RuleListResponse,
-    RuleSummary, RunnerListRequest, RunnerListResponse, RunnerState, RunnerSummary,
-    ViolationListRequest, ViolationListResponse,
+    Call, ErrorBody, KeyListRequest, KeyListResponse, OVERDUE_AFTER_SECONDS, RuleCondition,
+    RuleListRequest, RuleListResponse, RuleSummary, RunnerListRequest, RunnerListResponse,
+    RunnerState, RunnerSummary, ViolationListRequest, ViolationListResponse,
 };
 
 use super::inspect::standing;
 use super::page;
-use crate::access::Caller;
+use crate::access::{Caller, Role, Scope};
 use crate::api::require_text;
 use crate::auth::Reader;
 use crate::db;
+use crate::db::api_keys::KeysSeen;
 use crate::db::branch_rules::{DescribedRule, RuleFilter};
 use crate::db::history::ViolationFilter;
 use crate::db::runners::{RunnerFilter, StoredRunner};
@@ -266,4 +268,36 @@ pub(crate) async fn violations(
         db::history::violations(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
     let (violations, next) = page::split(rows, limit, |v| (v.created_at, v.violation_id));
     Ok(Json(ViolationListResponse { violations, next }))
+}
+
+/// List the API keys whose whole scope lies inside the caller's, newest first: a brand's
+/// admin sees the brand's runner, operator and viewer keys; never a secret.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/keys_list",
+    request_body = KeyListRequest,
+    responses(
+        (status = 200, description = "The keys", body = KeyListResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn keys(
+    State(state): State<AppState>,
+    Reader(caller): Reader,
+    ApiJson(request): ApiJson<KeyListRequest>,
+) -> Result<Json<KeyListResponse>, ApiError> {
+    let seen = match (caller.role, caller.scope()) {
+        (Role::Service, _) => KeysSeen::All,
+        (_, Scope::All) => KeysSeen::AllButService,
+        (_, Scope::Branches(branches)) => KeysSeen::Within {
+            caller_key: caller.key_id,
+            branches,
+        },
+    };
+    let keys = db::api_keys::list(&state.pool, seen, request.include_revoked).await?;
+    Ok(Json(KeyListResponse { keys }))
 }
