@@ -823,3 +823,66 @@ async fn describe_says_what_blocks_a_rule_in_the_runners_words_and_lists_its_nex
         missing.body.to_string().replace(&unknown.to_string(), "ID")
     );
 }
+
+#[tokio::test]
+async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
+    let s = site().await;
+    let asked = s
+        .app
+        .call(RunNowRequest::NAME, &s.operator, act(s.rule, "check"))
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let paused = s
+        .app
+        .call(
+            "executions_pause",
+            &s.runner,
+            json!({"execution_id": claim.execution, "claim_token": claim.token,
+                   "delay_seconds": 3600, "context": {"node": "cooldown"}}),
+        )
+        .await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    let held = s
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &s.viewer,
+            json!({"branch_rule_id": s.rule}),
+        )
+        .await;
+    assert_eq!(
+        held.body["condition"], "running",
+        "a paused run holds the rule"
+    );
+
+    let cancelled = s
+        .app
+        .call(
+            CancelExecutionRequest::NAME,
+            &s.operator,
+            json!({"execution_id": claim.execution, "reason": "no longer needed"}),
+        )
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(cancelled.body["status"], "cancelled");
+    assert_eq!(cancelled.body["cancel_requested"], false);
+    let (status, ..) = execution_row(&s.app, claim.execution).await;
+    assert_eq!(status, "cancelled");
+    let free = s
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &s.viewer,
+            json!({"branch_rule_id": s.rule}),
+        )
+        .await;
+    assert_eq!(free.body["condition"], "idle", "{}", free.body);
+    assert!(
+        !free.body["why_not"].as_array().is_some_and(|w| w
+            .iter()
+            .any(|r| r.as_str().is_some_and(|r| r.contains("paused")))),
+        "{}",
+        free.body
+    );
+}

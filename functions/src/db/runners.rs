@@ -158,7 +158,9 @@ pub(crate) struct RunnerFilter {
 }
 
 /// Runners whose live key serves a branch in scope, by runner id; each with only the
-/// branches the scope shows, so another brand's branches never appear.
+/// branches the scope shows, so another brand's branches never appear. Only runner and
+/// service keys call the site functions; a runner calling with a service key (which sees
+/// every branch) is listed to callers who see every branch too.
 pub(crate) async fn page(
     pool: &PgPool,
     scope: Scope<'_>,
@@ -178,8 +180,7 @@ pub(crate) async fn page(
              SELECT array_agg(b.id ORDER BY b.name, b.id) AS ids, \
                     array_agg(b.name ORDER BY b.name, b.id) AS names \
              FROM branches b \
-             WHERE (b.id = ANY(k.branch_ids) OR b.brand_id = ANY(k.brand_ids) OR k.all_brands \
-                    OR k.role = 'service') \
+             WHERE (b.id = ANY(k.branch_ids) OR (k.role = 'service' AND $1)) \
                AND ($1 OR b.id = ANY($2)) \
                AND ($3::uuid IS NULL OR b.brand_id = $3) \
                AND ($4::uuid IS NULL OR b.id = $4)) served \

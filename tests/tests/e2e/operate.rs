@@ -4,10 +4,10 @@
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
+use chrono::{TimeDelta, Timelike, Utc};
 use res_tests::functions::RuleSpec;
 use res_tests::processes::{binary, eventually};
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::system::{System, detector};
@@ -40,13 +40,20 @@ async fn resctl(system: &System, args: &[&str]) -> (Option<i32>, Value, String) 
     )
 }
 
-/// A rule that fires daily at 03:00 with its next run `from_now` away, whose detector takes
-/// `seconds`.
+/// A daily cron twelve hours from now in Riyadh, so no test meets its next firing.
+fn far_daily_cron() -> String {
+    let riyadh_hour = (Utc::now() + TimeDelta::hours(3)).hour();
+    format!("0 {} * * *", (riyadh_hour + 12) % 24)
+}
+
+/// A rule that fires daily, far from now, with its next run `from_now` away, whose
+/// detector takes `seconds`.
 async fn daily_rule(system: &System, from_now: TimeDelta, seconds: f64) -> Uuid {
+    let cron = far_daily_cron();
     system
         .rule(
             RuleSpec {
-                cron: Some("0 3 * * *"),
+                cron: Some(&cron),
                 next_run_time: Some(Utc::now() + from_now),
                 ..RuleSpec::default()
             },
@@ -178,6 +185,126 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
         || async { status_of(&system, execution).await == "cancelled" },
     )
     .await;
+
+    // Force-stop: the live run is cancelled too, and the rule starts nothing new.
+    let stopped = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;
+    let execution = running_execution(&system, stopped).await;
+    let (code, answer, err) = resctl(
+        &system,
+        &[
+            "rules",
+            "force-stop",
+            &stopped.to_string(),
+            "--reason",
+            "wrong camera",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        answer["cancelled_execution_id"],
+        json!(execution),
+        "{answer}"
+    );
+    eventually(
+        "the force-stopped run ends cancelled",
+        Duration::from_secs(10),
+        || async { status_of(&system, execution).await == "cancelled" },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        system.executions(stopped).await.len(),
+        1,
+        "nothing new starts"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_detector_failing_three_times_needs_attention_and_a_success_clears_it() {
+    let system = System::start_with(SERVE).await;
+    let cron = far_daily_cron();
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some(&cron),
+                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
+                ..RuleSpec::default()
+            },
+            "cat >/dev/null; echo 'camera 3 did not answer' >&2; exit 3",
+        )
+        .await;
+    let id = rule.to_string();
+    let _runner = system.runner("site-1", &[]);
+    for failures in 1..=3_usize {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let runs = system.executions(rule).await;
+            if runs.iter().filter(|e| e.1 == "failed").count() == failures {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "failure {failures} did not come: {runs:?}; the runner's plan: {}; describe: {}",
+                plan_says(&system, "site-1", rule),
+                resctl(&system, &["rules", "describe", &id]).await.1["why_not"]
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let (next, last, _, _) = system.rule_row(rule).await;
+        let (next, last) = (next.expect("a next run"), last.expect("a last run"));
+        if failures < 3 {
+            // The 5-minute failure retry, brought forward so the test need not wait.
+            assert_eq!(
+                next - last,
+                TimeDelta::minutes(5),
+                "retry after failure {failures}"
+            );
+            bring_forward(&system, rule).await;
+            sqlx::query("UPDATE branch_rules SET next_run_time = now() WHERE id = $1")
+                .bind(rule)
+                .execute(&system.pool)
+                .await
+                .expect("due again");
+        } else {
+            assert_eq!(
+                next,
+                res_tests::functions::predicted_next_run(&cron, last),
+                "after the third failure the next run comes from the cron, not +5 min"
+            );
+        }
+    }
+    let (_, described, _) = resctl(&system, &["rules", "describe", &id]).await;
+    assert_eq!(described["condition"], "needs_attention", "{described}");
+    let reason = described["needs_attention"]["reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(reason.contains("failed 3 times in a row"), "{reason}");
+    let chain: Vec<Option<Uuid>> = system.executions(rule).await.iter().map(|e| e.2).collect();
+    assert!(
+        chain[0].is_none() && chain[1..].iter().all(Option::is_some),
+        "{chain:?}"
+    );
+
+    // Fixed: the next run succeeds and the mark is gone.
+    res_tests::functions::set_detector(&system.pool, &detector(0.0, 0)).await;
+    bring_forward(&system, rule).await;
+    sqlx::query("UPDATE branch_rules SET next_run_time = now() WHERE id = $1")
+        .bind(rule)
+        .execute(&system.pool)
+        .await
+        .expect("due again");
+    eventually("the fixed rule completes", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "completed")
+    })
+    .await;
+    let (_, described, _) = resctl(&system, &["rules", "describe", &id]).await;
+    assert_eq!(described["condition"], "idle", "{described}");
+    assert_eq!(described["needs_attention"], Value::Null);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -219,6 +346,43 @@ async fn the_sweeper_crashes_a_killed_runners_run_and_the_registry_shows_it_stal
         },
     )
     .await;
+}
+
+/// Waits until the runner's plan agrees with the cloud and one refresh interval (1 s here)
+/// has passed since: a schedule the runner wrote itself stands against the server's for
+/// that long, so a change made sooner by hand would be lost until the next one.
+async fn bring_forward(system: &System, rule: Uuid) {
+    agree(system, rule, |_| true).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+}
+
+/// Waits until `rules_describe` and the runner's `plan show` say the same of `rule`, and
+/// `accept` takes it; what they say.
+async fn agree(system: &System, rule: Uuid, accept: impl Fn(&str) -> bool) -> String {
+    let id = rule.to_string();
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let (code, described, err) = resctl(system, &["rules", "describe", &id]).await;
+        assert_eq!(code, Some(0), "{err}");
+        let words: Vec<&str> = described["why_not"]
+            .as_array()
+            .map(|w| w.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let cloud = if words.is_empty() {
+            "READY".to_owned()
+        } else {
+            words.join(", ")
+        };
+        let site = plan_says(system, "site-1", rule);
+        if cloud == site && accept(&cloud) {
+            return cloud;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "describe says {cloud:?}, plan show {site:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 /// `res-runner plan show` for one rule: what follows "waiting: " on its line, or "READY".
@@ -310,39 +474,9 @@ async fn describe_and_plan_show_say_the_same_in_six_states() {
                 running_execution(&system, rule).await;
             }
         }
-        let mut last = (String::new(), String::new());
-        let agreed = {
-            let deadline = std::time::Instant::now() + WAIT;
-            loop {
-                let (code, described, err) = resctl(&system, &["rules", "describe", &id]).await;
-                assert_eq!(code, Some(0), "{err}");
-                let words: Vec<&str> = described["why_not"]
-                    .as_array()
-                    .map(|w| w.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                let cloud = if words.is_empty() {
-                    "READY".to_owned()
-                } else {
-                    words.join(", ")
-                };
-                let site = plan_says(&system, "site-1", rule);
-                // Every state here blocks the rule: READY means the change is not seen yet.
-                if cloud == site && cloud != "READY" {
-                    eprintln!("{state}: both say {cloud:?}");
-                    break true;
-                }
-                last = (cloud, site);
-                if std::time::Instant::now() > deadline {
-                    break false;
-                }
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        };
-        assert!(
-            agreed,
-            "{state}: describe says {:?}, plan show {:?}",
-            last.0, last.1
-        );
+        // Every state here blocks the rule: READY means the change is not seen yet.
+        let said = agree(&system, rule, |said| said != "READY").await;
+        eprintln!("{state}: both say {said:?}");
         compared.push(state);
     }
     assert_eq!(compared.len(), 6);
