@@ -153,10 +153,7 @@ async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> 
     let now = Utc::now();
     let mut marked = 0;
     for row in rows {
-        let window = match (row.operation_time_from, row.operation_time_to) {
-            (Some(from), Some(to)) => OperationWindow::new(from, to),
-            _ => None,
-        };
+        let window = OperationWindow::from_ends(row.operation_time_from, row.operation_time_to);
         let next = reschedule(
             row.cron_expression.as_deref(),
             window,

@@ -46,10 +46,7 @@ pub(crate) struct LockedRule {
 impl LockedRule {
     /// The operation window, if both ends are set and differ.
     pub(crate) fn window(&self) -> Option<OperationWindow> {
-        match (self.operation_time_from, self.operation_time_to) {
-            (Some(from), Some(to)) => OperationWindow::new(from, to),
-            _ => None,
-        }
+        OperationWindow::from_ends(self.operation_time_from, self.operation_time_to)
     }
 
     /// The branch rule, its branch and its rule definition are active and it is not

@@ -9,13 +9,10 @@ use super::Entry;
 
 /// The window of a plan entry (none unless both ends are set, as the functions read it).
 pub(crate) fn window(entry: &Entry) -> Option<OperationWindow> {
-    match (
+    OperationWindow::from_ends(
         entry.workflow.operation_time_from,
         entry.workflow.operation_time_to,
-    ) {
-        (Some(from), Some(to)) => OperationWindow::new(from, to),
-        _ => None,
-    }
+    )
 }
 
 /// The zone of a plan entry; an unknown name falls back to Asia/Riyadh as in the functions.

@@ -38,6 +38,12 @@ impl OperationWindow {
         (from != to).then_some(OperationWindow { from, to })
     }
 
+    /// The window stored as two optional ends: none unless both are set (a half-set window
+    /// restricts nothing), so the functions and the runner read a stored rule alike.
+    pub fn from_ends(from: Option<NaiveTime>, to: Option<NaiveTime>) -> Option<OperationWindow> {
+        OperationWindow::new(from?, to?)
+    }
+
     /// Parses optional `from` and `to` texts (`HH:MM[:SS]`); both or neither must be given.
     pub fn parse(from: Option<&str>, to: Option<&str>) -> Result<Option<Self>, ScheduleError> {
         match (from, to) {
@@ -199,6 +205,18 @@ mod tests {
 
     fn time(text: &str) -> NaiveTime {
         parse_wall_time("from", text).expect("valid time")
+    }
+
+    #[test]
+    fn a_stored_window_needs_both_ends() {
+        let (eight, six) = (Some(time("08:00")), Some(time("18:00")));
+        assert_eq!(
+            OperationWindow::from_ends(eight, six),
+            OperationWindow::new(time("08:00"), time("18:00"))
+        );
+        assert_eq!(OperationWindow::from_ends(eight, None), None);
+        assert_eq!(OperationWindow::from_ends(None, six), None);
+        assert_eq!(OperationWindow::from_ends(eight, eight), None);
     }
 
     fn error(text: &str) -> String {
