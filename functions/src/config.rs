@@ -81,13 +81,20 @@ pub struct MaintenanceArgs {
     /// sweeper off in this process.
     #[arg(long, env = "RES_SWEEP_INTERVAL", default_value_t = 30)]
     pub sweep_interval: u64,
+    #[command(flatten)]
+    pub sweep: SweepArgs,
+}
+
+/// How the sweeper works, wherever it runs (`serve`, the `sweeper` binary).
+#[derive(Debug, Clone, Args)]
+pub struct SweepArgs {
     /// Days of history (executions, violations) and of silent runners to keep.
     #[arg(long, env = "RES_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
     pub retention_days: u32,
 }
 
-impl MaintenanceArgs {
-    pub fn sweep_settings(&self) -> SweepSettings {
+impl SweepArgs {
+    pub fn settings(&self) -> SweepSettings {
         SweepSettings {
             retention_days: self.retention_days,
             ..SweepSettings::default()

@@ -61,7 +61,7 @@ pub async fn serve_with_maintenance(
     if maintenance.sweep_interval > 0 {
         tokio::spawn(sweeper::run(
             state.pool.clone(),
-            maintenance.sweep_settings(),
+            maintenance.sweep.settings(),
             Duration::from_secs(maintenance.sweep_interval),
             state.metrics.clone(),
             stop.clone(),

@@ -5,9 +5,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use res_functions::config::DatabaseArgs;
+use res_functions::config::{DatabaseArgs, SweepArgs};
 use res_functions::metrics::Metrics;
-use res_functions::sweeper::{self, SweepSettings};
+use res_functions::sweeper;
 use res_functions::{logging, serve};
 
 #[derive(Debug, Parser)]
@@ -18,9 +18,8 @@ use res_functions::{logging, serve};
 struct Args {
     #[command(flatten)]
     database: DatabaseArgs,
-    /// Days of history (executions, violations) and of silent runners to keep.
-    #[arg(long, env = "RES_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
-    retention_days: u32,
+    #[command(flatten)]
+    sweep: SweepArgs,
 }
 
 fn main() -> ExitCode {
@@ -50,10 +49,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let pool = args.database.pool(2)?;
     serve::refuse_outdated_schema(&pool).await?;
-    let settings = SweepSettings {
-        retention_days: args.retention_days,
-        ..SweepSettings::default()
-    };
+    let settings = args.sweep.settings();
     let metrics = Metrics::default();
     if !serve::in_lambda() {
         let report = sweeper::sweep_once(&pool, settings, &metrics).await?;
