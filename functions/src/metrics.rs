@@ -16,7 +16,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use res_shared::wire::FUNCTIONS_PREFIX;
+use res_shared::wire::{FUNCTIONS_PREFIX, RunnerState};
 
 use crate::db;
 use crate::router::Function;
@@ -37,12 +37,6 @@ pub(crate) struct FunctionLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct Kind {
     kind: &'static str,
-}
-
-impl Kind {
-    pub(crate) fn new(kind: &'static str) -> Kind {
-        Kind { kind }
-    }
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -132,7 +126,6 @@ pub(crate) const SWEEPER_ACTIONS: [&str; 6] = [
     "violations_deleted",
     "runners_deleted",
 ];
-const RUNNER_STATES: [&str; 3] = ["alive", "stale", "gone"];
 
 impl Metrics {
     fn start_at_zero(&self) {
@@ -145,14 +138,21 @@ impl Metrics {
         for kind in SWEEPER_ACTIONS {
             drop(self.sweeper_actions.get_or_create(&Kind { kind }));
         }
-        for kind in RUNNER_STATES {
-            drop(self.runners.get_or_create(&Kind { kind }));
+        for state in RunnerState::ALL {
+            drop(self.runners.get_or_create(&Kind {
+                kind: state.as_str(),
+            }));
         }
     }
 
     /// Counts a labelled event.
     pub(crate) fn count(family: &Family<Kind, Counter>, kind: &'static str) {
-        family.get_or_create(&Kind { kind }).inc();
+        Metrics::count_by(family, kind, 1);
+    }
+
+    /// Counts `n` labelled events.
+    pub(crate) fn count_by(family: &Family<Kind, Counter>, kind: &'static str, n: u64) {
+        family.get_or_create(&Kind { kind }).inc_by(n);
     }
 
     /// Every metric in the OpenMetrics text format (`None`, logged, if encoding fails).
@@ -215,12 +215,13 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
     match db::fleet::gauges(&state.pool, state.settings.runner_thresholds).await {
         Ok(fleet) => {
             let m = &state.metrics;
-            for (kind, count) in [
-                ("alive", fleet.runners_alive),
-                ("stale", fleet.runners_stale),
-                ("gone", fleet.runners_gone),
-            ] {
-                m.runners.get_or_create(&Kind { kind }).set(count);
+            let counts = [fleet.runners_alive, fleet.runners_stale, fleet.runners_gone];
+            for (state, count) in RunnerState::ALL.into_iter().zip(counts) {
+                m.runners
+                    .get_or_create(&Kind {
+                        kind: state.as_str(),
+                    })
+                    .set(count);
             }
             m.rules_overdue.set(fleet.rules_overdue);
             m.rules_needing_attention.set(fleet.rules_needing_attention);

@@ -77,10 +77,7 @@ pub async fn sweep_once(
         report.runners_deleted,
     ];
     for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
-        metrics
-            .sweeper_actions
-            .get_or_create(&crate::metrics::Kind::new(kind))
-            .inc_by(count);
+        Metrics::count_by(&metrics.sweeper_actions, kind, count);
     }
     Ok(Some(report))
 }
