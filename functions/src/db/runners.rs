@@ -2,7 +2,9 @@
 //! runner, and the listing operators read.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{Outage, RunnerHealth, ServedBranch};
+use res_shared::wire::{
+    Outage, RunnerHealth, RunnerState, RunnerSummary, RunnerThresholds, ServedBranch,
+};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -92,55 +94,40 @@ struct RunnerRow {
     silent_seconds: i64,
 }
 
-/// A runner as stored, with how long it has been silent (database time).
-#[derive(Debug, Clone)]
-pub(crate) struct StoredRunner {
-    pub(crate) key_id: Uuid,
-    pub(crate) runner_id: String,
-    pub(crate) key_name: String,
-    /// Its key's branches within the caller's scope.
-    pub(crate) branches: Vec<ServedBranch>,
-    pub(crate) version: Option<String>,
-    pub(crate) boot_id: Option<String>,
-    pub(crate) booted_at: Option<DateTime<Utc>>,
-    pub(crate) first_seen_at: DateTime<Utc>,
-    pub(crate) last_seen_at: DateTime<Utc>,
-    pub(crate) last_plan_at: Option<DateTime<Utc>>,
-    pub(crate) outbox_depth: Option<u32>,
-    pub(crate) last_outage: Option<Outage>,
-    pub(crate) silent_seconds: i64,
-}
-
-impl From<RunnerRow> for StoredRunner {
-    fn from(row: RunnerRow) -> StoredRunner {
-        StoredRunner {
-            key_id: row.key_id,
-            runner_id: row.runner_id,
-            key_name: row.key_name,
-            branches: row
+impl RunnerRow {
+    /// The runner as listed: its state judged by `thresholds` from its silence at
+    /// database time.
+    fn summary(self, thresholds: RunnerThresholds) -> RunnerSummary {
+        let state = RunnerState::of(self.silent_seconds, thresholds);
+        RunnerSummary {
+            runner_id: self.runner_id,
+            key_id: self.key_id,
+            key_name: self.key_name,
+            branches: self
                 .branch_ids
                 .into_iter()
-                .zip(row.branch_names)
+                .zip(self.branch_names)
                 .map(|(branch_id, branch_name)| ServedBranch {
                     branch_id,
                     branch_name,
                 })
                 .collect(),
-            version: row.version,
-            boot_id: row.boot_id,
-            booted_at: row.booted_at,
-            first_seen_at: row.first_seen_at,
-            last_seen_at: row.last_seen_at,
-            last_plan_at: row.last_plan_at,
-            outbox_depth: row.outbox_depth.and_then(|d| u32::try_from(d).ok()),
-            last_outage: row
+            state,
+            version: self.version,
+            boot_id: self.boot_id,
+            booted_at: self.booted_at,
+            first_seen_at: self.first_seen_at,
+            last_seen_at: self.last_seen_at,
+            last_plan_at: self.last_plan_at,
+            outbox_depth: self.outbox_depth.and_then(|d| u32::try_from(d).ok()),
+            offline_since: (state != RunnerState::Alive).then_some(self.last_seen_at),
+            last_outage: self
                 .last_outage_started_at
-                .zip(row.last_outage_ended_at)
+                .zip(self.last_outage_ended_at)
                 .map(|(started_at, ended_at)| Outage {
                     started_at,
                     ended_at,
                 }),
-            silent_seconds: row.silent_seconds,
         }
     }
 }
@@ -166,7 +153,8 @@ pub(crate) async fn page(
     scope: Scope<'_>,
     filter: &RunnerFilter,
     limit: i64,
-) -> Result<Vec<StoredRunner>, sqlx::Error> {
+    thresholds: RunnerThresholds,
+) -> Result<Vec<RunnerSummary>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     let rows: Vec<RunnerRow> = sqlx::query_as(
         "SELECT r.key_id, r.runner_id, k.name AS key_name, served.ids AS branch_ids, \
@@ -202,5 +190,8 @@ pub(crate) async fn page(
     .bind(limit)
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().map(StoredRunner::from).collect())
+    Ok(rows
+        .into_iter()
+        .map(|row| row.summary(thresholds))
+        .collect())
 }

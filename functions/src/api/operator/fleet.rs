@@ -19,7 +19,7 @@ use crate::db;
 use crate::db::api_keys::KeysSeen;
 use crate::db::branch_rules::{DescribedRule, RuleFilter};
 use crate::db::history::ViolationFilter;
-use crate::db::runners::{RunnerFilter, StoredRunner};
+use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -175,14 +175,17 @@ pub(crate) async fn runners(
             .map(|text| page::decode(RunnerListRequest::NAME, text))
             .transpose()?,
     };
-    let rows =
-        db::runners::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
-    let (rows, next) = page::split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
+    let rows = db::runners::page(
+        &state.pool,
+        caller.scope(),
+        &filter,
+        i64::from(limit) + 1,
+        thresholds,
+    )
+    .await?;
+    let (runners, next) = page::split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
     Ok(Json(RunnerListResponse {
-        runners: rows
-            .into_iter()
-            .map(|row| runner_summary(row, &state))
-            .collect(),
+        runners,
         thresholds,
         next,
     }))
@@ -198,31 +201,8 @@ pub(crate) async fn runners_of_branch(
         branch_id: Some(branch_id),
         ..RunnerFilter::default()
     };
-    let rows = db::runners::page(&state.pool, caller.scope(), &filter, 50).await?;
-    Ok(rows
-        .into_iter()
-        .map(|row| runner_summary(row, state))
-        .collect())
-}
-
-fn runner_summary(row: StoredRunner, state: &AppState) -> RunnerSummary {
-    let runner_state = RunnerState::of(row.silent_seconds, state.settings.runner_thresholds);
-    RunnerSummary {
-        runner_id: row.runner_id,
-        key_id: row.key_id,
-        key_name: row.key_name,
-        branches: row.branches,
-        state: runner_state,
-        version: row.version,
-        boot_id: row.boot_id,
-        booted_at: row.booted_at,
-        first_seen_at: row.first_seen_at,
-        last_seen_at: row.last_seen_at,
-        last_plan_at: row.last_plan_at,
-        outbox_depth: row.outbox_depth,
-        offline_since: (runner_state != RunnerState::Alive).then_some(row.last_seen_at),
-        last_outage: row.last_outage,
-    }
+    let thresholds = state.settings.runner_thresholds;
+    Ok(db::runners::page(&state.pool, caller.scope(), &filter, 50, thresholds).await?)
 }
 
 /// List violations, newest first, each with the execution that recorded it.
