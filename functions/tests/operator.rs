@@ -64,6 +64,15 @@ fn act(rule: Uuid, reason: &str) -> Value {
     json!({"branch_rule_id": rule, "reason": reason})
 }
 
+async fn describe(app: &TestApp, token: &str, rule: Uuid) -> support::Reply {
+    app.call(
+        DescribeRuleRequest::NAME,
+        token,
+        json!({"branch_rule_id": rule}),
+    )
+    .await
+}
+
 fn code(body: &Value) -> &str {
     body["error"]["code"].as_str().unwrap_or("")
 }
@@ -649,14 +658,7 @@ async fn three_failures_in_a_row_need_attention_and_follow_the_schedule_until_a_
         .collect();
     assert_eq!(chain, ["schedule", "retry", "retry"], "{}", shown.body);
     assert_eq!(shown.body["error"], "camera 3 did not answer\ndetails");
-    let described = s
-        .app
-        .call(
-            DescribeRuleRequest::NAME,
-            &s.viewer,
-            json!({"branch_rule_id": s.rule}),
-        )
-        .await;
+    let described = describe(&s.app, &s.viewer, s.rule).await;
     assert_eq!(
         described.body["condition"], "needs_attention",
         "{}",
@@ -843,14 +845,7 @@ async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
         )
         .await;
     assert_eq!(paused.status, 200, "{}", paused.body);
-    let held = s
-        .app
-        .call(
-            DescribeRuleRequest::NAME,
-            &s.viewer,
-            json!({"branch_rule_id": s.rule}),
-        )
-        .await;
+    let held = describe(&s.app, &s.viewer, s.rule).await;
     assert_eq!(
         held.body["condition"], "running",
         "a paused run holds the rule"
@@ -869,14 +864,7 @@ async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
     assert_eq!(cancelled.body["cancel_requested"], false);
     let (status, ..) = execution_row(&s.app, claim.execution).await;
     assert_eq!(status, "cancelled");
-    let free = s
-        .app
-        .call(
-            DescribeRuleRequest::NAME,
-            &s.viewer,
-            json!({"branch_rule_id": s.rule}),
-        )
-        .await;
+    let free = describe(&s.app, &s.viewer, s.rule).await;
     assert_eq!(free.body["condition"], "idle", "{}", free.body);
     assert!(
         !free.body["why_not"].as_array().is_some_and(|w| w
