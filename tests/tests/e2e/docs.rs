@@ -375,7 +375,8 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
             .expect("docs/operate.md");
     let mut outputs = String::new();
     let mut ran = 0;
-    for block in blocks(&markdown).iter().filter(|b| b.lang == "sh") {
+    let examples = blocks(&markdown);
+    for block in examples.iter().filter(|b| b.lang == "sh") {
         let output = Command::new("sh")
             .args(["-ec", &block.text])
             .env("PATH", &path)
@@ -398,6 +399,27 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         ran += 1;
     }
     assert!(ran >= 9, "only {ran} examples found in docs/operate.md");
+    // The config file example, as written: resctl reads it (a file it cannot read is exit
+    // 2) and, pointed at a closed local port instead of the example's host, gets as far as
+    // finding nobody there (exit 5).
+    let configs: Vec<&Block> = examples.iter().filter(|b| b.lang == "toml").collect();
+    assert_eq!(configs.len(), 1, "one config example in docs/operate.md");
+    let config = system.dir.join("operate-config.toml");
+    std::fs::write(&config, &configs[0].text).expect("config written");
+    let output = Command::new(bin_dir.join("resctl"))
+        .args(["--url", "http://127.0.0.1:9", "keys", "list"])
+        .env("RESCTL_CONFIG", &config)
+        .env_remove("RES_URL")
+        .env_remove("RES_TOKEN")
+        .output()
+        .expect("resctl runs");
+    assert_eq!(
+        output.status.code(),
+        Some(5),
+        "docs/operate.md:{}: {}",
+        configs[0].line,
+        String::from_utf8_lossy(&output.stderr)
+    );
     for expected in [
         "wall-screen",
         "site-17",
