@@ -68,13 +68,27 @@ impl FromRequestParts<AppState> for SiteCaller {
     }
 }
 
+impl Reader {
+    /// The caller as a reader, if its role may read (the console signs in through this).
+    pub fn check(caller: Caller) -> Result<Reader, ApiError> {
+        caller.may_read()?;
+        Ok(Reader(caller))
+    }
+}
+
+impl Actor {
+    /// The caller as an actor, if its role may act.
+    pub fn check(caller: Caller) -> Result<Actor, ApiError> {
+        caller.may_act()?;
+        Ok(Actor(caller))
+    }
+}
+
 impl FromRequestParts<AppState> for Reader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.may_read()?;
-        Ok(Reader(caller))
+        Reader::check(Caller::from_request_parts(parts, state).await?)
     }
 }
 
@@ -82,9 +96,7 @@ impl FromRequestParts<AppState> for Actor {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.may_act()?;
-        Ok(Actor(caller))
+        Actor::check(Caller::from_request_parts(parts, state).await?)
     }
 }
 

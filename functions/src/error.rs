@@ -150,8 +150,10 @@ fn contended(error: &sqlx::Error) -> bool {
         if db.code().is_some_and(|code| matches!(code.as_ref(), "40P01" | "40001" | "55P03")))
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The status and the error as callers see it (the console shows the same words);
+    /// database and internal details go to the log only.
+    pub(crate) fn detail(&self) -> (StatusCode, ErrorDetail) {
         let (status, code) = self.status_and_code();
         let message = match &self {
             ApiError::Database(error) if status == StatusCode::CONFLICT => {
@@ -170,13 +172,20 @@ impl IntoResponse for ApiError {
             }
             other => other.to_string(),
         };
-        if let ApiError::ClaimRefused(refusal) = self {
-            return (status, Json(*refusal)).into_response();
-        }
         let detail = ErrorDetail {
             code: code.to_owned(),
             message,
         };
+        (status, detail)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, detail) = self.detail();
+        if let ApiError::ClaimRefused(refusal) = self {
+            return (status, Json(*refusal)).into_response();
+        }
         (status, Json(ErrorBody { error: detail })).into_response()
     }
 }

@@ -7,6 +7,7 @@ pub mod access;
 pub(crate) mod api;
 pub mod auth;
 pub mod config;
+pub(crate) mod console;
 pub mod db;
 mod encoding;
 pub mod error;
@@ -20,5 +21,5 @@ pub mod state;
 pub mod sweeper;
 
 pub use error::ApiError;
-pub use router::{Function, router};
+pub use router::{Function, router, router_with_console};
 pub use state::AppState;

@@ -85,7 +85,7 @@ metrics! {
     reports_superseded: Counter = Counter::default() =>
         "reports_superseded", "Late reports of executions that were retried meanwhile";
     sweeper_actions: Family<Kind, Counter> = Family::default() =>
-        "sweeper_actions", "What the sweeper did: crashed, needs_attention, changes_pruned, executions_deleted, violations_deleted, runners_deleted";
+        "sweeper_actions", "What the sweeper did: crashed, needs_attention, changes_pruned, executions_deleted, violations_deleted, runners_deleted, sessions_deleted";
     sweeps: Counter = Counter::default() =>
         "sweeps", "Sweeps this process ran (it held the sweeper lock)";
     runners: Family<Kind, Gauge> = Family::default() =>
@@ -118,13 +118,14 @@ const REPORT_OUTCOMES: [&str; 6] = [
     "replayed",
 ];
 /// What the sweeper counts; the names of [`crate::sweeper::SweepReport`]'s fields.
-pub(crate) const SWEEPER_ACTIONS: [&str; 6] = [
+pub(crate) const SWEEPER_ACTIONS: [&str; 7] = [
     "crashed",
     "needs_attention",
     "changes_pruned",
     "executions_deleted",
     "violations_deleted",
     "runners_deleted",
+    "sessions_deleted",
 ];
 
 impl Metrics {

@@ -140,6 +140,15 @@ impl Function {
 
 /// The router serving `functions` (health and the OpenAPI document are always served).
 pub fn router(state: AppState, functions: &[Function]) -> Router {
+    build(state, functions, false)
+}
+
+/// The router serving `functions` and the operator console under `/console/`.
+pub fn router_with_console(state: AppState, functions: &[Function]) -> Router {
+    build(state, functions, true)
+}
+
+fn build(state: AppState, functions: &[Function], console: bool) -> Router {
     let mut router = Router::new()
         .route(
             "/functions/v1/health",
@@ -172,6 +181,9 @@ pub fn router(state: AppState, functions: &[Function]) -> Router {
             Function::ListKeys => post(api::operator::fleet::keys),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
+    }
+    if console {
+        router = router.merge(crate::console::routes());
     }
     router
         .fallback(not_found)

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
 use crate::logging;
-use crate::router::{Function, metrics_router, router};
+use crate::router::{Function, metrics_router, router, router_with_console};
 use crate::state::AppState;
 use crate::sweeper;
 
@@ -67,7 +67,7 @@ pub async fn serve_with_maintenance(
             stop.clone(),
         ));
     }
-    let served = serve_local(router(state, &Function::ALL), bind).await;
+    let served = serve_local(router_with_console(state, &Function::ALL), bind).await;
     stop.cancel();
     served
 }
@@ -131,6 +131,15 @@ struct FunctionArgs {
 
 /// `main` of a Lambda binary serving `functions`.
 pub fn function_main(functions: &[Function]) -> ExitCode {
+    lambda_main(|state| router(state, functions))
+}
+
+/// `main` of the console's Lambda binary: the console pages (and health).
+pub fn console_main() -> ExitCode {
+    lambda_main(|state| router_with_console(state, &[]))
+}
+
+fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
     let args = FunctionArgs::parse();
     // Lambda's log pipeline handles JSON best.
     let format = if in_lambda() {
@@ -149,10 +158,7 @@ pub fn function_main(functions: &[Function]) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
-        let app = router(
-            AppState::with_settings(pool, args.serve.settings()),
-            functions,
-        );
+        let app = app(AppState::with_settings(pool, args.serve.settings()));
         if in_lambda() {
             serve_lambda(app).await
         } else {

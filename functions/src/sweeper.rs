@@ -49,6 +49,8 @@ pub struct SweepReport {
     pub executions_deleted: u64,
     pub violations_deleted: u64,
     pub runners_deleted: u64,
+    /// Console sign-ins past their expiry.
+    pub sessions_deleted: u64,
 }
 
 /// Sweeps once if no other process is sweeping; `None` when one is.
@@ -75,6 +77,7 @@ pub async fn sweep_once(
         report.executions_deleted,
         report.violations_deleted,
         report.runners_deleted,
+        report.sessions_deleted,
     ];
     for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
         Metrics::count_by(&metrics.sweeper_actions, kind, count);
@@ -108,6 +111,7 @@ async fn sweep(pool: &PgPool, settings: SweepSettings) -> Result<SweepReport, sq
         }
     }
     report.runners_deleted = db::sweeper::delete_old_runners(pool, days).await?;
+    report.sessions_deleted = db::sweeper::delete_expired_sessions(pool).await?;
     Ok(report)
 }
 

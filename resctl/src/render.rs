@@ -1,28 +1,11 @@
 //! Answers as text for people: aligned tables and times relative to now.
 
 use chrono::{DateTime, Utc};
+pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ExecutionDetail, ExecutionListResponse, ExecutionSummary, KeySummary, RuleActionResponse,
     RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary, ViolationListResponse,
 };
-
-/// "in 3 min", "2 h ago", "now".
-pub(crate) fn relative(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let seconds = (t - now).num_seconds();
-    let span = seconds.unsigned_abs();
-    let amount = match span {
-        0..=9 => return "now".to_owned(),
-        10..=59 => format!("{span} s"),
-        60..=3_599 => format!("{} min", span / 60),
-        3_600..=172_799 => format!("{} h", span / 3_600),
-        _ => format!("{} d", span / 86_400),
-    };
-    if seconds > 0 {
-        format!("in {amount}")
-    } else {
-        format!("{amount} ago")
-    }
-}
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     t.map_or_else(|| "-".to_owned(), |t| relative(t, now))
@@ -335,18 +318,7 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use chrono::TimeDelta;
-
     use super::*;
-
-    #[test]
-    fn times_read_relative_to_now() {
-        let now = Utc::now();
-        assert_eq!(relative(now + TimeDelta::seconds(3), now), "now");
-        assert_eq!(relative(now + TimeDelta::minutes(3), now), "in 3 min");
-        assert_eq!(relative(now - TimeDelta::hours(2), now), "2 h ago");
-        assert_eq!(relative(now - TimeDelta::days(3), now), "3 d ago");
-    }
 
     #[test]
     fn tables_align_on_the_widest_cell() {

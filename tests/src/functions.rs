@@ -8,7 +8,7 @@ use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db::api_keys::KeyScope;
 use res_functions::router::metrics_router;
-use res_functions::{AppState, Function, db, router};
+use res_functions::{AppState, Function, db, router_with_console};
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -66,7 +66,7 @@ impl TestApp {
         db::migrate(&pool).await.expect("migrations apply");
         let state = AppState::new(pool.clone());
         let metrics_url = format!("{}/metrics", serve(metrics_router(state.clone())).await);
-        let base = serve(router(state, &Function::ALL)).await;
+        let base = serve(router_with_console(state, &Function::ALL)).await;
         let service = generate_token();
         db::api_keys::insert(
             &pool,

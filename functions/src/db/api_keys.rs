@@ -18,22 +18,52 @@ struct LiveKey {
     used_recently: bool,
 }
 
-/// The live key with this hash, as a caller whose branches include its brands' branches.
+/// The columns of a live key as a caller (its branches include its brands' branches), and
+/// the `api_keys k` they come from.
+macro_rules! live_key_from {
+    ($rest:literal) => {
+        concat!(
+            "SELECT k.id, k.name, k.role, k.all_brands, \
+                    ARRAY(SELECT unnest(k.branch_ids) \
+                          UNION SELECT b.id FROM branches b WHERE b.brand_id = ANY(k.brand_ids)) \
+                        AS branch_ids, \
+                    COALESCE(k.last_used_at > now() - interval '1 minute', false) AS used_recently \
+             FROM api_keys k ",
+            $rest
+        )
+    };
+}
+
+/// The live key with this hash, as a caller.
 pub(crate) async fn find_live(
     pool: &PgPool,
     key_hash: &str,
 ) -> Result<Option<Caller>, sqlx::Error> {
-    let row: Option<LiveKey> = sqlx::query_as(
-        "SELECT k.id, k.name, k.role, k.all_brands, \
-                ARRAY(SELECT unnest(k.branch_ids) \
-                      UNION SELECT b.id FROM branches b WHERE b.brand_id = ANY(k.brand_ids)) \
-                    AS branch_ids, \
-                COALESCE(k.last_used_at > now() - interval '1 minute', false) AS used_recently \
-         FROM api_keys k WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
-    )
-    .bind(key_hash)
+    let row: Option<LiveKey> =
+        sqlx::query_as(live_key_from!("WHERE k.key_hash = $1 AND k.revoked_at IS NULL"))
+            .bind(key_hash)
+            .fetch_optional(pool)
+            .await?;
+    caller_of(pool, row).await
+}
+
+/// The live key an unexpired console session was signed in with, as a caller.
+pub(crate) async fn find_by_session(
+    pool: &PgPool,
+    token_hash: &str,
+) -> Result<Option<Caller>, sqlx::Error> {
+    let row: Option<LiveKey> = sqlx::query_as(live_key_from!(
+        "JOIN console_sessions s ON s.key_id = k.id \
+         WHERE s.token_hash = $1 AND s.expires_at > now() AND k.revoked_at IS NULL"
+    ))
+    .bind(token_hash)
     .fetch_optional(pool)
     .await?;
+    caller_of(pool, row).await
+}
+
+/// Marks the key used (at most once a minute) and makes it a caller.
+async fn caller_of(pool: &PgPool, row: Option<LiveKey>) -> Result<Option<Caller>, sqlx::Error> {
     let Some(key) = row else { return Ok(None) };
     if !key.used_recently {
         sqlx::query("UPDATE api_keys SET last_used_at = now() WHERE id = $1")
@@ -48,6 +78,34 @@ pub(crate) async fn find_live(
         all_brands: key.all_brands,
         branch_ids: key.branch_ids,
     }))
+}
+
+/// Records a console session for a key, valid for `lifetime`.
+pub(crate) async fn insert_session(
+    pool: &PgPool,
+    token_hash: &str,
+    key_id: Uuid,
+    lifetime: chrono::TimeDelta,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO console_sessions (token_hash, key_id, expires_at) \
+         VALUES ($1, $2, now() + $3)",
+    )
+    .bind(token_hash)
+    .bind(key_id)
+    .bind(lifetime)
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// Ends a console session (signing out).
+pub(crate) async fn delete_session(pool: &PgPool, token_hash: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM console_sessions WHERE token_hash = $1")
+        .bind(token_hash)
+        .execute(pool)
+        .await
+        .map(drop)
 }
 
 /// What a new key may see.

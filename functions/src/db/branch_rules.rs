@@ -125,7 +125,8 @@ macro_rules! rule_select {
 macro_rules! described_from {
     () => {
         rule_from!(
-            ", r.name AS rule_name, b.name AS branch_name, b.brand_id, br.paused_by, \
+            ", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
+               br.paused_by, \
                br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
                br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
                latest.lease_expires_at AS latest_lease_expires_at, \
@@ -154,6 +155,7 @@ pub(crate) struct DescribedRule {
     pub(crate) rule_name: String,
     pub(crate) branch_name: String,
     pub(crate) brand_id: Uuid,
+    pub(crate) brand_name: String,
     pub(crate) paused_by: Option<String>,
     pub(crate) pause_reason: Option<String>,
     pub(crate) force_stopped_at: Option<DateTime<Utc>>,

@@ -31,6 +31,7 @@ struct SummaryRow {
     rule_name: String,
     branch_id: Uuid,
     branch_name: String,
+    timezone: String,
     #[sqlx(try_from = "String")]
     status: ExecutionStatus,
     #[sqlx(try_from = "String")]
@@ -57,6 +58,7 @@ impl From<SummaryRow> for ExecutionSummary {
             rule_name: row.rule_name,
             branch_id: row.branch_id,
             branch_name: row.branch_name,
+            timezone: row.timezone,
             status: row.status,
             trigger: row.trigger,
             triggered_by: row.triggered_by,
@@ -85,7 +87,8 @@ pub(crate) async fn page(
     let (all, branches) = scope.as_params();
     let rows: Vec<SummaryRow> = sqlx::query_as(
         "SELECT e.id AS execution_id, e.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
-                b.name AS branch_name, e.status, e.trigger, e.triggered_by, e.trigger_reason, \
+                b.name AS branch_name, COALESCE(b.timezone, bd.timezone) AS timezone, \
+                e.status, e.trigger, e.triggered_by, e.trigger_reason, \
                 e.runner_id, e.boot_id, e.attempt, e.retry_of, e.scheduled_at, e.started_at, \
                 e.finished_at, \
                 (extract(epoch FROM e.finished_at - COALESCE(e.started_at, e.scheduled_at)) \
@@ -94,6 +97,7 @@ pub(crate) async fn page(
          FROM executions e \
          JOIN branch_rules br ON br.id = e.branch_rule_id \
          JOIN branches b ON b.id = br.branch_id \
+         JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          WHERE ($1 OR br.branch_id = ANY($2)) \
            AND ($3::uuid IS NULL OR b.brand_id = $3) \
@@ -173,6 +177,7 @@ struct ViolationRow {
     rule_name: String,
     branch_id: Uuid,
     branch_name: String,
+    timezone: String,
     kind: String,
     details: serde_json::Value,
     execution_id: Option<Uuid>,
@@ -204,10 +209,11 @@ pub(crate) async fn violations(
     let (all, branches) = scope.as_params();
     let rows: Vec<ViolationRow> = sqlx::query_as(
         "SELECT v.id AS violation_id, v.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
-                b.name AS branch_name, v.kind, v.details, v.execution_id, v.created_at \
+                b.name AS branch_name, COALESCE(b.timezone, bd.timezone) AS timezone, v.kind, v.details, v.execution_id, v.created_at \
          FROM violations v \
          JOIN branch_rules br ON br.id = v.branch_rule_id \
          JOIN branches b ON b.id = br.branch_id \
+         JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          WHERE ($1 OR br.branch_id = ANY($2)) \
            AND ($3::uuid IS NULL OR b.brand_id = $3) \
@@ -243,6 +249,7 @@ pub(crate) async fn violations(
             rule_name: row.rule_name,
             branch_id: row.branch_id,
             branch_name: row.branch_name,
+            timezone: row.timezone,
             kind: row.kind,
             details: row.details,
             execution_id: row.execution_id,

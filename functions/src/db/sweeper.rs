@@ -156,3 +156,12 @@ pub(crate) async fn delete_old_runners(pool: &PgPool, days: i32) -> Result<u64, 
         .await
         .map(|r| r.rows_affected())
 }
+
+/// Deletes console sessions past their expiry (they are refused already; this keeps the
+/// table small).
+pub(crate) async fn delete_expired_sessions(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    sqlx::query("DELETE FROM console_sessions WHERE expires_at < now()")
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected())
+}

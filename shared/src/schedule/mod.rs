@@ -18,5 +18,5 @@ pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadlin
 pub use readiness::{Blocker, RuleState, RuleStatus};
 pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule};
 pub use window::{OperationWindow, WindowPosition, parse_wall_time};
-pub use words::{describe_blocker, describe_schedule};
+pub use words::{describe_blocker, describe_schedule, relative_time};
 pub use zone::Zone;

@@ -22,6 +22,25 @@ pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zon
     format!("{when}{window} {}", zone.name())
 }
 
+/// A time relative to `now` in a few words: "in 3 min", "2 h ago", "now" (resctl's tables
+/// and the console say it alike).
+pub fn relative_time(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (t - now).num_seconds();
+    let span = seconds.unsigned_abs();
+    let amount = match span {
+        0..=9 => return "now".to_owned(),
+        10..=59 => format!("{span} s"),
+        60..=3_599 => format!("{} min", span / 60),
+        3_600..=172_799 => format!("{} h", span / 3_600),
+        _ => format!("{} d", span / 86_400),
+    };
+    if seconds > 0 {
+        format!("in {amount}")
+    } else {
+        format!("{amount} ago")
+    }
+}
+
 /// A readiness blocker in a few words (`plan why`, `rules_describe`, the status page).
 pub fn describe_blocker(blocker: &Blocker) -> String {
     let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -141,6 +160,15 @@ mod tests {
         let window = window
             .and_then(|(from, to)| OperationWindow::parse(Some(from), Some(to)).ok().flatten());
         describe_schedule(cron, window.as_ref(), Zone::DEFAULT)
+    }
+
+    #[test]
+    fn times_read_relative_to_now() {
+        let now = Utc::now();
+        assert_eq!(relative_time(now + chrono::TimeDelta::seconds(3), now), "now");
+        assert_eq!(relative_time(now + chrono::TimeDelta::minutes(3), now), "in 3 min");
+        assert_eq!(relative_time(now - chrono::TimeDelta::hours(2), now), "2 h ago");
+        assert_eq!(relative_time(now - chrono::TimeDelta::days(3), now), "3 d ago");
     }
 
     #[test]

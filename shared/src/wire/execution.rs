@@ -44,21 +44,24 @@ impl ExecutionStatus {
         }
     }
 
+    /// Every status, live ones first.
+    pub const ALL: [ExecutionStatus; 9] = [
+        ExecutionStatus::Scheduled,
+        ExecutionStatus::Running,
+        ExecutionStatus::Paused,
+        ExecutionStatus::Completed,
+        ExecutionStatus::Failed,
+        ExecutionStatus::Cancelled,
+        ExecutionStatus::Timeout,
+        ExecutionStatus::OperationWindowExceeded,
+        ExecutionStatus::Crashed,
+    ];
+
     /// Parses a stored status name.
     pub fn parse(name: &str) -> Option<ExecutionStatus> {
-        [
-            ExecutionStatus::Scheduled,
-            ExecutionStatus::Running,
-            ExecutionStatus::Paused,
-            ExecutionStatus::Completed,
-            ExecutionStatus::Failed,
-            ExecutionStatus::Cancelled,
-            ExecutionStatus::Timeout,
-            ExecutionStatus::OperationWindowExceeded,
-            ExecutionStatus::Crashed,
-        ]
-        .into_iter()
-        .find(|status| status.as_str() == name)
+        ExecutionStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == name)
     }
 
     /// Whether the attempt still holds a live lease (`scheduled` or `running`).

@@ -41,6 +41,7 @@ pub struct RuleSummary {
     pub branch_id: Uuid,
     pub branch_name: String,
     pub brand_id: Uuid,
+    pub brand_name: String,
     pub condition: RuleCondition,
     pub cron_expression: Option<String>,
     pub timezone: String,

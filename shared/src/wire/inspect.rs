@@ -179,6 +179,8 @@ pub struct ViolationSummary {
     pub rule_name: String,
     pub branch_id: Uuid,
     pub branch_name: String,
+    /// The rule's zone, for showing its times in the branch's local time.
+    pub timezone: String,
     pub kind: String,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub details: serde_json::Value,

@@ -183,6 +183,8 @@ pub struct ExecutionSummary {
     pub rule_name: String,
     pub branch_id: Uuid,
     pub branch_name: String,
+    /// The rule's zone, for showing its times in the branch's local time.
+    pub timezone: String,
     pub status: ExecutionStatus,
     pub trigger: Trigger,
     /// For a manual run: the key name that asked.

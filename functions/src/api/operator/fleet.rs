@@ -99,11 +99,11 @@ pub(crate) async fn rules(
     Ok(Json(RuleListResponse { rules, next }))
 }
 
-fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
+pub(super) fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
     (row.branch_name.clone(), row.rule_name.clone(), row.rule.id)
 }
 
-fn summary(row: &DescribedRule) -> RuleSummary {
+pub(super) fn summary(row: &DescribedRule) -> RuleSummary {
     let rule = &row.rule;
     let condition = standing(row).condition;
     let overdue = matches!(
@@ -118,6 +118,7 @@ fn summary(row: &DescribedRule) -> RuleSummary {
         branch_id: rule.branch_id,
         branch_name: row.branch_name.clone(),
         brand_id: row.brand_id,
+        brand_name: row.brand_name.clone(),
         condition,
         cron_expression: rule.cron_expression.clone(),
         timezone: rule.zone().name().to_owned(),

@@ -6,5 +6,6 @@ mod decide;
 pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod inspect;
+pub(crate) mod overview;
 mod page;
 pub(crate) mod rules;

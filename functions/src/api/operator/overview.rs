@@ -1,0 +1,135 @@
+//! The fleet at a glance (the console's first page): per branch, its runners by state and
+//! its rules by condition, and the rules that need someone, judged by the same rules as
+//! `rules_list` and `runners_list`.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{RuleCondition, RuleSummary, RunnerState};
+use uuid::Uuid;
+
+use super::fleet::{sort_key, summary};
+use crate::auth::Reader;
+use crate::db;
+use crate::db::branch_rules::RuleFilter;
+use crate::db::runners::RunnerFilter;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Rows read per query while walking every rule or runner in scope.
+const BATCH: i64 = 2_000;
+
+/// One branch's line.
+#[derive(Debug, Clone)]
+pub(crate) struct BranchOverview {
+    pub(crate) brand_id: Uuid,
+    pub(crate) brand_name: String,
+    pub(crate) branch_id: Uuid,
+    pub(crate) branch_name: String,
+    /// The branch's zone (its rules').
+    pub(crate) timezone: String,
+    /// Rules per condition, in [`RuleCondition::ALL`]'s order.
+    pub(crate) rules: [u32; 5],
+    pub(crate) overdue: u32,
+    /// Runners per state, in [`RunnerState::ALL`]'s order.
+    pub(crate) runners: [u32; 3],
+    /// When a runner of the branch was last heard from.
+    pub(crate) last_seen: Option<DateTime<Utc>>,
+}
+
+/// The fleet in a caller's scope.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FleetOverview {
+    /// By brand name, then branch name.
+    pub(crate) branches: Vec<BranchOverview>,
+    /// Rules that need attention, then overdue ones, each at most once.
+    pub(crate) attention: Vec<RuleSummary>,
+    /// Where each branch's line is in `branches`.
+    lines: HashMap<Uuid, usize>,
+}
+
+/// Reads every rule and runner in the caller's scope, a batch at a time.
+pub(crate) async fn overview(
+    state: &AppState,
+    Reader(caller): &Reader,
+) -> Result<FleetOverview, ApiError> {
+    let mut fleet = FleetOverview::default();
+    let mut filter = RuleFilter::default();
+    loop {
+        let rows = db::branch_rules::list(&state.pool, caller.scope(), &filter, BATCH).await?;
+        let exhausted = (rows.len() as i64) < BATCH;
+        for row in &rows {
+            filter.after = Some(sort_key(row));
+            fleet.add_rule(summary(row));
+        }
+        if exhausted {
+            break;
+        }
+    }
+    let thresholds = state.settings.runner_thresholds;
+    let mut filter = RunnerFilter::default();
+    loop {
+        let rows =
+            db::runners::page(&state.pool, caller.scope(), &filter, BATCH, thresholds).await?;
+        let exhausted = (rows.len() as i64) < BATCH;
+        for runner in rows {
+            filter.after = Some((runner.runner_id.clone(), runner.key_id));
+            for served in &runner.branches {
+                fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
+            }
+        }
+        if exhausted {
+            break;
+        }
+    }
+    fleet.branches.sort_by(|a, b| {
+        (&a.brand_name, &a.branch_name, a.branch_id).cmp(&(
+            &b.brand_name,
+            &b.branch_name,
+            b.branch_id,
+        ))
+    });
+    fleet
+        .attention
+        .sort_by_key(|rule| rule.condition != RuleCondition::NeedsAttention);
+    Ok(fleet)
+}
+
+impl FleetOverview {
+    fn add_rule(&mut self, rule: RuleSummary) {
+        let line = *self.lines.entry(rule.branch_id).or_insert_with(|| {
+            self.branches.push(BranchOverview {
+                brand_id: rule.brand_id,
+                brand_name: rule.brand_name.clone(),
+                branch_id: rule.branch_id,
+                branch_name: rule.branch_name.clone(),
+                timezone: rule.timezone.clone(),
+                rules: [0; 5],
+                overdue: 0,
+                runners: [0; 3],
+                last_seen: None,
+            });
+            self.branches.len() - 1
+        });
+        let branch = &mut self.branches[line];
+        if let Some(at) = RuleCondition::ALL.iter().position(|c| *c == rule.condition) {
+            branch.rules[at] += 1;
+        }
+        branch.overdue += u32::from(rule.overdue);
+        if rule.overdue || rule.condition == RuleCondition::NeedsAttention {
+            self.attention.push(rule);
+        }
+    }
+
+    fn add_runner(&mut self, branch_id: Uuid, state: RunnerState, last_seen: DateTime<Utc>) {
+        // A branch's line comes from its rules: a branch without rules has none.
+        let Some(&line) = self.lines.get(&branch_id) else {
+            return;
+        };
+        let branch = &mut self.branches[line];
+        if let Some(at) = RunnerState::ALL.iter().position(|s| *s == state) {
+            branch.runners[at] += 1;
+        }
+        branch.last_seen = branch.last_seen.max(Some(last_seen));
+    }
+}

@@ -1,0 +1,207 @@
+//! The execution page: its nodes in order with status and timing, result, error, metrics,
+//! violations and retry chain; and Cancel while it still holds its rule.
+
+use askama::Template;
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Form, Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{DateTime, Utc};
+use res_shared::wire::{CancelExecutionRequest, ShowExecutionRequest};
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::error::ConsoleError;
+use super::history::{ExecutionRow, execution_row};
+use super::rule::path_id;
+use super::session::Signed;
+use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
+use crate::api::operator::{cancel, inspect};
+use crate::auth::Actor;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// A node record as the runner reports it, read leniently: the result is the runner's JSON,
+/// and a field it did not send leaves a blank, not an error page.
+#[derive(Debug, Deserialize)]
+struct ReportedNode {
+    #[serde(default)]
+    node_id: String,
+    #[serde(default)]
+    node_type: String,
+    #[serde(default)]
+    action: Option<String>,
+    #[serde(default)]
+    visit: u32,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    duration_ms: Option<i64>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ReportedRun {
+    #[serde(default)]
+    nodes: Vec<ReportedNode>,
+}
+
+struct NodeRow {
+    node_id: String,
+    kind: String,
+    visit: u32,
+    badge: Badge,
+    started: Option<When>,
+    duration: String,
+    error: Option<String>,
+}
+
+struct ChainLink {
+    id: Uuid,
+    attempt: i32,
+    badge: Badge,
+    trigger: String,
+    scheduled: When,
+    current: bool,
+}
+
+#[derive(Template)]
+#[template(path = "console/execution.html")]
+struct ExecutionPage {
+    chrome: Chrome,
+    run: ExecutionRow,
+    finished: Option<When>,
+    reason: Option<String>,
+    error: Option<String>,
+    nodes: Vec<NodeRow>,
+    result: Option<String>,
+    metrics: Vec<(String, String)>,
+    violations: Vec<(String, When, String)>,
+    chain: Vec<ChainLink>,
+    earlier_runners: String,
+    resumed_count: i32,
+    cancellable: bool,
+    done: bool,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DoneQuery {
+    done: Option<String>,
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    query: Result<Query<DoneQuery>, QueryRejection>,
+) -> Result<Response, ConsoleError> {
+    let Query(q) = query?;
+    let id = path_id("execution", &id)?;
+    let request = ShowExecutionRequest { execution_id: id };
+    let detail = inspect::show(State(state), signed.reader(), ApiJson(request))
+        .await?
+        .0;
+    let now = Utc::now();
+    let e = &detail.execution;
+    let zone = e.timezone.as_str();
+    let reported: ReportedRun = detail
+        .result
+        .as_ref()
+        .and_then(|r| serde_json::from_value(r.clone()).ok())
+        .unwrap_or_default();
+    let nodes = reported
+        .nodes
+        .into_iter()
+        .map(|n| NodeRow {
+            kind: match n.action {
+                Some(action) => format!("{} · {action}", n.node_type),
+                None => n.node_type,
+            },
+            node_id: n.node_id,
+            visit: n.visit,
+            badge: badge(&n.status),
+            started: when_opt(n.started_at, zone, now),
+            duration: duration(n.duration_ms),
+            error: n.error,
+        })
+        .collect();
+    let metrics = match &detail.metrics {
+        Some(Value::Object(fields)) => fields
+            .iter()
+            .map(|(name, value)| (name.replace('_', " "), value.to_string()))
+            .collect(),
+        _ => Vec::new(),
+    };
+    let chain = detail
+        .chain
+        .iter()
+        .map(|link| ChainLink {
+            id: link.execution_id,
+            attempt: link.attempt,
+            badge: badge(link.status.as_str()),
+            trigger: link.trigger.as_str().replace('_', " "),
+            scheduled: when(link.scheduled_at, &link.timezone, now),
+            current: link.execution_id == id,
+        })
+        .collect();
+    super::html(&ExecutionPage {
+        chrome: signed.chrome("history"),
+        run: execution_row(e, now),
+        finished: when_opt(e.finished_at, zone, now),
+        reason: e.trigger_reason.clone(),
+        error: detail.error.clone(),
+        nodes,
+        result: detail
+            .result
+            .as_ref()
+            .and_then(|r| serde_json::to_string_pretty(r).ok()),
+        metrics,
+        violations: detail
+            .violations
+            .iter()
+            .map(|v| (v.kind.clone(), when(v.created_at, &v.timezone, now), v.details.to_string()))
+            .collect(),
+        chain,
+        earlier_runners: detail.earlier_runner_ids.join(", "),
+        resumed_count: detail.resumed_count,
+        cancellable: e.status.holds_rule() && !e.cancel_requested,
+        done: q.done.is_some(),
+    })
+}
+
+#[derive(Deserialize)]
+pub(super) struct CancelForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+pub(super) async fn cancel(
+    State(state): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    form: Result<Form<CancelForm>, FormRejection>,
+) -> Result<Response, ConsoleError> {
+    let Form(form) = form?;
+    signed.check_csrf(&form.csrf)?;
+    let id = path_id("execution", &id)?;
+    let actor = Actor::check(signed.caller.clone())?;
+    let request = CancelExecutionRequest {
+        execution_id: id,
+        reason: form.reason,
+    };
+    match cancel::cancel(State(state), actor, ApiJson(request)).await {
+        Ok(_) => Ok(Redirect::to(&format!("/console/executions/{id}?done=cancel")).into_response()),
+        Err(error @ ApiError::NotFound(_)) => Err(error.into()),
+        Err(error) => Err(ConsoleError::Refused {
+            what: "Cancel",
+            error,
+            back: format!("/console/executions/{id}"),
+        }),
+    }
+}

@@ -1,0 +1,207 @@
+//! The fleet page (per brand and branch: runners and rules by state, and the rules that need
+//! someone first) and the rule list behind its counts.
+
+use askama::Template;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use chrono::Utc;
+use res_shared::wire::{RuleCondition, RuleListRequest, RuleSummary, RunnerState};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ConsoleError;
+use super::query;
+use super::session::Signed;
+use super::view::{Badge, Chrome, When, badge, when_opt};
+use crate::api::operator::{fleet, overview};
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// Rules shown under "needs you" before the list links on.
+const ATTENTION_SHOWN: usize = 50;
+
+struct Count {
+    badge: Badge,
+    count: u32,
+    /// The rule list filtered to these (none for runner counts).
+    link: Option<String>,
+}
+
+struct BranchLine {
+    brand_link: String,
+    brand_name: String,
+    branch_name: String,
+    rules_link: String,
+    runners: Vec<Count>,
+    has_runners: bool,
+    rules: Vec<Count>,
+    overdue: u32,
+    last_seen: Option<When>,
+}
+
+/// A rule in a list, with why it is listed.
+pub(super) struct RuleLine {
+    id: Uuid,
+    rule_name: String,
+    branch_name: String,
+    brand_name: String,
+    badge: Badge,
+    note: Option<String>,
+    next_run: Option<When>,
+    last: Option<Badge>,
+    last_run: Option<When>,
+}
+
+fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
+    let note = match (&rule.needs_attention, rule.overdue) {
+        (Some(reason), _) => Some(reason.clone()),
+        (None, true) => Some("overdue: its run time passed and no runner has taken it".into()),
+        (None, false) => None,
+    };
+    RuleLine {
+        id: rule.branch_rule_id,
+        rule_name: rule.rule_name.clone(),
+        branch_name: rule.branch_name.clone(),
+        brand_name: rule.brand_name.clone(),
+        badge: badge(if rule.overdue && rule.condition == RuleCondition::Idle {
+            "overdue"
+        } else {
+            rule.condition.as_str()
+        }),
+        note,
+        next_run: when_opt(rule.next_run_time, &rule.timezone, now),
+        last: rule.last_status.map(|s| badge(s.as_str())),
+        last_run: when_opt(rule.last_run_at, &rule.timezone, now),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/fleet.html")]
+struct FleetPage {
+    chrome: Chrome,
+    branches: Vec<BranchLine>,
+    attention: Vec<RuleLine>,
+    attention_more: usize,
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    signed: Signed,
+) -> Result<Response, ConsoleError> {
+    let fleet = overview::overview(&state, &signed.reader()).await?;
+    let now = Utc::now();
+    let branches = fleet
+        .branches
+        .iter()
+        .map(|b| {
+            let rules_link = format!("/console/rules?branch={}", b.branch_id);
+            BranchLine {
+                brand_link: format!("/console/rules?brand={}", b.brand_id),
+                brand_name: b.brand_name.clone(),
+                branch_name: b.branch_name.clone(),
+                runners: RunnerState::ALL
+                    .iter()
+                    .zip(b.runners)
+                    .map(|(state, count)| Count {
+                        badge: badge(state.as_str()),
+                        count,
+                        link: None,
+                    })
+                    .collect(),
+                rules: RuleCondition::ALL
+                    .iter()
+                    .zip(b.rules)
+                    .filter(|(_, count)| *count > 0)
+                    .map(|(condition, count)| Count {
+                        badge: badge(condition.as_str()),
+                        count,
+                        link: Some(format!("{rules_link}&condition={}", condition.as_str())),
+                    })
+                    .collect(),
+                has_runners: b.runners.iter().any(|count| *count > 0),
+                overdue: b.overdue,
+                last_seen: when_opt(b.last_seen, &b.timezone, now),
+                rules_link,
+            }
+        })
+        .collect();
+    let attention_more = fleet.attention.len().saturating_sub(ATTENTION_SHOWN);
+    let attention = fleet
+        .attention
+        .iter()
+        .take(ATTENTION_SHOWN)
+        .map(|rule| rule_line(rule, now))
+        .collect();
+    super::html(&FleetPage {
+        chrome: signed.chrome("fleet"),
+        branches,
+        attention,
+        attention_more,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct RuleQuery {
+    brand: Option<String>,
+    branch: Option<String>,
+    condition: Option<String>,
+    name: Option<String>,
+    after: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/rules.html")]
+struct RulesPage {
+    chrome: Chrome,
+    rules: Vec<RuleLine>,
+    conditions: Vec<(&'static str, bool)>,
+    name: String,
+    next_link: Option<String>,
+    /// The filters as hidden fields, so changing one keeps the others.
+    scope_fields: Vec<(&'static str, String)>,
+}
+
+pub(super) async fn rules(
+    State(state): State<AppState>,
+    signed: Signed,
+    query: Result<Query<RuleQuery>, QueryRejection>,
+) -> Result<Response, ConsoleError> {
+    let Query(q) = query?;
+    let condition = query::named("condition", &q.condition, RuleCondition::parse)?;
+    let request = RuleListRequest {
+        brand_id: query::id("brand", &q.brand)?,
+        branch_id: query::id("branch", &q.branch)?,
+        rule_name: query::given(&q.name).map(str::to_owned),
+        condition,
+        after: query::given(&q.after).map(str::to_owned),
+        ..RuleListRequest::default()
+    };
+    let answer = fleet::rules(State(state), signed.reader(), ApiJson(request)).await?.0;
+    let now = Utc::now();
+    let next_link = answer.next.map(|next| {
+        let pairs = [
+            ("brand", q.brand.clone()),
+            ("branch", q.branch.clone()),
+            ("condition", q.condition.clone()),
+            ("name", q.name.clone()),
+            ("after", Some(next)),
+        ];
+        format!("/console/rules?{}", query::encode(&pairs))
+    });
+    let scope_fields = [("brand", &q.brand), ("branch", &q.branch)]
+        .into_iter()
+        .filter_map(|(name, value)| query::given(value).map(|v| (name, v.to_owned())))
+        .collect();
+    super::html(&RulesPage {
+        chrome: signed.chrome("rules"),
+        rules: answer.rules.iter().map(|r| rule_line(r, now)).collect(),
+        conditions: RuleCondition::ALL
+            .iter()
+            .map(|c| (c.as_str(), Some(*c) == condition))
+            .collect(),
+        name: query::given(&q.name).unwrap_or_default().to_owned(),
+        next_link,
+        scope_fields,
+    })
+}

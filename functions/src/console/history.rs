@@ -1,0 +1,150 @@
+//! The history page: executions newest first, filtered by brand, branch, rule, status,
+//! trigger and time, a keyset page at a time; and the execution row every page shares.
+
+use askama::Template;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use res_shared::wire::{ExecutionListRequest, ExecutionStatus, ExecutionSummary, Trigger};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ConsoleError;
+use super::query;
+use super::session::Signed;
+use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
+use crate::api::operator::history;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// One execution in a table.
+pub(super) struct ExecutionRow {
+    pub(super) id: Uuid,
+    pub(super) rule_id: Uuid,
+    pub(super) rule_name: String,
+    pub(super) branch_name: String,
+    pub(super) badge: Badge,
+    pub(super) trigger: String,
+    pub(super) attempt: i32,
+    pub(super) scheduled: When,
+    pub(super) started: Option<When>,
+    pub(super) duration: String,
+    pub(super) runner_id: String,
+    pub(super) error: Option<String>,
+    pub(super) cancel_requested: bool,
+}
+
+pub(super) fn execution_row(e: &ExecutionSummary, now: DateTime<Utc>) -> ExecutionRow {
+    let trigger = match &e.triggered_by {
+        Some(by) => format!("{} by {by}", e.trigger.as_str().replace('_', " ")),
+        None => e.trigger.as_str().replace('_', " "),
+    };
+    ExecutionRow {
+        id: e.execution_id,
+        rule_id: e.branch_rule_id,
+        rule_name: e.rule_name.clone(),
+        branch_name: e.branch_name.clone(),
+        badge: badge(e.status.as_str()),
+        trigger,
+        attempt: e.attempt,
+        scheduled: when(e.scheduled_at, &e.timezone, now),
+        started: when_opt(e.started_at, &e.timezone, now),
+        duration: duration(e.duration_ms),
+        runner_id: e.runner_id.clone(),
+        error: e.error.clone(),
+        cancel_requested: e.cancel_requested,
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct HistoryQuery {
+    brand: Option<String>,
+    branch: Option<String>,
+    rule: Option<String>,
+    status: Option<String>,
+    trigger: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    after: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "console/history.html")]
+struct HistoryPage {
+    chrome: Chrome,
+    rows: Vec<ExecutionRow>,
+    statuses: Vec<(&'static str, bool)>,
+    triggers: Vec<(&'static str, bool)>,
+    since: String,
+    until: String,
+    /// Filters set by links (brand, branch, rule ids), kept as hidden fields and shown.
+    scope_fields: Vec<(&'static str, String)>,
+    next_link: Option<String>,
+    first_link: Option<String>,
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    signed: Signed,
+    query: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Result<Response, ConsoleError> {
+    let Query(q) = query?;
+    let status = query::named("status", &q.status, ExecutionStatus::parse)?;
+    let trigger = query::named("trigger", &q.trigger, Trigger::parse)?;
+    let request = ExecutionListRequest {
+        brand_id: query::id("brand", &q.brand)?,
+        branch_id: query::id("branch", &q.branch)?,
+        branch_rule_id: query::id("rule", &q.rule)?,
+        status,
+        trigger,
+        since: query::time("since", &q.since)?,
+        until: query::time("until", &q.until)?,
+        limit: None,
+        after: query::given(&q.after).map(str::to_owned),
+    };
+    let answer = history::list(State(state), signed.reader(), ApiJson(request))
+        .await?
+        .0;
+    let now = Utc::now();
+    let filters = |after: Option<String>| {
+        let pairs = [
+            ("brand", q.brand.clone()),
+            ("branch", q.branch.clone()),
+            ("rule", q.rule.clone()),
+            ("status", q.status.clone()),
+            ("trigger", q.trigger.clone()),
+            ("since", q.since.clone()),
+            ("until", q.until.clone()),
+            ("after", after),
+        ];
+        format!("/console/executions?{}", query::encode(&pairs))
+    };
+    let next_link = answer.next.map(|next| filters(Some(next)));
+    let first_link = query::given(&q.after).map(|_| filters(None));
+    let scope_fields = [("brand", &q.brand), ("branch", &q.branch), ("rule", &q.rule)]
+        .into_iter()
+        .filter_map(|(name, value)| query::given(value).map(|v| (name, v.to_owned())))
+        .collect();
+    super::html(&HistoryPage {
+        chrome: signed.chrome("history"),
+        rows: answer
+            .executions
+            .iter()
+            .map(|e| execution_row(e, now))
+            .collect(),
+        statuses: ExecutionStatus::ALL
+            .iter()
+            .map(|s| (s.as_str(), Some(*s) == status))
+            .collect(),
+        triggers: Trigger::ALL
+            .iter()
+            .map(|t| (t.as_str(), Some(*t) == trigger))
+            .collect(),
+        since: query::given(&q.since).unwrap_or_default().to_owned(),
+        until: query::given(&q.until).unwrap_or_default().to_owned(),
+        scope_fields,
+        next_link,
+        first_link,
+    })
+}

@@ -1,0 +1,312 @@
+//! The rule page: state, schedule in words, next runs, blockers, operator marks, last runs,
+//! violations and runners; and its actions (run now, pause, resume, force stop), each with
+//! a reason, answered with the operator functions' own refusal when refused.
+
+use askama::Template;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::Utc;
+use res_shared::wire::{
+    DescribeRuleRequest, ForceStopRuleRequest, OperatorMark, PauseRuleRequest, ResumeRuleRequest,
+    RunNowRequest, ViolationListRequest,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::error::ConsoleError;
+use super::history::{ExecutionRow, execution_row};
+use super::runners::{RunnerRow, runner_row};
+use super::session::Signed;
+use super::view::{Badge, Chrome, When, badge, when, when_opt};
+use crate::api::operator::{fleet, inspect, rules};
+use crate::auth::Actor;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+const VIOLATIONS_SHOWN: u32 = 20;
+
+/// The actions of the rule page, as their path segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    RunNow,
+    Pause,
+    Resume,
+    ForceStop,
+}
+
+impl Action {
+    const ALL: [Action; 4] = [
+        Action::RunNow,
+        Action::Pause,
+        Action::Resume,
+        Action::ForceStop,
+    ];
+
+    fn path(self) -> &'static str {
+        match self {
+            Action::RunNow => "run-now",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+            Action::ForceStop => "force-stop",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Action::RunNow => "Run now",
+            Action::Pause => "Pause",
+            Action::Resume => "Resume",
+            Action::ForceStop => "Force stop",
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            Action::RunNow => "Run requested: a runner of the branch starts it at its next claim.",
+            Action::Pause => "Paused: no new run starts until it is resumed.",
+            Action::Resume => "Resumed: its next run comes from its schedule.",
+            Action::ForceStop => "Force-stopped: no new run starts, and a live run is cancelled.",
+        }
+    }
+
+    fn parse(path: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.path() == path)
+    }
+}
+
+/// What the page says above the rule after an action.
+#[derive(Debug, Default)]
+struct Notice {
+    done: Option<&'static str>,
+    refused: Option<String>,
+    /// The refused action and the reason typed, kept in its form.
+    kept: Option<(Action, String)>,
+}
+
+struct Mark {
+    what: &'static str,
+    at: When,
+    by: Option<String>,
+    reason: Option<String>,
+}
+
+struct ActionForm {
+    path: &'static str,
+    label: &'static str,
+    reason: String,
+    refused: bool,
+}
+
+struct ViolationRow {
+    kind: String,
+    at: When,
+    execution_id: Option<Uuid>,
+    details: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/rule.html")]
+struct RulePage {
+    chrome: Chrome,
+    id: Uuid,
+    rule_name: String,
+    branch_name: String,
+    branch_id: Uuid,
+    badge: Badge,
+    why_not: Vec<String>,
+    schedule: String,
+    cron: String,
+    timezone: String,
+    next_run: Option<When>,
+    next_runs: Vec<When>,
+    marks: Vec<Mark>,
+    consecutive_failures: i32,
+    runs: Vec<ExecutionRow>,
+    violations: Vec<ViolationRow>,
+    runners: Vec<RunnerRow>,
+    forms: Vec<ActionForm>,
+    done: Option<&'static str>,
+    refused: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DoneQuery {
+    done: Option<String>,
+}
+
+/// Reads a rule id from the path; anything else is as unknown as an id out of scope.
+pub(super) fn path_id(what: &str, text: &str) -> Result<Uuid, ConsoleError> {
+    Uuid::parse_str(text)
+        .map_err(|_| ApiError::NotFound(format!("{what} {text} not found")).into())
+}
+
+pub(super) async fn page(
+    State(state): State<AppState>,
+    signed: Signed,
+    Path(id): Path<String>,
+    Query(q): Query<DoneQuery>,
+) -> Result<Response, ConsoleError> {
+    let id = path_id("branch rule", &id)?;
+    let notice = Notice {
+        done: q.done.as_deref().and_then(Action::parse).map(Action::done),
+        ..Notice::default()
+    };
+    render(&state, &signed, id, notice).await
+}
+
+async fn render(
+    state: &AppState,
+    signed: &Signed,
+    id: Uuid,
+    notice: Notice,
+) -> Result<Response, ConsoleError> {
+    let request = DescribeRuleRequest {
+        branch_rule_id: id,
+        next_runs: Some(5),
+    };
+    let rule = inspect::describe(State(state.clone()), signed.reader(), ApiJson(request))
+        .await?
+        .0;
+    let request = ViolationListRequest {
+        branch_rule_id: Some(id),
+        limit: Some(VIOLATIONS_SHOWN),
+        ..ViolationListRequest::default()
+    };
+    let violations = fleet::violations(State(state.clone()), signed.reader(), ApiJson(request))
+        .await?
+        .0
+        .violations;
+    let now = Utc::now();
+    let zone = rule.timezone.as_str();
+    let mark = |what: &'static str, m: &Option<OperatorMark>| {
+        m.as_ref().map(|m| Mark {
+            what,
+            at: when(m.at, zone, now),
+            by: m.by.clone(),
+            reason: m.reason.clone(),
+        })
+    };
+    let marks = [
+        mark("Needs attention", &rule.needs_attention),
+        mark("Paused", &rule.paused),
+        mark("Force-stopped", &rule.force_stopped),
+        mark("Run requested", &rule.run_requested),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let forms = Action::ALL
+        .into_iter()
+        .map(|action| {
+            let kept = notice.kept.as_ref().filter(|(a, _)| *a == action);
+            ActionForm {
+                path: action.path(),
+                label: action.label(),
+                reason: kept.map(|(_, r)| r.clone()).unwrap_or_default(),
+                refused: kept.is_some(),
+            }
+        })
+        .collect();
+    super::html(&RulePage {
+        chrome: signed.chrome("rules"),
+        id,
+        badge: badge(rule.condition.as_str()),
+        why_not: rule.why_not.clone(),
+        schedule: rule.schedule.clone(),
+        cron: rule.cron_expression.clone().unwrap_or_default(),
+        timezone: rule.timezone.clone(),
+        next_run: when_opt(rule.next_run_time, zone, now),
+        next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),
+        marks,
+        consecutive_failures: rule.consecutive_failures,
+        runs: rule.last_runs.iter().map(|e| execution_row(e, now)).collect(),
+        violations: violations
+            .iter()
+            .map(|v| ViolationRow {
+                kind: v.kind.clone(),
+                at: when(v.created_at, &v.timezone, now),
+                execution_id: v.execution_id,
+                details: v.details.to_string(),
+            })
+            .collect(),
+        runners: rule.runners.iter().map(|r| runner_row(r, now)).collect(),
+        forms,
+        done: notice.done,
+        refused: notice.refused,
+        rule_name: rule.rule_name,
+        branch_name: rule.branch_name,
+        branch_id: rule.branch_id,
+    })
+}
+
+#[derive(Deserialize)]
+pub(super) struct ReasonForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+pub(super) async fn act(
+    State(state): State<AppState>,
+    signed: Signed,
+    Path((id, action)): Path<(String, String)>,
+    form: Result<Form<ReasonForm>, FormRejection>,
+) -> Result<Response, ConsoleError> {
+    let Form(form) = form?;
+    signed.check_csrf(&form.csrf)?;
+    let id = path_id("branch rule", &id)?;
+    let action = Action::parse(&action)
+        .ok_or_else(|| ConsoleError::NotFound(format!("no rule action {action:?}")))?;
+    let actor = Actor::check(signed.caller.clone())?;
+    let reason = form.reason.clone();
+    let state_ = State(state.clone());
+    let done = match action {
+        Action::RunNow => {
+            let request = RunNowRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::run_now(state_, actor, ApiJson(request)).await
+        }
+        Action::Pause => {
+            let request = PauseRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::pause(state_, actor, ApiJson(request)).await
+        }
+        Action::Resume => {
+            let request = ResumeRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::resume(state_, actor, ApiJson(request)).await
+        }
+        Action::ForceStop => {
+            let request = ForceStopRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::force_stop(state_, actor, ApiJson(request)).await
+        }
+    };
+    match done {
+        Ok(_) => Ok(Redirect::to(&format!("/console/rules/{id}?done={}", action.path())).into_response()),
+        // Unknown (or out of scope) stays unknown: the plain not-found page.
+        Err(error @ ApiError::NotFound(_)) => Err(error.into()),
+        Err(error) => {
+            let (status, detail) = error.detail();
+            let notice = Notice {
+                done: None,
+                refused: Some(format!("{} refused: {}", action.label(), detail.message)),
+                kept: Some((action, form.reason)),
+            };
+            let page = render(&state, &signed, id, notice).await?;
+            // The page again, with the status the function answered and the reason kept.
+            Ok((status, page).into_response())
+        }
+    }
+}

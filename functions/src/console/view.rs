@@ -1,0 +1,110 @@
+//! What pages show, as plain strings: times in the branch's zone and relative to now,
+//! durations, statuses as words. Templates only place them (and escape them).
+
+use chrono::{DateTime, Utc};
+use res_shared::schedule::{Zone, relative_time};
+
+/// The frame around every page: who is signed in and what they may do.
+#[derive(Debug, Clone)]
+pub(crate) struct Chrome {
+    pub(crate) key_name: String,
+    pub(crate) role: &'static str,
+    /// Operator keys see the action forms; viewer keys do not.
+    pub(crate) may_act: bool,
+    pub(crate) csrf: String,
+    /// The navigation entry of this page.
+    pub(crate) section: &'static str,
+}
+
+/// An instant as a person reads it: local time with its zone named, and how long ago or
+/// how soon; `iso` for the `<time>` element.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct When {
+    pub(crate) iso: String,
+    pub(crate) local: String,
+    pub(crate) relative: String,
+}
+
+/// `at` in the zone named `zone` (UTC when the name is unknown, and then it says so).
+pub(crate) fn when(at: DateTime<Utc>, zone: &str, now: DateTime<Utc>) -> When {
+    let local = match Zone::parse(zone) {
+        Ok(zone) => format!("{} {}", zone.local(at).format("%Y-%m-%d %H:%M:%S"), zone.name()),
+        Err(_) => format!("{} UTC", at.format("%Y-%m-%d %H:%M:%S")),
+    };
+    When {
+        iso: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        local,
+        relative: relative_time(at, now),
+    }
+}
+
+pub(crate) fn when_opt(at: Option<DateTime<Utc>>, zone: &str, now: DateTime<Utc>) -> Option<When> {
+    at.map(|at| when(at, zone, now))
+}
+
+/// "0.6 s", "2 min 5 s", "1 h 3 min"; "-" while unfinished.
+pub(crate) fn duration(ms: Option<i64>) -> String {
+    let Some(ms) = ms else {
+        return "-".to_owned();
+    };
+    let ms = ms.max(0);
+    match ms {
+        0..=59_999 => format!("{:.1} s", ms as f64 / 1_000.0),
+        60_000..=3_599_999 => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1_000),
+        _ => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
+
+/// A status word, and the style class that colours it (the word is always shown, so no
+/// state is told by colour alone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Badge {
+    pub(crate) text: String,
+    pub(crate) class: &'static str,
+}
+
+pub(crate) fn badge(word: &str) -> Badge {
+    let class = match word {
+        "completed" | "alive" | "idle" => "good",
+        "running" | "scheduled" | "paused" | "stale" => "busy",
+        "failed" | "crashed" | "timeout" | "needs_attention" | "gone" | "overdue"
+        | "operation_window_exceeded" => "bad",
+        _ => "quiet",
+    };
+    Badge {
+        text: word.replace('_', " "),
+        class,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn times_are_local_with_the_zone_named_and_relative() {
+        let at = Utc.with_ymd_and_hms(2026, 11, 24, 9, 30, 0).single();
+        let at = at.unwrap_or_default();
+        let shown = when(at, "Asia/Riyadh", at + chrono::TimeDelta::minutes(3));
+        assert_eq!(shown.local, "2026-11-24 12:30:00 Asia/Riyadh");
+        assert_eq!(shown.relative, "3 min ago");
+        assert_eq!(shown.iso, "2026-11-24T09:30:00Z");
+        assert_eq!(when(at, "Mars/Olympus", at).local, "2026-11-24 09:30:00 UTC");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(None), "-");
+        assert_eq!(duration(Some(640)), "0.6 s");
+        assert_eq!(duration(Some(125_000)), "2 min 5 s");
+        assert_eq!(duration(Some(3_780_000)), "1 h 3 min");
+    }
+
+    #[test]
+    fn statuses_are_words_first() {
+        assert_eq!(badge("needs_attention").text, "needs attention");
+        assert_eq!(badge("failed").class, "bad");
+    }
+}
