@@ -4,6 +4,7 @@
 //!
 //! End-to-end tests that drive several processes live in this crate's `tests/` folder.
 
+pub mod browser;
 pub mod console;
 pub mod functions;
 pub mod postgres;

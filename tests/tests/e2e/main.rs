@@ -2,6 +2,7 @@
 //! detectors, talking over real sockets — including when parts of the system fail.
 
 mod chaos;
+mod console;
 mod docs;
 mod operate;
 mod system;

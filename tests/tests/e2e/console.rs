@@ -1,0 +1,226 @@
+//! The operator console in a real headless Chromium, against `res-functions serve` and a
+//! real `res-runner` with a command detector: sign in, the fleet's needs-attention rule,
+//! run now to completion, pause, cancel a running execution, a retry chain, a viewer, another
+//! brand's ids, a script-named rule and a stale form.
+
+use std::time::Duration;
+
+use chrono::{TimeDelta, Utc};
+use res_tests::browser::Browser;
+use res_tests::functions::{RuleSpec, Seed};
+use res_tests::processes::eventually;
+use uuid::Uuid;
+
+use super::system::{System, detector, functions_cli};
+
+const WAIT: Duration = Duration::from_secs(40);
+const SCRIPT_NAME: &str = "<script>alert(1)</script>";
+
+fn console_url(system: &System) -> String {
+    system.functions.url().replace("/functions/v1", "/console")
+}
+
+/// A rule due tomorrow (only run-now runs it today) whose detector takes `seconds`.
+async fn tomorrows_rule(system: &System, name: &str, seconds: f64) -> Uuid {
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+            &detector(seconds, 0),
+        )
+        .await;
+    sqlx::query("UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)")
+        .bind(rule)
+        .bind(name)
+        .execute(&system.pool)
+        .await
+        .expect("rule name");
+    rule
+}
+
+async fn sign_in(browser: &Browser, system: &System, key: &str) {
+    browser.open(&format!("{}/", console_url(system))).await;
+    assert!(browser.path().await.starts_with("/console/sign-in"), "signed out first");
+    browser.fill("#key", key).await;
+    browser.click("form[action='/console/sign-in'] button").await;
+    assert_eq!(browser.path().await, "/console/", "back where it started");
+}
+
+/// Fills the reason of `action`'s form on a rule page and submits it.
+async fn act(browser: &Browser, action: &str, reason: &str) {
+    browser.fill(&format!("#reason-{action}"), reason).await;
+    browser
+        .click(&format!("form[action$='/{action}'] button"))
+        .await;
+}
+
+async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
+    system.executions(rule).await.into_iter().map(|e| e.1).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
+    let system = System::start_with(&["--sweep-interval", "1"]).await;
+    let quick = tomorrows_rule(&system, "Queue length", 0.3).await;
+    let slow = tomorrows_rule(&system, "Shelf scan", 60.0).await;
+    let flagged = tomorrows_rule(&system, SCRIPT_NAME, 0.1).await;
+    sqlx::query(
+        "UPDATE branch_rules SET needs_attention_at = now(), consecutive_failures = 3, \
+             needs_attention_reason = 'failed 3 times in a row: camera 3 did not answer' \
+         WHERE id = $1",
+    )
+    .bind(flagged)
+    .execute(&system.pool)
+    .await
+    .expect("flag the rule");
+    let _runner = system.runner("site-1", &[]);
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &system.operator).await;
+
+    // The fleet: the flagged rule first, with its reason, its name as text.
+    let attention = browser.text("#attention").await;
+    assert!(attention.contains("failed 3 times in a row: camera 3 did not answer"), "{attention}");
+    assert!(attention.contains(SCRIPT_NAME), "the name shows as text: {attention}");
+    assert!(browser.client.get_alert_text().await.is_err(), "no script ran");
+
+    // Run now: the page shows the run start and complete, refreshing by itself.
+    let base = console_url(&system);
+    browser.open(&format!("{base}/rules/{quick}")).await;
+    act(&browser, "run-now", "checking the queue camera").await;
+    assert!(browser.text("main").await.contains("Run requested"));
+    let runs = browser
+        .wait_for_text("#runs", WAIT, |text| text.contains("completed"))
+        .await;
+    assert!(runs.contains("manual by alice"), "{runs}");
+
+    // Pause: shown paused, and a due rule does not run.
+    act(&browser, "pause", "camera moved").await;
+    browser
+        .wait_for_text("#rule-state", WAIT, |text| text.contains("paused"))
+        .await;
+    let ran = statuses(&system, quick).await.len();
+    sqlx::query("UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1")
+        .bind(quick)
+        .execute(&system.pool)
+        .await
+        .expect("make it due");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(statuses(&system, quick).await.len(), ran, "a paused rule does not run");
+    assert!(browser.text("#state").await.contains("paused by an operator"));
+
+    // Cancel a running execution from its page.
+    browser.open(&format!("{base}/rules/{slow}")).await;
+    act(&browser, "run-now", "long scan").await;
+    eventually("the slow rule runs", WAIT, || async {
+        statuses(&system, slow).await.iter().any(|s| s == "running")
+    })
+    .await;
+    let execution = system.executions(slow).await[0].0;
+    browser.open(&format!("{base}/executions/{execution}")).await;
+    browser.fill("#reason-cancel", "wrong camera").await;
+    browser.click("form[action$='/cancel'] button").await;
+    browser
+        .wait_for_text("#execution-status", WAIT, |text| text.contains("cancelled"))
+        .await;
+    assert_eq!(statuses(&system, slow).await, ["cancelled"]);
+
+    // A stale form: a token from an earlier session is refused, and nothing happens.
+    browser.open(&format!("{base}/rules/{quick}")).await;
+    let stale = browser
+        .script("return document.querySelector(\"input[name='csrf']\").value")
+        .await;
+    browser.click(".who button").await;
+    assert!(browser.path().await.starts_with("/console/sign-in"));
+    sign_in(&browser, &system, &system.operator).await;
+    browser.open(&format!("{base}/rules/{quick}")).await;
+    let set_stale = format!(
+        "document.querySelectorAll(\"input[name='csrf']\").forEach(function (i) {{ i.value = {stale}; }});"
+    );
+    browser.script(&set_stale).await;
+    act(&browser, "resume", "stale form").await;
+    assert!(browser.text("main").await.contains("stale"), "refused as stale");
+    assert!(
+        sqlx::query_scalar::<_, bool>("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
+            .bind(quick)
+            .fetch_one(&system.pool)
+            .await
+            .expect("the rule"),
+        "still paused"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
+    let system = System::start().await;
+    let rule = tomorrows_rule(&system, "Queue length", 0.1).await;
+    // A failed run and its retry: the chain the execution page links.
+    let (first, retry) = (Uuid::new_v4(), Uuid::new_v4());
+    for (id, attempt, retry_of, status, trigger, ago) in [
+        (first, 1, None, "failed", "schedule", 600),
+        (retry, 2, Some(first), "completed", "retry", 300),
+    ] {
+        sqlx::query(
+            "INSERT INTO executions (id, branch_rule_id, runner_id, status, attempt, retry_of, \
+                 root_id, claim_token, lease_seconds, lease_expires_at, trigger, scheduled_at, \
+                 started_at, finished_at, error) \
+             VALUES ($1, $2, 'site-1', $3, $4, $5, $6, 'seeded', 60, now(), $7, \
+                 now() - make_interval(secs => $8), now() - make_interval(secs => $8), \
+                 now() - make_interval(secs => $8 - 2), \
+                 CASE WHEN $3 = 'failed' THEN 'camera 3 did not answer' END)",
+        )
+        .bind(id)
+        .bind(rule)
+        .bind(status)
+        .bind(attempt)
+        .bind(retry_of)
+        .bind(first)
+        .bind(trigger)
+        .bind(f64::from(ago))
+        .execute(&system.pool)
+        .await
+        .expect("an execution");
+    }
+    let viewer = functions_cli(
+        system.database_url(),
+        &["create-api-key", "--name", "vera", "--role", "viewer", "--branch", &system.branch.to_string()],
+    );
+    let seed = Seed::new(&system.pool);
+    let other_branch = seed.branch(seed.brand("Europe/Berlin").await, None).await;
+    let theirs = seed.branch_rule(other_branch, RuleSpec::default()).await;
+
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &viewer).await;
+    let base = console_url(&system);
+
+    // Follow the chain from the retry back to the failed attempt.
+    browser.open(&format!("{base}/executions/{retry}")).await;
+    assert!(browser.text("#chain").await.contains("attempt 1"));
+    browser.click("#chain a").await;
+    assert_eq!(browser.path().await, format!("/console/executions/{first}"));
+    assert!(browser.text("#summary").await.contains("camera 3 did not answer"));
+
+    // A viewer reads but has no action controls.
+    browser.open(&format!("{base}/rules/{rule}")).await;
+    assert_eq!(browser.count("form.action").await, 0, "no action forms for a viewer");
+    assert_eq!(browser.count("button[value='run-now']").await, 0);
+
+    // Another brand's rule reads exactly as an id nobody has.
+    browser.open(&format!("{base}/rules/{theirs}")).await;
+    let other = browser.text("main").await.replace(&theirs.to_string(), "ID");
+    let unknown = Uuid::new_v4();
+    browser.open(&format!("{base}/rules/{unknown}")).await;
+    let none = browser.text("main").await.replace(&unknown.to_string(), "ID");
+    assert_eq!(other, none);
+    assert!(none.contains("404"), "{none}");
+
+    // At 375 px the pages still fit: nothing scrolls sideways but the tables' own boxes.
+    browser.resize(375, 800).await;
+    browser.open(&format!("{base}/rules/{rule}")).await;
+    let overflow = browser
+        .script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .await;
+    assert_eq!(overflow.as_i64(), Some(0), "the page is no wider than the phone");
+}
