@@ -158,6 +158,27 @@ async fn run() {
         &mut attention,
     );
     report("violations_list, first page of 50", &mut violations);
+
+    // The console's fleet page (every rule and runner in scope, folded per branch) and a
+    // rule page (describe, violations, runners), signed in as the operator.
+    let root = base.trim_end_matches("/functions/v1");
+    let mut console = res_tests::console::Console::new(root);
+    let signed = console.sign_in(&operator).await;
+    assert_eq!(signed.status, 303, "console sign-in: {}", signed.body);
+    let mut fleet = Vec::new();
+    let mut rule_page = Vec::new();
+    for (rule, _) in rules.iter().cycle().take(REQUESTS / 4) {
+        let started = Instant::now();
+        let page = console.get("/console/").await;
+        assert_eq!(page.status, 200, "console fleet: {}", page.body);
+        fleet.push(started.elapsed());
+        let started = Instant::now();
+        let page = console.get(&format!("/console/rules/{rule}")).await;
+        assert_eq!(page.status, 200, "console rule: {}", page.body);
+        rule_page.push(started.elapsed());
+    }
+    report("console: fleet page over all 10,000 rules", &mut fleet);
+    report("console: rule page", &mut rule_page);
 }
 
 async fn key(pool: &PgPool, role: Role, branch_ids: Vec<Uuid>) -> String {

@@ -4,11 +4,11 @@
 //! The same console in a real browser: tests/tests/e2e/console.rs.
 
 use chrono::TimeDelta;
+use reqwest::header::{HeaderMap, HeaderValue, ORIGIN};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_tests::console::Console;
 use res_tests::functions::{RuleSpec, Seed, TestApp};
-use reqwest::header::{HeaderMap, HeaderValue, ORIGIN};
 use uuid::Uuid;
 
 const SCRIPT_NAME: &str = "<script>alert(1)</script>";
@@ -93,7 +93,12 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_never_echoes_the_key() {
     assert_eq!(page.status, 303, "{}", page.body);
     assert_eq!(page.location(), Some("/console/"));
     let cookie = page.headers["set-cookie"].to_str().unwrap_or_default();
-    for part in ["res_console=", "HttpOnly", "SameSite=Strict", "Path=/console"] {
+    for part in [
+        "res_console=",
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/console",
+    ] {
         assert!(cookie.contains(part), "{cookie}");
     }
     assert!(!cookie.contains(&b.operator_a), "the cookie is not the key");
@@ -115,11 +120,19 @@ async fn signing_in_sets_a_strict_http_only_cookie_and_never_echoes_the_key() {
         .await;
     let cookie = page.headers["set-cookie"].to_str().unwrap_or_default();
     assert!(cookie.starts_with("__Host-res_console="), "{cookie}");
-    assert!(cookie.contains("; Secure") && cookie.contains("Path=/;"), "{cookie}");
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("Path=/;"),
+        "{cookie}"
+    );
 
     // Refusals name the field and sign nobody in.
     let runner = b.app.runner_token(&[]).await;
-    for (key, status) in [("", 422), ("res_nonsense", 401), (runner.as_str(), 403), (b.app.service.as_str(), 403)] {
+    for (key, status) in [
+        ("", 422),
+        ("res_nonsense", 401),
+        (runner.as_str(), 403),
+        (b.app.service.as_str(), 403),
+    ] {
         let page = Console::new(&b.app.base).sign_in(key).await;
         assert_eq!(page.status, status, "{key}: {}", page.body);
         assert!(page.body.contains("key: "), "{}", page.body);
@@ -135,18 +148,39 @@ async fn every_page_forbids_framing_and_foreign_scripts() {
     let b = brands().await;
     let console = signed_in(&b.app, &b.viewer_a).await;
     let rule = format!("/console/rules/{}", b.plain);
-    for path in ["/console/sign-in", "/console/", "/console/rules", rule.as_str(), "/console/executions", "/console/runners", "/console/nowhere"] {
+    for path in [
+        "/console/sign-in",
+        "/console/",
+        "/console/rules",
+        rule.as_str(),
+        "/console/executions",
+        "/console/runners",
+        "/console/nowhere",
+    ] {
         let page = console.get(path).await;
-        let csp = page.headers["content-security-policy"].to_str().unwrap_or_default();
-        assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
-        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{path}: {csp}");
+        let csp = page.headers["content-security-policy"]
+            .to_str()
+            .unwrap_or_default();
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+            "{path}: {csp}"
+        );
         assert_eq!(page.headers["x-frame-options"], "DENY", "{path}");
         assert_eq!(page.headers["x-content-type-options"], "nosniff", "{path}");
         assert_eq!(page.headers["cache-control"], "no-store", "{path}");
     }
     let script = console.get("/console/assets/console.js").await;
     assert_eq!(script.status, 200);
-    assert!(script.headers["content-type"].to_str().unwrap_or_default().starts_with("text/javascript"));
+    assert!(
+        script.headers["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("text/javascript")
+    );
 }
 
 #[tokio::test]
@@ -155,9 +189,24 @@ async fn the_fleet_shows_what_needs_attention_with_its_reason_and_names_as_text(
     let console = signed_in(&b.app, &b.operator_a).await;
     let fleet = console.get("/console/").await;
     assert_eq!(fleet.status, 200, "{}", fleet.body);
-    assert!(fleet.body.contains("failed 3 times in a row: camera offline"), "{}", fleet.body);
-    assert!(fleet.body.contains("&#60;script&#62;alert(1)&#60;/script&#62;"), "{}", fleet.body);
-    assert!(!fleet.body.contains(SCRIPT_NAME), "the name is never markup");
+    assert!(
+        fleet
+            .body
+            .contains("failed 3 times in a row: camera offline"),
+        "{}",
+        fleet.body
+    );
+    assert!(
+        fleet
+            .body
+            .contains("&#60;script&#62;alert(1)&#60;/script&#62;"),
+        "{}",
+        fleet.body
+    );
+    assert!(
+        !fleet.body.contains(SCRIPT_NAME),
+        "the name is never markup"
+    );
     let rule = console.get(&format!("/console/rules/{}", b.flagged)).await;
     assert_eq!(rule.status, 200, "{}", rule.body);
     assert!(!rule.body.contains(SCRIPT_NAME));
@@ -172,23 +221,37 @@ async fn another_brands_rules_and_executions_answer_as_unknown_ones() {
     let csrf = console.get("/console/").await.csrf().unwrap_or_default();
     let unknown = Uuid::new_v4();
     for (theirs, made_up) in [
-        (format!("/console/rules/{}", b.other), format!("/console/rules/{unknown}")),
-        (format!("/console/executions/{}", b.other_run), format!("/console/executions/{unknown}")),
+        (
+            format!("/console/rules/{}", b.other),
+            format!("/console/rules/{unknown}"),
+        ),
+        (
+            format!("/console/executions/{}", b.other_run),
+            format!("/console/executions/{unknown}"),
+        ),
     ] {
         let (a, z) = (console.get(&theirs).await, console.get(&made_up).await);
         assert_eq!((a.status, z.status), (404, 404), "{theirs}");
         let id_of = |path: &str| path.rsplit('/').next().unwrap_or_default().to_owned();
-        assert_eq!(a.body.replace(&id_of(&theirs), "ID"), z.body.replace(&id_of(&made_up), "ID"));
+        assert_eq!(
+            a.body.replace(&id_of(&theirs), "ID"),
+            z.body.replace(&id_of(&made_up), "ID")
+        );
     }
     let form = [("csrf", csrf.as_str()), ("reason", "not mine")];
-    let theirs = console.post(&format!("/console/rules/{}/pause", b.other), &form).await;
-    let made_up = console.post(&format!("/console/rules/{unknown}/pause"), &form).await;
+    let theirs = console
+        .post(&format!("/console/rules/{}/pause", b.other), &form)
+        .await;
+    let made_up = console
+        .post(&format!("/console/rules/{unknown}/pause"), &form)
+        .await;
     assert_eq!((theirs.status, made_up.status), (404, 404));
-    let paused: bool = sqlx::query_scalar("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
-        .bind(b.other)
-        .fetch_one(&b.app.pool)
-        .await
-        .expect("brand B's rule");
+    let paused: bool =
+        sqlx::query_scalar("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
+            .bind(b.other)
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("brand B's rule");
     assert!(!paused, "nothing happened to brand B");
     let listed = console.get("/console/rules").await;
     assert!(!listed.body.contains(&b.other.to_string()));
@@ -203,25 +266,52 @@ async fn actions_go_through_the_operator_functions_and_refusals_keep_the_reason(
     let path = format!("/console/rules/{}", b.plain);
     let csrf = console.get(&path).await.csrf().unwrap_or_default();
 
-    let done = console.post(&format!("{path}/run-now"), &[("csrf", &csrf), ("reason", "checking the camera")]).await;
+    let done = console
+        .post(
+            &format!("{path}/run-now"),
+            &[("csrf", &csrf), ("reason", "checking the camera")],
+        )
+        .await;
     assert_eq!(done.status, 303, "{}", done.body);
-    assert_eq!(done.location(), Some(format!("{path}?done=run-now").as_str()));
-    let by: Option<String> = sqlx::query_scalar("SELECT run_requested_by FROM branch_rules WHERE id = $1")
-        .bind(b.plain)
-        .fetch_one(&b.app.pool)
-        .await
-        .expect("the rule");
+    assert_eq!(
+        done.location(),
+        Some(format!("{path}?done=run-now").as_str())
+    );
+    let by: Option<String> =
+        sqlx::query_scalar("SELECT run_requested_by FROM branch_rules WHERE id = $1")
+            .bind(b.plain)
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("the rule");
     assert_eq!(by.as_deref(), Some("A admin"));
     let shown = console.get(&format!("{path}?done=run-now")).await;
     assert!(shown.body.contains("Run requested"), "{}", shown.body);
 
     // Resuming a rule nobody paused: the function's 409 and words, the reason kept.
-    let refused = console.post(&format!("{path}/resume"), &[("csrf", &csrf), ("reason", "back to normal")]).await;
+    let refused = console
+        .post(
+            &format!("{path}/resume"),
+            &[("csrf", &csrf), ("reason", "back to normal")],
+        )
+        .await;
     assert_eq!(refused.status, 409, "{}", refused.body);
-    assert!(refused.body.contains("Resume refused: "), "{}", refused.body);
-    assert!(refused.body.contains("value=\"back to normal\""), "{}", refused.body);
+    assert!(
+        refused.body.contains("Resume refused: "),
+        "{}",
+        refused.body
+    );
+    assert!(
+        refused.body.contains("value=\"back to normal\""),
+        "{}",
+        refused.body
+    );
     // An empty reason: refused naming the field.
-    let empty = console.post(&format!("{path}/pause"), &[("csrf", &csrf), ("reason", " ")]).await;
+    let empty = console
+        .post(
+            &format!("{path}/pause"),
+            &[("csrf", &csrf), ("reason", " ")],
+        )
+        .await;
     assert_eq!(empty.status, 422, "{}", empty.body);
     assert!(empty.body.contains("reason"), "{}", empty.body);
 }
@@ -233,26 +323,50 @@ async fn viewers_see_no_actions_and_forged_posts_change_nothing() {
     let path = format!("/console/rules/{}", b.plain);
     let page = viewer.get(&path).await;
     assert_eq!(page.status, 200, "{}", page.body);
-    assert!(!page.body.contains("/pause\""), "no action forms for viewers");
+    assert!(
+        !page.body.contains("/pause\""),
+        "no action forms for viewers"
+    );
     let csrf = page.csrf().unwrap_or_default();
-    let forged = viewer.post(&format!("{path}/pause"), &[("csrf", &csrf), ("reason", "forged")]).await;
+    let forged = viewer
+        .post(
+            &format!("{path}/pause"),
+            &[("csrf", &csrf), ("reason", "forged")],
+        )
+        .await;
     assert_eq!(forged.status, 403, "{}", forged.body);
-    assert!(forged.body.contains("viewer keys can read but not act"), "{}", forged.body);
+    assert!(
+        forged.body.contains("viewer keys can read but not act"),
+        "{}",
+        forged.body
+    );
 
     let operator = signed_in(&b.app, &b.operator_a).await;
     // Another site's page posting with the operator's cookie, and a token it had to guess.
     let mut foreign = HeaderMap::new();
     foreign.insert(ORIGIN, HeaderValue::from_static("http://evil.example"));
     let good = operator.get(&path).await.csrf().unwrap_or_default();
-    let cross = operator.post_with(&format!("{path}/pause"), &[("csrf", &good), ("reason", "x")], foreign).await;
+    let cross = operator
+        .post_with(
+            &format!("{path}/pause"),
+            &[("csrf", &good), ("reason", "x")],
+            foreign,
+        )
+        .await;
     assert_eq!(cross.status, 403, "{}", cross.body);
-    let guessed = operator.post(&format!("{path}/pause"), &[("csrf", "0000"), ("reason", "x")]).await;
+    let guessed = operator
+        .post(
+            &format!("{path}/pause"),
+            &[("csrf", "0000"), ("reason", "x")],
+        )
+        .await;
     assert_eq!(guessed.status, 403, "{}", guessed.body);
-    let paused: bool = sqlx::query_scalar("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
-        .bind(b.plain)
-        .fetch_one(&b.app.pool)
-        .await
-        .expect("the rule");
+    let paused: bool =
+        sqlx::query_scalar("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
+            .bind(b.plain)
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("the rule");
     assert!(!paused, "no refused form paused the rule");
 }
 
@@ -266,12 +380,21 @@ async fn a_token_from_an_ended_session_is_refused_and_a_revoked_key_ends_its_ses
     assert_eq!(out.status, 303, "{}", out.body);
     assert_eq!(console.get(&path).await.status, 303, "signed out");
     console.sign_in(&b.operator_a).await;
-    let refused = console.post(&format!("{path}/pause"), &[("csrf", &stale), ("reason", "old form")]).await;
+    let refused = console
+        .post(
+            &format!("{path}/pause"),
+            &[("csrf", &stale), ("reason", "old form")],
+        )
+        .await;
     assert_eq!(refused.status, 403, "{}", refused.body);
     assert!(refused.body.contains("stale"), "{}", refused.body);
 
     b.app.exec("UPDATE api_keys SET revoked_at = now() WHERE name = 'A admin' AND $1::uuid IS NOT NULL", &[Uuid::nil()]).await;
-    assert_eq!(console.get(&path).await.status, 303, "revoking the key signs it out");
+    assert_eq!(
+        console.get(&path).await.status,
+        303,
+        "revoking the key signs it out"
+    );
 }
 
 #[tokio::test]
@@ -289,6 +412,8 @@ async fn filters_that_cannot_be_read_are_refused_naming_the_field() {
         assert!(matches!(page.status, 400 | 422), "{path}: {}", page.status);
         assert!(page.body.contains(field), "{path}: {}", page.body);
     }
-    let page = console.get("/console/executions?status=completed&trigger=manual").await;
+    let page = console
+        .get("/console/executions?status=completed&trigger=manual")
+        .await;
     assert_eq!(page.status, 200, "{}", page.body);
 }

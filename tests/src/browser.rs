@@ -1,8 +1,8 @@
 //! A real headless Chromium driven over WebDriver: Debian's `chromium` and
 //! `chromium-driver` (`.ci/run` installs them), nothing downloaded at run time.
 
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,8 @@ use crate::processes::free_port;
 
 /// The ChromeDriver binary: `CHROMEDRIVER` or Debian's.
 fn chromedriver() -> PathBuf {
-    std::env::var_os("CHROMEDRIVER").map_or_else(|| PathBuf::from("/usr/bin/chromedriver"), PathBuf::from)
+    std::env::var_os("CHROMEDRIVER")
+        .map_or_else(|| PathBuf::from("/usr/bin/chromedriver"), PathBuf::from)
 }
 
 /// A browser session; the driver (and its Chromium) stop when it is dropped.
@@ -36,7 +37,8 @@ impl Browser {
             .process_group(0)
             .spawn()
             .expect("chromedriver runs (apt-get install chromium chromium-driver)");
-        let profile = std::env::temp_dir().join(format!("res-chromium-{port}-{}", std::process::id()));
+        let profile =
+            std::env::temp_dir().join(format!("res-chromium-{port}-{}", std::process::id()));
         let args = [
             "--headless=new".to_owned(),
             "--no-sandbox".to_owned(),
@@ -131,7 +133,12 @@ impl Browser {
     }
 
     /// Waits (up to `timeout`) until the text of `css` satisfies `accept`; that text.
-    pub async fn wait_for_text(&self, css: &str, timeout: Duration, accept: impl Fn(&str) -> bool) -> String {
+    pub async fn wait_for_text(
+        &self,
+        css: &str,
+        timeout: Duration,
+        accept: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let text = match self.client.find(Locator::Css(css)).await {
@@ -141,7 +148,10 @@ impl Browser {
             if accept(&text) {
                 return text;
             }
-            assert!(Instant::now() < deadline, "{css} never read as expected; last: {text:?}");
+            assert!(
+                Instant::now() < deadline,
+                "{css} never read as expected; last: {text:?}"
+            );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
@@ -157,7 +167,10 @@ impl Browser {
 
     /// Runs a script in the page (WebDriver's, not the page's: the CSP does not apply).
     pub async fn script(&self, source: &str) -> Value {
-        self.client.execute(source, Vec::new()).await.expect("the script runs")
+        self.client
+            .execute(source, Vec::new())
+            .await
+            .expect("the script runs")
     }
 
     /// Saves a PNG of the whole page as it is now.

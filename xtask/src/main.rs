@@ -18,6 +18,15 @@ struct Cli {
 enum Task {
     /// Run the whole system locally with demo data until Ctrl-C.
     Demo(demo::DemoArgs),
+    /// Run the demo for a while and photograph every console page, at desktop width and at
+    /// 375 px, into docs/console/ (needs Debian's chromium and chromium-driver).
+    Screenshots {
+        /// Where the PNGs go, relative to the workspace.
+        #[arg(long, default_value = "docs/console")]
+        out: std::path::PathBuf,
+        #[command(flatten)]
+        demo: demo::DemoArgs,
+    },
 }
 
 fn main() -> ExitCode {
@@ -30,7 +39,8 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Task::Demo(args) => runtime.block_on(demo::run(args)),
+        Task::Demo(args) => runtime.block_on(demo::run(args, None)),
+        Task::Screenshots { out, demo } => runtime.block_on(demo::run(demo, Some(out))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,7 +45,10 @@ impl From<sqlx::Error> for ConsoleError {
 
 impl From<FormRejection> for ConsoleError {
     fn from(rejection: FormRejection) -> Self {
-        ConsoleError::BadInput(format!("the form could not be read: {}", rejection.body_text()))
+        ConsoleError::BadInput(format!(
+            "the form could not be read: {}",
+            rejection.body_text()
+        ))
     }
 }
 

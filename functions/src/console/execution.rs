@@ -163,7 +163,13 @@ pub(super) async fn page(
         violations: detail
             .violations
             .iter()
-            .map(|v| (v.kind.clone(), when(v.created_at, &v.timezone, now), v.details.to_string()))
+            .map(|v| {
+                (
+                    v.kind.clone(),
+                    when(v.created_at, &v.timezone, now),
+                    v.details.to_string(),
+                )
+            })
             .collect(),
         chain,
         earlier_runners: detail.earlier_runner_ids.join(", "),

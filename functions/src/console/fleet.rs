@@ -177,7 +177,9 @@ pub(super) async fn rules(
         after: query::given(&q.after).map(str::to_owned),
         ..RuleListRequest::default()
     };
-    let answer = fleet::rules(State(state), signed.reader(), ApiJson(request)).await?.0;
+    let answer = fleet::rules(State(state), signed.reader(), ApiJson(request))
+        .await?
+        .0;
     let now = Utc::now();
     let next_link = answer.next.map(|next| {
         let pairs = [

@@ -122,10 +122,14 @@ pub(super) async fn page(
     };
     let next_link = answer.next.map(|next| filters(Some(next)));
     let first_link = query::given(&q.after).map(|_| filters(None));
-    let scope_fields = [("brand", &q.brand), ("branch", &q.branch), ("rule", &q.rule)]
-        .into_iter()
-        .filter_map(|(name, value)| query::given(value).map(|v| (name, v.to_owned())))
-        .collect();
+    let scope_fields = [
+        ("brand", &q.brand),
+        ("branch", &q.branch),
+        ("rule", &q.rule),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| query::given(value).map(|v| (name, v.to_owned())))
+    .collect();
     super::html(&HistoryPage {
         chrome: signed.chrome("history"),
         rows: answer

@@ -28,7 +28,10 @@ use crate::state::AppState;
 /// The console's routes, with their security headers.
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/console", get(|| async { Redirect::permanent("/console/") }))
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
         .route("/console/", get(fleet::page))
         .route("/console/rules", get(fleet::rules))
         .route("/console/rules/{id}", get(rule::page))

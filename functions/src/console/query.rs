@@ -80,11 +80,25 @@ mod tests {
     #[test]
     fn blank_filters_mean_any_and_bad_ones_name_their_field() {
         assert_eq!(id("branch", &Some("  ".into())).ok(), Some(None));
-        let refused = id("branch", &Some("17".into())).err().map(|e| e.to_string());
+        let refused = id("branch", &Some("17".into()))
+            .err()
+            .map(|e| e.to_string());
         assert_eq!(refused.as_deref(), Some("branch: \"17\" is not an id"));
-        let since = time("since", &Some("2026-11-24T08:00".into())).ok().flatten();
-        assert_eq!(since.map(|t| t.to_rfc3339()), Some("2026-11-24T08:00:00+00:00".into()));
+        let since = time("since", &Some("2026-11-24T08:00".into()))
+            .ok()
+            .flatten();
+        assert_eq!(
+            since.map(|t| t.to_rfc3339()),
+            Some("2026-11-24T08:00:00+00:00".into())
+        );
         assert!(time("until", &Some("yesterday".into())).is_err());
-        assert_eq!(encode(&[("a", Some("x y".into())), ("b", None), ("c", Some(String::new()))]), "a=x+y");
+        assert_eq!(
+            encode(&[
+                ("a", Some("x y".into())),
+                ("b", None),
+                ("c", Some(String::new()))
+            ]),
+            "a=x+y"
+        );
     }
 }

@@ -138,8 +138,7 @@ pub(super) struct DoneQuery {
 
 /// Reads a rule id from the path; anything else is as unknown as an id out of scope.
 pub(super) fn path_id(what: &str, text: &str) -> Result<Uuid, ConsoleError> {
-    Uuid::parse_str(text)
-        .map_err(|_| ApiError::NotFound(format!("{what} {text} not found")).into())
+    Uuid::parse_str(text).map_err(|_| ApiError::NotFound(format!("{what} {text} not found")).into())
 }
 
 pub(super) async fn page(
@@ -221,7 +220,11 @@ async fn render(
         next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),
         marks,
         consecutive_failures: rule.consecutive_failures,
-        runs: rule.last_runs.iter().map(|e| execution_row(e, now)).collect(),
+        runs: rule
+            .last_runs
+            .iter()
+            .map(|e| execution_row(e, now))
+            .collect(),
         violations: violations
             .iter()
             .map(|v| ViolationRow {
@@ -294,7 +297,9 @@ pub(super) async fn act(
         }
     };
     match done {
-        Ok(_) => Ok(Redirect::to(&format!("/console/rules/{id}?done={}", action.path())).into_response()),
+        Ok(_) => Ok(
+            Redirect::to(&format!("/console/rules/{id}?done={}", action.path())).into_response(),
+        ),
         // Unknown (or out of scope) stays unknown: the plain not-found page.
         Err(error @ ApiError::NotFound(_)) => Err(error.into()),
         Err(error) => {

@@ -299,7 +299,12 @@ mod tests {
     #[test]
     fn sign_in_lands_only_on_console_pages() {
         assert_eq!(landing(Some("/console/rules/1")), "/console/rules/1");
-        for elsewhere in ["https://evil.example/", "//evil.example", "/console//evil", "/functions/v1/x"] {
+        for elsewhere in [
+            "https://evil.example/",
+            "//evil.example",
+            "/console//evil",
+            "/functions/v1/x",
+        ] {
             assert_eq!(landing(Some(elsewhere)), "/console/", "{elsewhere}");
         }
         assert_eq!(landing(None), "/console/");

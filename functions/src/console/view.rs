@@ -28,7 +28,11 @@ pub(crate) struct When {
 /// `at` in the zone named `zone` (UTC when the name is unknown, and then it says so).
 pub(crate) fn when(at: DateTime<Utc>, zone: &str, now: DateTime<Utc>) -> When {
     let local = match Zone::parse(zone) {
-        Ok(zone) => format!("{} {}", zone.local(at).format("%Y-%m-%d %H:%M:%S"), zone.name()),
+        Ok(zone) => format!(
+            "{} {}",
+            zone.local(at).format("%Y-%m-%d %H:%M:%S"),
+            zone.name()
+        ),
         Err(_) => format!("{} UTC", at.format("%Y-%m-%d %H:%M:%S")),
     };
     When {
@@ -67,7 +71,12 @@ pub(crate) fn badge(word: &str) -> Badge {
     let class = match word {
         "completed" | "alive" | "idle" => "good",
         "running" | "scheduled" | "paused" | "stale" => "busy",
-        "failed" | "crashed" | "timeout" | "needs_attention" | "gone" | "overdue"
+        "failed"
+        | "crashed"
+        | "timeout"
+        | "needs_attention"
+        | "gone"
+        | "overdue"
         | "operation_window_exceeded" => "bad",
         _ => "quiet",
     };
@@ -91,7 +100,10 @@ mod tests {
         assert_eq!(shown.local, "2026-11-24 12:30:00 Asia/Riyadh");
         assert_eq!(shown.relative, "3 min ago");
         assert_eq!(shown.iso, "2026-11-24T09:30:00Z");
-        assert_eq!(when(at, "Mars/Olympus", at).local, "2026-11-24 09:30:00 UTC");
+        assert_eq!(
+            when(at, "Mars/Olympus", at).local,
+            "2026-11-24 09:30:00 UTC"
+        );
     }
 
     #[test]

@@ -39,11 +39,12 @@ pub(crate) async fn find_live(
     pool: &PgPool,
     key_hash: &str,
 ) -> Result<Option<Caller>, sqlx::Error> {
-    let row: Option<LiveKey> =
-        sqlx::query_as(live_key_from!("WHERE k.key_hash = $1 AND k.revoked_at IS NULL"))
-            .bind(key_hash)
-            .fetch_optional(pool)
-            .await?;
+    let row: Option<LiveKey> = sqlx::query_as(live_key_from!(
+        "WHERE k.key_hash = $1 AND k.revoked_at IS NULL"
+    ))
+    .bind(key_hash)
+    .fetch_optional(pool)
+    .await?;
     caller_of(pool, row).await
 }
 

@@ -165,10 +165,22 @@ mod tests {
     #[test]
     fn times_read_relative_to_now() {
         let now = Utc::now();
-        assert_eq!(relative_time(now + chrono::TimeDelta::seconds(3), now), "now");
-        assert_eq!(relative_time(now + chrono::TimeDelta::minutes(3), now), "in 3 min");
-        assert_eq!(relative_time(now - chrono::TimeDelta::hours(2), now), "2 h ago");
-        assert_eq!(relative_time(now - chrono::TimeDelta::days(3), now), "3 d ago");
+        assert_eq!(
+            relative_time(now + chrono::TimeDelta::seconds(3), now),
+            "now"
+        );
+        assert_eq!(
+            relative_time(now + chrono::TimeDelta::minutes(3), now),
+            "in 3 min"
+        );
+        assert_eq!(
+            relative_time(now - chrono::TimeDelta::hours(2), now),
+            "2 h ago"
+        );
+        assert_eq!(
+            relative_time(now - chrono::TimeDelta::days(3), now),
+            "3 d ago"
+        );
     }
 
     #[test]

@@ -32,20 +32,27 @@ async fn tomorrows_rule(system: &System, name: &str, seconds: f64) -> Uuid {
             &detector(seconds, 0),
         )
         .await;
-    sqlx::query("UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)")
-        .bind(rule)
-        .bind(name)
-        .execute(&system.pool)
-        .await
-        .expect("rule name");
+    sqlx::query(
+        "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+    )
+    .bind(rule)
+    .bind(name)
+    .execute(&system.pool)
+    .await
+    .expect("rule name");
     rule
 }
 
 async fn sign_in(browser: &Browser, system: &System, key: &str) {
     browser.open(&format!("{}/", console_url(system))).await;
-    assert!(browser.path().await.starts_with("/console/sign-in"), "signed out first");
+    assert!(
+        browser.path().await.starts_with("/console/sign-in"),
+        "signed out first"
+    );
     browser.fill("#key", key).await;
-    browser.click("form[action='/console/sign-in'] button").await;
+    browser
+        .click("form[action='/console/sign-in'] button")
+        .await;
     assert_eq!(browser.path().await, "/console/", "back where it started");
 }
 
@@ -58,7 +65,12 @@ async fn act(browser: &Browser, action: &str, reason: &str) {
 }
 
 async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
-    system.executions(rule).await.into_iter().map(|e| e.1).collect()
+    system
+        .executions(rule)
+        .await
+        .into_iter()
+        .map(|e| e.1)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -82,9 +94,18 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
 
     // The fleet: the flagged rule first, with its reason, its name as text.
     let attention = browser.text("#attention").await;
-    assert!(attention.contains("failed 3 times in a row: camera 3 did not answer"), "{attention}");
-    assert!(attention.contains(SCRIPT_NAME), "the name shows as text: {attention}");
-    assert!(browser.client.get_alert_text().await.is_err(), "no script ran");
+    assert!(
+        attention.contains("failed 3 times in a row: camera 3 did not answer"),
+        "{attention}"
+    );
+    assert!(
+        attention.contains(SCRIPT_NAME),
+        "the name shows as text: {attention}"
+    );
+    assert!(
+        browser.client.get_alert_text().await.is_err(),
+        "no script ran"
+    );
 
     // Run now: the page shows the run start and complete, refreshing by itself.
     let base = console_url(&system);
@@ -102,14 +123,25 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
         .wait_for_text("#rule-state", WAIT, |text| text.contains("paused"))
         .await;
     let ran = statuses(&system, quick).await.len();
-    sqlx::query("UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1")
-        .bind(quick)
-        .execute(&system.pool)
-        .await
-        .expect("make it due");
+    sqlx::query(
+        "UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(quick)
+    .execute(&system.pool)
+    .await
+    .expect("make it due");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(statuses(&system, quick).await.len(), ran, "a paused rule does not run");
-    assert!(browser.text("#state").await.contains("paused by an operator"));
+    assert_eq!(
+        statuses(&system, quick).await.len(),
+        ran,
+        "a paused rule does not run"
+    );
+    assert!(
+        browser
+            .text("#state")
+            .await
+            .contains("paused by an operator")
+    );
 
     // Cancel a running execution from its page.
     browser.open(&format!("{base}/rules/{slow}")).await;
@@ -119,7 +151,9 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     })
     .await;
     let execution = system.executions(slow).await[0].0;
-    browser.open(&format!("{base}/executions/{execution}")).await;
+    browser
+        .open(&format!("{base}/executions/{execution}"))
+        .await;
     browser.fill("#reason-cancel", "wrong camera").await;
     browser.click("form[action$='/cancel'] button").await;
     browser
@@ -141,13 +175,18 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     );
     browser.script(&set_stale).await;
     act(&browser, "resume", "stale form").await;
-    assert!(browser.text("main").await.contains("stale"), "refused as stale");
     assert!(
-        sqlx::query_scalar::<_, bool>("SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1")
-            .bind(quick)
-            .fetch_one(&system.pool)
-            .await
-            .expect("the rule"),
+        browser.text("main").await.contains("stale"),
+        "refused as stale"
+    );
+    assert!(
+        sqlx::query_scalar::<_, bool>(
+            "SELECT paused_at IS NOT NULL FROM branch_rules WHERE id = $1"
+        )
+        .bind(quick)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the rule"),
         "still paused"
     );
 }
@@ -185,7 +224,15 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     }
     let viewer = functions_cli(
         system.database_url(),
-        &["create-api-key", "--name", "vera", "--role", "viewer", "--branch", &system.branch.to_string()],
+        &[
+            "create-api-key",
+            "--name",
+            "vera",
+            "--role",
+            "viewer",
+            "--branch",
+            &system.branch.to_string(),
+        ],
     );
     let seed = Seed::new(&system.pool);
     let other_branch = seed.branch(seed.brand("Europe/Berlin").await, None).await;
@@ -200,19 +247,34 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     assert!(browser.text("#chain").await.contains("attempt 1"));
     browser.click("#chain a").await;
     assert_eq!(browser.path().await, format!("/console/executions/{first}"));
-    assert!(browser.text("#summary").await.contains("camera 3 did not answer"));
+    assert!(
+        browser
+            .text("#summary")
+            .await
+            .contains("camera 3 did not answer")
+    );
 
     // A viewer reads but has no action controls.
     browser.open(&format!("{base}/rules/{rule}")).await;
-    assert_eq!(browser.count("form.action").await, 0, "no action forms for a viewer");
+    assert_eq!(
+        browser.count("form.action").await,
+        0,
+        "no action forms for a viewer"
+    );
     assert_eq!(browser.count("button[value='run-now']").await, 0);
 
     // Another brand's rule reads exactly as an id nobody has.
     browser.open(&format!("{base}/rules/{theirs}")).await;
-    let other = browser.text("main").await.replace(&theirs.to_string(), "ID");
+    let other = browser
+        .text("main")
+        .await
+        .replace(&theirs.to_string(), "ID");
     let unknown = Uuid::new_v4();
     browser.open(&format!("{base}/rules/{unknown}")).await;
-    let none = browser.text("main").await.replace(&unknown.to_string(), "ID");
+    let none = browser
+        .text("main")
+        .await
+        .replace(&unknown.to_string(), "ID");
     assert_eq!(other, none);
     assert!(none.contains("404"), "{none}");
 
@@ -220,7 +282,13 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     browser.resize(375, 800).await;
     browser.open(&format!("{base}/rules/{rule}")).await;
     let overflow = browser
-        .script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        .script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+        )
         .await;
-    assert_eq!(overflow.as_i64(), Some(0), "the page is no wider than the phone");
+    assert_eq!(
+        overflow.as_i64(),
+        Some(0),
+        "the page is no wider than the phone"
+    );
 }

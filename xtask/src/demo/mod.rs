@@ -4,6 +4,7 @@
 
 mod children;
 mod live;
+mod screenshots;
 mod seed;
 
 use std::net::{SocketAddr, TcpListener};
@@ -82,8 +83,9 @@ fn port_free(port: u16, flag: &str) -> anyhow::Result<()> {
         .with_context(|| format!("port {port} is in use; pick another with {flag}"))
 }
 
-/// Runs the demo until Ctrl-C (or `--for`).
-pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+/// Runs the demo until Ctrl-C (or `--for`); with `screenshots`, photographs the console into
+/// that directory once the demo has run a while, and stops.
+pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result<()> {
     res_tests::functions::install_tls();
     let root = workspace_root();
     let state = args
@@ -168,6 +170,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
     let runner_token = key("runner", &seeded.branches)?;
     let service_token = key("service", &[])?;
+    let operator_token = key("operator", &seeded.branches)?;
 
     let functions_url = format!("http://127.0.0.1:{}/functions/v1", args.functions_port);
     let mut functions = {
@@ -207,6 +210,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         .unwrap_or_default();
     println!();
     println!("RES is running locally. Ctrl-C stops everything.");
+    let console_url = format!("http://127.0.0.1:{}/console/", args.functions_port);
+    println!("  console             {console_url}");
+    println!("    sign in with      {operator_token}   (the demo's operator key)");
     println!(
         "  runner status page  http://127.0.0.1:{}/",
         args.status_port
@@ -238,6 +244,14 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let stop_at = args
         .run_for
         .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    if let Some(dir) = &screenshots {
+        let dir = root.join(dir);
+        let taken = screenshots::take(&pool, &console_url, &operator_token, &dir).await;
+        runner.stop(Duration::from_secs(40)).await;
+        functions.stop(Duration::from_secs(10)).await;
+        pool.close().await;
+        return taken;
+    }
     let result = loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => break Ok(()),
