@@ -43,12 +43,7 @@ async fn brands() -> Brands {
     let branch_b = seed.branch(brand_b, None).await;
     // Due, so brand B's runner claims it.
     let other = seed.branch_rule(branch_b, RuleSpec::default()).await;
-    app.exec(
-        "UPDATE rules SET name = '<script>alert(1)</script>' \
-         WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
-        &[flagged],
-    )
-    .await;
+    seed.name_rule(flagged, SCRIPT_NAME).await;
     app.exec(
         "UPDATE branch_rules SET needs_attention_at = now(), consecutive_failures = 3, \
              needs_attention_reason = 'failed 3 times in a row: camera offline' WHERE id = $1",

@@ -48,14 +48,7 @@ async fn tenant(app: &TestApp, name: &str) -> Tenant {
         .await
         .expect("branch name");
     for (rule, rule_name) in [(queue, "Queue length"), (stock, "Stock count")] {
-        sqlx::query(
-            "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
-        )
-        .bind(rule)
-        .bind(rule_name)
-        .execute(&app.pool)
-        .await
-        .expect("rule name");
+        seed.name_rule(rule, rule_name).await;
     }
     let scope = KeyScope {
         brand_ids: vec![brand],

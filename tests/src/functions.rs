@@ -276,6 +276,18 @@ impl<'a> Seed<'a> {
             .expect("brand")
     }
 
+    /// Names the rule behind a branch rule (seeded rules are all called "Queue").
+    pub async fn name_rule(&self, branch_rule: Uuid, name: &str) {
+        sqlx::query(
+            "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+        )
+        .bind(branch_rule)
+        .bind(name)
+        .execute(self.pool)
+        .await
+        .expect("rule name");
+    }
+
     /// A branch of `brand`, optionally overriding its zone.
     pub async fn branch(&self, brand: Uuid, timezone: Option<&str>) -> Uuid {
         sqlx::query_scalar(

@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::error::ConsoleError;
 use super::history::{ExecutionRow, execution_row};
+use super::query::DoneQuery;
 use super::rule::path_id;
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
@@ -86,11 +87,6 @@ struct ExecutionPage {
     resumed_count: i32,
     cancellable: bool,
     done: bool,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct DoneQuery {
-    done: Option<String>,
 }
 
 pub(super) async fn page(

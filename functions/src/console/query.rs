@@ -6,6 +6,12 @@ use uuid::Uuid;
 
 use super::error::ConsoleError;
 
+/// `?done=…`: the page after an action, saying it was done.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct DoneQuery {
+    pub(crate) done: Option<String>,
+}
+
 /// A filter's text, `None` when absent or blank.
 pub(crate) fn given(value: &Option<String>) -> Option<&str> {
     value.as_deref().map(str::trim).filter(|v| !v.is_empty())

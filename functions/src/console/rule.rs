@@ -3,7 +3,7 @@
 //! a reason, answered with the operator functions' own refusal when refused.
 
 use askama::Template;
-use axum::extract::rejection::FormRejection;
+use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::error::ConsoleError;
 use super::history::{ExecutionRow, execution_row};
+use super::query::DoneQuery;
 use super::runners::{RunnerRow, runner_row};
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, when, when_opt};
@@ -131,11 +132,6 @@ struct RulePage {
     refused: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct DoneQuery {
-    done: Option<String>,
-}
-
 /// Reads a rule id from the path; anything else is as unknown as an id out of scope.
 pub(super) fn path_id(what: &str, text: &str) -> Result<Uuid, ConsoleError> {
     Uuid::parse_str(text).map_err(|_| ApiError::NotFound(format!("{what} {text} not found")).into())
@@ -145,8 +141,9 @@ pub(super) async fn page(
     State(state): State<AppState>,
     signed: Signed,
     Path(id): Path<String>,
-    Query(q): Query<DoneQuery>,
+    query: Result<Query<DoneQuery>, QueryRejection>,
 ) -> Result<Response, ConsoleError> {
+    let Query(q) = query?;
     let id = path_id("branch rule", &id)?;
     let notice = Notice {
         done: q.done.as_deref().and_then(Action::parse).map(Action::done),

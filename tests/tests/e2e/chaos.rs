@@ -25,15 +25,6 @@ async fn detector_timeout(system: &System, rule: Uuid, seconds: u64) {
     .expect("detector timeout");
 }
 
-async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
-    system
-        .executions(rule)
-        .await
-        .into_iter()
-        .map(|e| e.1)
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_failure_and_no_superseded_report()
  {
@@ -46,17 +37,15 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
     let frozen = system.rule(due("0 0 * * * *"), &detector(1.0, 0)).await;
     detector_timeout(&system, frozen, 2).await;
     eventually("the detector runs", WAIT, || async {
-        statuses(&system, frozen)
-            .await
-            .iter()
-            .any(|s| s == "running")
+        system.statuses(frozen).await.iter().any(|s| s == "running")
     })
     .await;
     runner.signal(Signal::SIGSTOP);
     tokio::time::sleep(Duration::from_secs(4)).await;
     runner.signal(Signal::SIGCONT);
     eventually("the frozen run is reported", WAIT, || async {
-        statuses(&system, frozen)
+        system
+            .statuses(frozen)
             .await
             .iter()
             .any(|s| s != "running" && s != "scheduled")
@@ -78,7 +67,7 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
     //    in the outbox while the rule comes due again locally.
     let busy = system.rule(due("*/3 * * * * *"), &detector(2.0, 0)).await;
     eventually("the busy rule runs", WAIT, || async {
-        statuses(&system, busy).await.iter().any(|s| s == "running")
+        system.statuses(busy).await.iter().any(|s| s == "running")
     })
     .await;
     let in_flight = system.executions(busy).await[0].0;
@@ -86,7 +75,8 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
     tokio::time::sleep(Duration::from_secs(12)).await;
     system.functions.restart().await;
     eventually("the rule ran again after the outage", WAIT, || async {
-        statuses(&system, busy)
+        system
+            .statuses(busy)
             .await
             .iter()
             .filter(|s| *s == "completed")

@@ -32,14 +32,7 @@ async fn tomorrows_rule(system: &System, name: &str, seconds: f64) -> Uuid {
             &detector(seconds, 0),
         )
         .await;
-    sqlx::query(
-        "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
-    )
-    .bind(rule)
-    .bind(name)
-    .execute(&system.pool)
-    .await
-    .expect("rule name");
+    Seed::new(&system.pool).name_rule(rule, name).await;
     rule
 }
 
@@ -62,15 +55,6 @@ async fn act(browser: &Browser, action: &str, reason: &str) {
     browser
         .click(&format!("form[action$='/{action}'] button"))
         .await;
-}
-
-async fn statuses(system: &System, rule: Uuid) -> Vec<String> {
-    system
-        .executions(rule)
-        .await
-        .into_iter()
-        .map(|e| e.1)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -122,7 +106,7 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     browser
         .wait_for_text("#rule-state", WAIT, |text| text.contains("paused"))
         .await;
-    let ran = statuses(&system, quick).await.len();
+    let ran = system.statuses(quick).await.len();
     sqlx::query(
         "UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1",
     )
@@ -132,7 +116,7 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     .expect("make it due");
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
-        statuses(&system, quick).await.len(),
+        system.statuses(quick).await.len(),
         ran,
         "a paused rule does not run"
     );
@@ -147,7 +131,7 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     browser.open(&format!("{base}/rules/{slow}")).await;
     act(&browser, "run-now", "long scan").await;
     eventually("the slow rule runs", WAIT, || async {
-        statuses(&system, slow).await.iter().any(|s| s == "running")
+        system.statuses(slow).await.iter().any(|s| s == "running")
     })
     .await;
     let execution = system.executions(slow).await[0].0;
@@ -159,7 +143,7 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     browser
         .wait_for_text("#execution-status", WAIT, |text| text.contains("cancelled"))
         .await;
-    assert_eq!(statuses(&system, slow).await, ["cancelled"]);
+    assert_eq!(system.statuses(slow).await, ["cancelled"]);
 
     // A stale form: a token from an earlier session is refused, and nothing happens.
     browser.open(&format!("{base}/rules/{quick}")).await;

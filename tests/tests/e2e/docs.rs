@@ -290,14 +290,9 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         .await
         .expect("branch name");
     for (rule, name) in [(queue, "Queue length"), (stock, "Stock count")] {
-        sqlx::query(
-            "UPDATE rules SET name = $2 WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
-        )
-        .bind(rule)
-        .bind(name)
-        .execute(&system.pool)
-        .await
-        .expect("rule name");
+        res_tests::functions::Seed::new(&system.pool)
+            .name_rule(rule, name)
+            .await;
     }
     let client = res_tests::functions::client();
     let base = system.functions.url();

@@ -148,6 +148,15 @@ impl System {
     }
 
     /// `(next_run_time, last_run_time, run_count, is_currently_running)`.
+    /// The statuses of a rule's executions, oldest first.
+    pub async fn statuses(&self, rule: Uuid) -> Vec<String> {
+        self.executions(rule)
+            .await
+            .into_iter()
+            .map(|e| e.1)
+            .collect()
+    }
+
     pub async fn rule_row(
         &self,
         rule: Uuid,
