@@ -124,6 +124,15 @@ macro_rules! rule_select {
 /// A [`DescribedRule`]'s query, without its WHERE clause.
 macro_rules! described_from {
     () => {
+        described_from!(
+            "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at, \
+                                       e.scheduled_at \
+                                FROM executions e WHERE e.branch_rule_id = br.id \
+                                ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
+        )
+    };
+    // `$latest` joins the execution judged as `latest`.
+    ($latest:literal) => {
         rule_from!(
             ", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
                br.paused_by, \
@@ -131,10 +140,7 @@ macro_rules! described_from {
                br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
                latest.lease_expires_at AS latest_lease_expires_at, \
                latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at",
-            "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at, \
-                                       e.scheduled_at \
-                                FROM executions e WHERE e.branch_rule_id = br.id \
-                                ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
+            $latest
         )
     };
 }
@@ -235,6 +241,29 @@ pub(crate) async fn list(
     .bind(after.map(|(_, _, id)| *id))
     .bind(limit)
     .bind(filter.may_be.map(RuleCondition::as_str))
+    .fetch_all(pool)
+    .await
+}
+
+/// Every rule in scope, unordered, for the fleet overview: one query whatever the number of
+/// rules. Its `latest_*` columns are the execution that *holds* the rule (live or paused;
+/// at most one, by `executions_one_live_per_rule`), not the latest one: a rule's condition
+/// depends only on its holder, and a hash join with the few live executions costs far less
+/// than looking up every rule's latest run in the history.
+pub(crate) async fn fleet(
+    pool: &sqlx::PgPool,
+    scope: Scope<'_>,
+) -> Result<Vec<DescribedRule>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    sqlx::query_as(concat!(
+        described_from!(
+            "LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+                 AND latest.status IN ('scheduled', 'running', 'paused')"
+        ),
+        " WHERE ($1 OR br.branch_id = ANY($2))"
+    ))
+    .bind(all)
+    .bind(branches)
     .fetch_all(pool)
     .await
 }

@@ -99,7 +99,7 @@ pub(crate) async fn rules(
     Ok(Json(RuleListResponse { rules, next }))
 }
 
-pub(super) fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
+fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
     (row.branch_name.clone(), row.rule_name.clone(), row.rule.id)
 }
 

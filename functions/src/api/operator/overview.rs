@@ -8,15 +8,14 @@ use chrono::{DateTime, Utc};
 use res_shared::wire::{RuleCondition, RuleSummary, RunnerState};
 use uuid::Uuid;
 
-use super::fleet::{sort_key, summary};
+use super::fleet::summary;
 use crate::auth::Reader;
 use crate::db;
-use crate::db::branch_rules::RuleFilter;
 use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Rows read per query while walking every rule or runner in scope.
+/// Runners read per query while walking every runner in scope.
 const BATCH: i64 = 2_000;
 
 /// One branch's line.
@@ -48,23 +47,18 @@ pub(crate) struct FleetOverview {
     lines: HashMap<Uuid, usize>,
 }
 
-/// Reads every rule and runner in the caller's scope, a batch at a time.
+/// Reads every rule (in one query) and runner (a batch at a time) in the caller's scope.
 pub(crate) async fn overview(
     state: &AppState,
     Reader(caller): &Reader,
 ) -> Result<FleetOverview, ApiError> {
     let mut fleet = FleetOverview::default();
-    let mut filter = RuleFilter::default();
-    loop {
-        let rows = db::branch_rules::list(&state.pool, caller.scope(), &filter, BATCH).await?;
-        let exhausted = (rows.len() as i64) < BATCH;
-        for row in &rows {
-            filter.after = Some(sort_key(row));
-            fleet.add_rule(summary(row));
-        }
-        if exhausted {
-            break;
-        }
+    for row in db::branch_rules::fleet(&state.pool, caller.scope()).await? {
+        let mut rule = summary(&row);
+        // The overview reads each rule's holder, not its last run: it does not know that.
+        rule.last_status = None;
+        rule.last_run_at = None;
+        fleet.add_rule(rule);
     }
     let thresholds = state.settings.runner_thresholds;
     let mut filter = RunnerFilter::default();
@@ -89,9 +83,13 @@ pub(crate) async fn overview(
             b.branch_id,
         ))
     });
-    fleet
-        .attention
-        .sort_by_key(|rule| rule.condition != RuleCondition::NeedsAttention);
+    fleet.attention.sort_by(|a, b| {
+        (a.condition != RuleCondition::NeedsAttention, &a.branch_name, &a.rule_name).cmp(&(
+            b.condition != RuleCondition::NeedsAttention,
+            &b.branch_name,
+            &b.rule_name,
+        ))
+    });
     Ok(fleet)
 }
 
