@@ -252,6 +252,20 @@ async fn another_brands_rules_and_executions_answer_as_unknown_ones() {
     assert!(!listed.body.contains(&b.other.to_string()));
     let history = console.get("/console/executions").await;
     assert!(!history.body.contains(&b.other_run.to_string()));
+    // The branch filter offers the brand's own branches, never another brand's.
+    let branch_of = |rule: Uuid| {
+        sqlx::query_scalar::<_, Uuid>("SELECT branch_id FROM branch_rules WHERE id = $1")
+            .bind(rule)
+            .fetch_one(&b.app.pool)
+    };
+    let mine = branch_of(b.plain).await.expect("brand A's branch");
+    let theirs = branch_of(b.other).await.expect("brand B's branch");
+    assert!(
+        history.body.contains(&format!("<option value=\"{mine}\"")),
+        "{}",
+        history.body
+    );
+    assert!(!history.body.contains(&theirs.to_string()));
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use super::query;
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
 use crate::api::operator::history;
+use crate::db;
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
@@ -78,8 +79,11 @@ struct HistoryPage {
     triggers: Vec<(&'static str, bool)>,
     since: String,
     until: String,
-    /// Filters set by links (brand, branch, rule ids), kept as hidden fields and shown.
-    scope_fields: Vec<(&'static str, String)>,
+    /// Brands and branches in scope: (id, name, selected).
+    brands: Vec<(Uuid, String, bool)>,
+    branches: Vec<(Uuid, String, bool)>,
+    /// The rule filter set by a link, kept as a hidden field: its id and what to call it.
+    rule: Option<(String, String)>,
     next_link: Option<String>,
     first_link: Option<String>,
 }
@@ -103,9 +107,39 @@ pub(super) async fn page(
         limit: None,
         after: query::given(&q.after).map(str::to_owned),
     };
+    let (brand_id, branch_id) = (request.brand_id, request.branch_id);
+    let in_scope = db::fleet::branches(&state.pool, signed.caller.scope()).await?;
     let answer = history::list(State(state), signed.reader(), ApiJson(request))
         .await?
         .0;
+    let mut brands: Vec<(Uuid, String, bool)> = Vec::new();
+    for b in &in_scope {
+        if brands.last().is_none_or(|(id, _, _)| *id != b.brand_id) {
+            brands.push((
+                b.brand_id,
+                b.brand_name.clone(),
+                Some(b.brand_id) == brand_id,
+            ));
+        }
+    }
+    let branches = in_scope
+        .iter()
+        .map(|b| {
+            (
+                b.branch_id,
+                format!("{} / {}", b.brand_name, b.branch_name),
+                Some(b.branch_id) == branch_id,
+            )
+        })
+        .collect();
+    // Rows filtered by a rule all belong to it: the first one names it.
+    let rule = query::given(&q.rule).map(|id| {
+        let name = answer.executions.first().map_or_else(
+            || id.to_owned(),
+            |e| format!("{} / {}", e.branch_name, e.rule_name),
+        );
+        (id.to_owned(), name)
+    });
     let now = Utc::now();
     let filters = |after: Option<String>| {
         let pairs = [
@@ -122,14 +156,6 @@ pub(super) async fn page(
     };
     let next_link = answer.next.map(|next| filters(Some(next)));
     let first_link = query::given(&q.after).map(|_| filters(None));
-    let scope_fields = [
-        ("brand", &q.brand),
-        ("branch", &q.branch),
-        ("rule", &q.rule),
-    ]
-    .into_iter()
-    .filter_map(|(name, value)| query::given(value).map(|v| (name, v.to_owned())))
-    .collect();
     super::html(&HistoryPage {
         chrome: signed.chrome("history"),
         rows: answer
@@ -147,7 +173,9 @@ pub(super) async fn page(
             .collect(),
         since: query::given(&q.since).unwrap_or_default().to_owned(),
         until: query::given(&q.until).unwrap_or_default().to_owned(),
-        scope_fields,
+        brands,
+        branches,
+        rule,
         next_link,
         first_link,
     })

@@ -50,3 +50,31 @@ pub(crate) async fn gauges(
     .fetch_one(pool)
     .await
 }
+
+/// A branch a caller may filter by, with its brand.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct ScopedBranch {
+    pub(crate) branch_id: uuid::Uuid,
+    pub(crate) branch_name: String,
+    pub(crate) brand_id: uuid::Uuid,
+    pub(crate) brand_name: String,
+}
+
+/// The branches in scope, by brand name then branch name (the console's filters).
+pub(crate) async fn branches(
+    pool: &PgPool,
+    scope: crate::access::Scope<'_>,
+) -> Result<Vec<ScopedBranch>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    sqlx::query_as(
+        "SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
+                bd.name AS brand_name \
+         FROM branches b JOIN brands bd ON bd.id = b.brand_id \
+         WHERE $1 OR b.id = ANY($2) \
+         ORDER BY bd.name, b.name, b.id",
+    )
+    .bind(all)
+    .bind(branches)
+    .fetch_all(pool)
+    .await
+}

@@ -137,7 +137,10 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     // The fleet counts it running (judged by its holder, as rules_describe judges it).
     browser.open(&format!("{base}/")).await;
     let branches = browser.text("#branches").await;
-    assert!(branches.contains("1 running") && branches.contains("1 paused"), "{branches}");
+    assert!(
+        branches.contains("1 running") && branches.contains("1 paused"),
+        "{branches}"
+    );
     let execution = system.executions(slow).await[0].0;
     browser
         .open(&format!("{base}/executions/{execution}"))

@@ -84,11 +84,16 @@ pub(crate) async fn overview(
         ))
     });
     fleet.attention.sort_by(|a, b| {
-        (a.condition != RuleCondition::NeedsAttention, &a.branch_name, &a.rule_name).cmp(&(
-            b.condition != RuleCondition::NeedsAttention,
-            &b.branch_name,
-            &b.rule_name,
-        ))
+        (
+            a.condition != RuleCondition::NeedsAttention,
+            &a.branch_name,
+            &a.rule_name,
+        )
+            .cmp(&(
+                b.condition != RuleCondition::NeedsAttention,
+                &b.branch_name,
+                &b.rule_name,
+            ))
     });
     Ok(fleet)
 }
