@@ -233,8 +233,5 @@ fn parse_condition(text: &str) -> Result<RuleCondition, String> {
 }
 
 fn parse_runner_state(text: &str) -> Result<RunnerState, String> {
-    RunnerState::ALL
-        .into_iter()
-        .find(|s| s.as_str() == text)
-        .ok_or_else(|| format!("no runner state '{text}'"))
+    RunnerState::parse(text).ok_or_else(|| format!("no runner state '{text}'"))
 }

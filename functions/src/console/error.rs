@@ -103,7 +103,7 @@ impl IntoResponse for ConsoleError {
             let target = match next {
                 Some(next) => format!(
                     "/console/sign-in?{}",
-                    serde_urlencoded::to_string([("next", next)]).unwrap_or_default()
+                    super::query::encode(&[("next", Some(next.clone()))])
                 ),
                 None => "/console/sign-in".to_owned(),
             };

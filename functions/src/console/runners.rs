@@ -90,9 +90,7 @@ pub(super) async fn page(
     query: Result<Query<RunnerQuery>, QueryRejection>,
 ) -> Result<Response, ConsoleError> {
     let Query(q) = query?;
-    let wanted = query::named("state", &q.state, |name| {
-        RunnerState::ALL.into_iter().find(|s| s.as_str() == name)
-    })?;
+    let wanted = query::named("state", &q.state, RunnerState::parse)?;
     let request = RunnerListRequest {
         brand_id: query::id("brand", &q.brand)?,
         branch_id: query::id("branch", &q.branch)?,

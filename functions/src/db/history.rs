@@ -209,7 +209,8 @@ pub(crate) async fn violations(
     let (all, branches) = scope.as_params();
     let rows: Vec<ViolationRow> = sqlx::query_as(
         "SELECT v.id AS violation_id, v.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
-                b.name AS branch_name, COALESCE(b.timezone, bd.timezone) AS timezone, v.kind, v.details, v.execution_id, v.created_at \
+                b.name AS branch_name, COALESCE(b.timezone, bd.timezone) AS timezone, v.kind, \
+                v.details, v.execution_id, v.created_at \
          FROM violations v \
          JOIN branch_rules br ON br.id = v.branch_rule_id \
          JOIN branches b ON b.id = br.branch_id \

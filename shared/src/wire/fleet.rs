@@ -94,6 +94,11 @@ impl RunnerState {
         }
     }
 
+    /// Parses a state name.
+    pub fn parse(name: &str) -> Option<RunnerState> {
+        RunnerState::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
     /// The state of a runner last seen `silent_seconds` ago.
     pub fn of(silent_seconds: i64, thresholds: RunnerThresholds) -> RunnerState {
         if silent_seconds < i64::from(thresholds.stale_after_seconds) {
