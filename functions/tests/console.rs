@@ -52,6 +52,14 @@ async fn brands() -> Brands {
     .await;
     let site_b = app.runner_token(&[branch_b]).await;
     let other_run = app.claim(&site_b, other, "berlin-1").await.execution;
+    let registered = app
+        .call(
+            "runner_register",
+            &site_b,
+            serde_json::json!({"runner_id": "berlin-1", "boot_id": "boot-b"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
     let scope = KeyScope {
         brand_ids: vec![brand_a],
         ..KeyScope::default()
@@ -234,6 +242,39 @@ async fn another_brands_rules_and_executions_answer_as_unknown_ones() {
         );
     }
     let form = [("csrf", csrf.as_str()), ("reason", "not mine")];
+    let theirs = console
+        .post(
+            &format!("/console/executions/{}/cancel", b.other_run),
+            &form,
+        )
+        .await;
+    let made_up = console
+        .post(&format!("/console/executions/{unknown}/cancel"), &form)
+        .await;
+    assert_eq!((theirs.status, made_up.status), (404, 404));
+    assert_eq!(
+        theirs.body.replace(&b.other_run.to_string(), "ID"),
+        made_up.body.replace(&unknown.to_string(), "ID")
+    );
+    let cancel_asked: bool = sqlx::query_scalar(
+        "SELECT cancel_requested OR status = 'cancelled' FROM executions WHERE id = $1",
+    )
+    .bind(b.other_run)
+    .fetch_one(&b.app.pool)
+    .await
+    .expect("brand B's execution");
+    assert!(!cancel_asked, "brand B's run was not touched");
+    // Brand B's runner is registered, and never shown to brand A.
+    let registered: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runners WHERE runner_id = 'berlin-1'")
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("the registry");
+    assert_eq!(registered, 1);
+    for page in ["/console/runners", "/console/"] {
+        let body = console.get(page).await.body;
+        assert!(!body.contains("berlin-1"), "{page}: {body}");
+    }
     let theirs = console
         .post(&format!("/console/rules/{}/pause", b.other), &form)
         .await;
