@@ -122,13 +122,28 @@ impl Browser {
         field.send_keys(text).await.expect("the field takes keys");
     }
 
-    /// Clicks the element matching `css` and waits for the next page's `<main>`.
+    /// Clicks the link or submit button matching `css` and waits for the next page: until
+    /// the current page's document is gone (its `<main>` alone is no sign, the old page has
+    /// one too), then for the new page's `<main>`.
     pub async fn click(&self, css: &str) {
+        let old_page = self
+            .client
+            .find(Locator::Css("html"))
+            .await
+            .expect("a page is open");
         self.wait_for(css)
             .await
             .click()
             .await
             .unwrap_or_else(|error| panic!("click {css}: {error}"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while old_page.tag_name().await.is_ok() {
+            assert!(
+                Instant::now() < deadline,
+                "clicking {css} did not lead to another page"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.wait_for("main").await;
     }
 
