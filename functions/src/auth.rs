@@ -35,9 +35,16 @@ impl FromRequestParts<AppState> for Caller {
             .ok_or_else(|| {
                 ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
             })?;
-        db::api_keys::find_live(&state.pool, &hash_token(token))
+        let key_hash = hash_token(token);
+        if let Some(caller) = state.keys.get(&key_hash) {
+            return Ok(caller);
+        }
+        let generation = state.keys.generation();
+        let caller = db::api_keys::find_live(&state.pool, &key_hash)
             .await?
-            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))
+            .ok_or_else(|| ApiError::Unauthorized("unknown or revoked token".into()))?;
+        state.keys.insert(key_hash, caller.clone(), generation);
+        Ok(caller)
     }
 }
 

@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// A runner silent this many seconds is listed as gone.
     #[arg(long, env = "RES_RUNNER_GONE_AFTER", default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..))]
     pub runner_gone_after: u32,
+    /// Seconds a verified key is trusted without looking it up again; 0 looks up every
+    /// request. Where the process listens for key changes (`serve`) a revocation still
+    /// takes effect at once; on Lambda this is the revocation delay.
+    #[arg(long, env = "RES_KEY_CACHE_SECONDS", default_value_t = crate::key_cache::DEFAULT_SECONDS)]
+    pub key_cache_seconds: u64,
 }
 
 impl ServeArgs {
@@ -67,6 +72,7 @@ impl ServeArgs {
                 stale_after_seconds: self.runner_stale_after,
                 gone_after_seconds: self.runner_gone_after.max(self.runner_stale_after),
             },
+            key_cache: std::time::Duration::from_secs(self.key_cache_seconds),
         }
     }
 }

@@ -12,6 +12,8 @@ pub mod db;
 mod encoding;
 pub mod error;
 pub mod extract;
+pub mod key_cache;
+pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod openapi;

@@ -12,10 +12,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
-use crate::logging;
 use crate::router::{Function, metrics_router, router, router_with_console};
 use crate::state::AppState;
 use crate::sweeper;
+use crate::{listener, logging};
 
 /// Whether this process runs inside AWS Lambda.
 pub fn in_lambda() -> bool {
@@ -58,6 +58,11 @@ pub async fn serve_with_maintenance(
             }
         });
     }
+    tokio::spawn(listener::run(
+        state.pool.clone(),
+        state.keys.clone(),
+        stop.clone(),
+    ));
     if maintenance.sweep_interval > 0 {
         tokio::spawn(sweeper::run(
             state.pool.clone(),
@@ -158,11 +163,21 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
-        let app = app(AppState::with_settings(pool, args.serve.settings()));
+        let state = AppState::with_settings(pool, args.serve.settings());
         if in_lambda() {
-            serve_lambda(app).await
+            // No listening connection in a frozen container: the key cache's time bounds
+            // a revocation there.
+            serve_lambda(app(state)).await
         } else {
-            serve_local(app, args.serve.bind).await
+            let stop = CancellationToken::new();
+            tokio::spawn(listener::run(
+                state.pool.clone(),
+                state.keys.clone(),
+                stop.clone(),
+            ));
+            let served = serve_local(app(state), args.serve.bind).await;
+            stop.cancel();
+            served
         }
     });
     match result {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use res_shared::wire::RunnerThresholds;
 use sqlx::PgPool;
 
+use crate::key_cache::KeyCache;
 use crate::metrics::Metrics;
 
 /// Shared handler state: the database pool, this process's metrics and its settings.
@@ -15,6 +16,8 @@ pub struct AppState {
     /// Counted by every request; served on the metrics bind.
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
+    /// Verified keys, so that most requests do not look their token up.
+    pub keys: Arc<KeyCache>,
 }
 
 /// Settings the handlers read.
@@ -22,10 +25,13 @@ pub struct AppState {
 pub struct Settings {
     /// When a silent runner counts as stale, then gone.
     pub runner_thresholds: RunnerThresholds,
+    /// How long a verified key is trusted without looking again (0: never); see
+    /// `key_cache` for when it is cleared sooner.
+    pub key_cache: std::time::Duration,
 }
 
 impl AppState {
-    /// State with default settings and fresh metrics.
+    /// State with default settings (no key cache) and fresh metrics.
     pub fn new(pool: PgPool) -> AppState {
         AppState::with_settings(pool, Settings::default())
     }
@@ -35,6 +41,7 @@ impl AppState {
             pool,
             metrics: Arc::new(Metrics::default()),
             settings,
+            keys: Arc::new(KeyCache::new(settings.key_cache)),
         }
     }
 }

@@ -158,11 +158,16 @@ async fn migrate_create_a_key_serve_and_revoke() {
     let key_text = key_id.to_string();
     let revoked = res_functions(&database, &["revoke-api-key", &key_text]);
     assert!(revoked.status.success(), "{}", text(&revoked.stderr));
-    assert_eq!(
-        plan(token).await.status(),
-        401,
-        "a revoked token stops working at once"
-    );
+    // serve remembers verified keys and hears revocations through LISTEN: at once, in
+    // human terms (a behaviour bound, not a benchmark).
+    let revoked_at = Instant::now();
+    while plan(token.clone()).await.status() != 401 {
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(2),
+            "a revoked token still worked 2 s later"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let twice = res_functions(&database, &["revoke-api-key", &key_text]);
     assert!(!twice.status.success());
 

@@ -8,11 +8,13 @@ use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db::api_keys::KeyScope;
 use res_functions::router::metrics_router;
+use res_functions::state::Settings;
 use res_functions::{AppState, Function, db, router_with_console};
 use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// The functions served on a random local port, over a migrated database of their own.
@@ -54,8 +56,14 @@ pub struct Reply {
 }
 
 impl TestApp {
-    /// A migrated database and a server for it.
+    /// A migrated database and a server for it, looking every key up on every request.
     pub async fn start() -> TestApp {
+        TestApp::start_with(Settings::default(), false).await
+    }
+
+    /// A migrated database and a server with `settings`; with `listening`, the server
+    /// listens for key changes as `res-functions serve` does.
+    pub async fn start_with(settings: Settings, listening: bool) -> TestApp {
         let database = server().create_database().await;
         let pool = PgPoolOptions::new()
             .max_connections(20)
@@ -64,7 +72,15 @@ impl TestApp {
             .await
             .expect("connect to the test database");
         db::migrate(&pool).await.expect("migrations apply");
-        let state = AppState::new(pool.clone());
+        let state = AppState::with_settings(pool.clone(), settings);
+        if listening {
+            // Ends with the test's runtime.
+            tokio::spawn(res_functions::listener::run(
+                pool.clone(),
+                state.keys.clone(),
+                CancellationToken::new(),
+            ));
+        }
         let metrics_url = format!("{}/metrics", serve(metrics_router(state.clone())).await);
         let base = serve(router_with_console(state, &Function::ALL)).await;
         let service = generate_token();
