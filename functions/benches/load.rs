@@ -43,7 +43,7 @@ async fn run() {
         .await
         .expect("branches");
     let token = generate_token();
-    db::api_keys::insert(
+    let key_id = db::api_keys::insert(
         &pool,
         "bench runner",
         &hash_token(&token),
@@ -136,7 +136,7 @@ async fn run() {
     );
     report("one cycle (3 requests)", &mut latencies);
     // The comparator is the point of the figure: if it cannot run, the benchmark fails.
-    let tps = pgbench_cycle(database.name())
+    let tps = pgbench_cycle(database.name(), key_id, &branches)
         .unwrap_or_else(|error| panic!("the raw-SQL comparator failed: {error}"));
     println!(
         "same cycle as raw SQL through pgbench, {CLIENTS} clients: {tps:.0}/s (HTTP/SQL = {:.2})",
@@ -144,35 +144,15 @@ async fn run() {
     );
 }
 
-/// The same three steps as SQL in one pgbench script; returns transactions per second.
-fn pgbench_cycle(database: &str) -> Result<f64, String> {
+/// The same three steps as SQL in one pgbench script (`cycle.sql`), as the runner key
+/// `key_id` scoped to `branches`; returns transactions per second.
+fn pgbench_cycle(database: &str, key_id: Uuid, branches: &[Uuid]) -> Result<f64, String> {
     let (socket, port) = server()
         .socket()
         .ok_or("pgbench needs the throwaway server's socket (unset DATABASE_URL)")?;
     let script = std::env::temp_dir().join(format!("res-cycle-{}.sql", std::process::id()));
-    std::fs::write(
-        &script,
-        "\\set n random(1, 1250) + :client_id * 1250\n\
-         BEGIN;\n\
-         SELECT id AS rule FROM bench_rules WHERE n = :n \\gset\n\
-         SELECT br.id FROM branch_rules br JOIN branches b ON b.id = br.branch_id JOIN brands bd ON bd.id = b.brand_id \
-           JOIN rules r ON r.id = br.rule_id WHERE br.id = :rule FOR NO KEY UPDATE OF br;\n\
-         SELECT id FROM executions WHERE branch_rule_id = :rule ORDER BY scheduled_at DESC LIMIT 1 FOR NO KEY UPDATE;\n\
-         INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, claim_token, lease_seconds, lease_expires_at) \
-           SELECT g, g, :rule, 'pgbench', 'scheduled', md5(random()::text), 60, now() + interval '60 seconds' \
-           FROM gen_random_uuid() g RETURNING id AS execution \\gset\n\
-         UPDATE branch_rules SET is_currently_running = true WHERE id = :rule;\n\
-         COMMIT;\n\
-         UPDATE executions SET lease_expires_at = now() + interval '60 seconds', status = 'running', started_at = now() WHERE id = :execution;\n\
-         BEGIN;\n\
-         SELECT id FROM branch_rules WHERE id = :rule FOR NO KEY UPDATE;\n\
-         SELECT id FROM executions WHERE id = :execution FOR NO KEY UPDATE;\n\
-         UPDATE branch_rules SET is_currently_running = false, last_run_time = now(), run_count = run_count + 1, \
-           next_run_time = now() + interval '1 second' WHERE id = :rule;\n\
-         UPDATE executions SET status = 'completed', finished_at = now(), report = '{}' WHERE id = :execution;\n\
-         COMMIT;\n",
-    )
-    .map_err(|e| format!("cannot write the pgbench script: {e}"))?;
+    std::fs::write(&script, include_str!("cycle.sql"))
+        .map_err(|e| format!("cannot write the pgbench script: {e}"))?;
     let url = server().url(database);
     let setup = Command::new("psql")
         .arg(&url)
@@ -197,7 +177,18 @@ fn pgbench_cycle(database: &str) -> Result<f64, String> {
             &CYCLE_SECONDS.to_string(),
             "-U",
             "postgres",
+            "-D",
         ])
+        .arg(format!("key_id={key_id}"))
+        .arg("-D")
+        .arg(format!(
+            "branches={{{}}}",
+            branches
+                .iter()
+                .map(Uuid::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
         .arg("-h")
         .arg(socket)
         .args(["-p", &port.to_string(), "-f"])

@@ -270,7 +270,6 @@ async fn claim_rule(
             }
         }
     };
-    db::branch_rules::set_running(&mut tx, rule.id, true).await?;
     tx.commit().await?;
     let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), now) {
         Deadline::At(end) => Some(end),

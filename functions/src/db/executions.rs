@@ -101,20 +101,24 @@ pub(crate) struct NewExecution<'a> {
     pub(crate) trigger_reason: Option<&'a str>,
 }
 
-/// Inserts a scheduled execution; returns its id, lease end and root. A second live
-/// execution for the same rule violates `executions_one_live_per_rule`.
+/// Inserts a scheduled execution and marks its rule running, in one round trip; returns
+/// its id, lease end and root. A second live execution for the same rule violates
+/// `executions_one_live_per_rule`.
 pub(crate) async fn insert(
     tx: &mut Tx,
     new: &NewExecution<'_>,
 ) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
     sqlx::query_as(
-        "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                 retry_of, claim_token, lease_seconds, lease_expires_at, boot_id, \
-                                 trigger, triggered_by, trigger_reason) \
-         SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
-                now() + make_interval(secs => $6), $8, $9, $10, $11 \
-         FROM (SELECT gen_random_uuid() AS id) g \
-         RETURNING id, lease_expires_at, root_id",
+        "WITH inserted AS ( \
+             INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
+                                     retry_of, claim_token, lease_seconds, lease_expires_at, \
+                                     boot_id, trigger, triggered_by, trigger_reason) \
+             SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
+                    now() + make_interval(secs => $6), $8, $9, $10, $11 \
+             FROM (SELECT gen_random_uuid() AS id) g \
+             RETURNING id, lease_expires_at, root_id), \
+         running AS (UPDATE branch_rules SET is_currently_running = true WHERE id = $1) \
+         SELECT id, lease_expires_at, root_id FROM inserted",
     )
     .bind(new.branch_rule_id)
     .bind(new.runner_id)
@@ -151,8 +155,8 @@ pub(crate) async fn pause(
     .await
 }
 
-/// Hands a paused execution to a new claimant: new token, new lease, same id. Returns
-/// the lease end and the saved context.
+/// Hands a paused execution to a new claimant (new token, new lease, same id) and marks
+/// its rule running. Returns the lease end and the saved context.
 pub(crate) async fn resume(
     tx: &mut Tx,
     id: Uuid,
@@ -162,12 +166,18 @@ pub(crate) async fn resume(
     boot_id: Option<&str>,
 ) -> Result<(DateTime<Utc>, Option<Box<serde_json::value::RawValue>>), sqlx::Error> {
     sqlx::query_as(
-        "UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
-                earlier_runner_ids = earlier_runner_ids || runner_id, \
-                lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
-                boot_id = $5, \
-                resume_at = NULL, resumed_count = resumed_count + 1 \
-         WHERE id = $1 AND status = 'paused' RETURNING lease_expires_at, context",
+        "WITH resumed AS ( \
+             UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
+                    earlier_runner_ids = earlier_runner_ids || runner_id, \
+                    lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
+                    boot_id = $5, \
+                    resume_at = NULL, resumed_count = resumed_count + 1 \
+             WHERE id = $1 AND status = 'paused' \
+             RETURNING branch_rule_id, lease_expires_at, context), \
+         running AS ( \
+             UPDATE branch_rules SET is_currently_running = true \
+             WHERE id = (SELECT branch_rule_id FROM resumed)) \
+         SELECT lease_expires_at, context FROM resumed",
     )
     .bind(id)
     .bind(runner_id)
