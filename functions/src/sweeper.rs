@@ -159,6 +159,8 @@ async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> 
             row.cron_expression.as_deref(),
             window,
             row.timezone.as_deref(),
+            // Jitter moves runs; it never decides whether a schedule works.
+            chrono::TimeDelta::zero(),
             now,
             false,
         );

@@ -1,13 +1,13 @@
 //! The life of a claimed execution: heartbeats, violations, and the finishing report.
 
 use res_shared::wire::{
-    Call, ClaimRequest, HeartbeatRequest, PauseRequest, PlanRequest, SetNextRunTimeRequest,
-    ViolationRequest,
+    Call, ClaimRequest, DescribeRuleRequest, HeartbeatRequest, PauseRequest, PlanRequest,
+    SetNextRunTimeRequest, ViolationRequest,
 };
 use res_tests::functions as support;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::schedule::Schedule;
+use res_shared::schedule::{Schedule, jitter_offset};
 use serde_json::{Value, json};
 use support::{Reply, RuleSpec, Seed, TestApp};
 use uuid::Uuid;
@@ -593,4 +593,66 @@ async fn a_retry_keeps_the_root_of_its_chain() {
     assert_eq!(retry.body["root_execution_id"], json!(c.execution));
     assert_eq!(retry.body["resumed"], false);
     assert!(retry.body.get("context").is_none());
+}
+
+#[tokio::test]
+async fn a_jittered_rule_runs_its_offset_after_the_cron_time_and_its_plan_says_so() {
+    let c = claimed().await;
+    // The brand rule sets ten minutes of jitter for every branch of the brand.
+    c.app
+        .exec(
+            "WITH brr AS ( \
+                 INSERT INTO brand_rules (brand_id, rule_id, jitter_seconds) \
+                 SELECT b.brand_id, br.rule_id, 600 FROM branch_rules br \
+                 JOIN branches b ON b.id = br.branch_id WHERE br.id = $1 RETURNING id) \
+             UPDATE branch_rules SET brand_rule_id = (SELECT id FROM brr) WHERE id = $1",
+            &[c.rule],
+        )
+        .await;
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let last = time(&reply.body["last_run_time"]);
+    let offset = jitter_offset(c.rule, 600);
+    let expected = Schedule::parse("*/30 * * * *", None, None, Some("Asia/Riyadh"))
+        .map(|s| s.with_offset(offset))
+        .and_then(|s| s.next_run(last, false))
+        .expect("the shared rules answer");
+    assert_eq!(time(&reply.body["next_run_time"]), expected.next_run_time);
+
+    let plan = || async {
+        c.app
+            .call(PlanRequest::NAME, &c.runner, json!({"runner_id": "site-1"}))
+            .await
+            .body["workflows"][0]["jitter_seconds"]
+            .clone()
+    };
+    assert_eq!(plan().await, 600, "the site computes the same offset");
+    let described = c
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &c.app.service,
+            json!({"branch_rule_id": c.rule}),
+        )
+        .await;
+    let words = described.body["schedule"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        words.ends_with(&format!(
+            "each run {} s after its cron time (jitter 600 s)",
+            offset.num_seconds()
+        )),
+        "{words}"
+    );
+
+    // The branch rule's own setting wins; 0 turns jitter off for it.
+    c.app
+        .exec(
+            "UPDATE branch_rules SET jitter_seconds = 0 WHERE id = $1",
+            &[c.rule],
+        )
+        .await;
+    assert_eq!(plan().await, 0);
 }

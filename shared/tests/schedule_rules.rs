@@ -1,6 +1,6 @@
 //! The schedule contract, rule by rule, with the rows from the original system's docs.
 
-use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use res_shared::schedule::{
     Blocker, Deadline, OperationWindow, RuleState, RuleStatus, Schedule, ScheduleError, Zone,
@@ -309,7 +309,7 @@ fn failed_runs_still_report_a_degenerate_rule() {
 #[test]
 fn fallback_without_a_cron_waits_thirty_minutes() {
     let now = utc("2026-03-02T11:00:00Z");
-    let answer = reschedule(None, None, None, now, false);
+    let answer = reschedule(None, None, None, TimeDelta::zero(), now, false);
     assert_eq!(answer.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
     assert_eq!(
         answer.problem.as_deref(),
@@ -320,22 +320,43 @@ fn fallback_without_a_cron_waits_thirty_minutes() {
 #[test]
 fn fallback_with_an_invalid_cron_waits_thirty_minutes_and_says_why() {
     let now = utc("2026-03-02T11:00:00Z");
-    let answer = reschedule(Some("*/0 * * * *"), None, None, now, false);
+    let answer = reschedule(
+        Some("*/0 * * * *"),
+        None,
+        None,
+        TimeDelta::zero(),
+        now,
+        false,
+    );
     assert_eq!(answer.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
     assert_eq!(
         answer.problem.as_deref(),
         Some("invalid cron '*/0 * * * *': minute step must be >= 1")
     );
-    let bad_zone = reschedule(Some("0 * * * *"), None, Some("Mars/Base"), now, false);
+    let bad_zone = reschedule(
+        Some("0 * * * *"),
+        None,
+        Some("Mars/Base"),
+        TimeDelta::zero(),
+        now,
+        false,
+    );
     assert_eq!(bad_zone.next_run.next_run_time, utc("2026-03-02T11:30:00Z"));
 }
 
 #[test]
 fn fallback_after_a_failure_still_retries_in_five_minutes() {
     let now = utc("2026-03-02T11:00:00Z");
-    let broken = reschedule(Some("nonsense"), None, None, now, true);
+    let broken = reschedule(Some("nonsense"), None, None, TimeDelta::zero(), now, true);
     assert_eq!(broken.next_run.next_run_time, utc("2026-03-02T11:05:00Z"));
-    let valid = reschedule(Some("*/30 * * * *"), None, None, now, true);
+    let valid = reschedule(
+        Some("*/30 * * * *"),
+        None,
+        None,
+        TimeDelta::zero(),
+        now,
+        true,
+    );
     assert_eq!(valid.next_run.next_run_time, utc("2026-03-02T11:05:00Z"));
     assert_eq!(valid.problem, None);
 }
@@ -349,7 +370,14 @@ fn fallback_with_a_valid_schedule_equals_the_schedule() {
         "2026-03-02T20:00:00Z",
     ] {
         let now = utc(now);
-        let local = reschedule(Some("*/30 * * * *"), window, None, now, false);
+        let local = reschedule(
+            Some("*/30 * * * *"),
+            window,
+            None,
+            TimeDelta::zero(),
+            now,
+            false,
+        );
         let cloud = schedule("*/30 * * * *", DAY, None)
             .next_run(now, false)
             .expect("a next run");

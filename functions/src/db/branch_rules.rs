@@ -1,7 +1,7 @@
 //! SQL for `branch_rules`, read with the settings that decide its schedule.
 
-use chrono::{DateTime, NaiveTime, Utc};
-use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
+use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone, jitter_offset};
 use res_shared::wire::RuleCondition;
 use uuid::Uuid;
 
@@ -41,9 +41,16 @@ pub(crate) struct LockedRule {
     pub(crate) db_now: DateTime<Utc>,
     /// When the branch rule was created.
     pub(crate) created_at: DateTime<Utc>,
+    /// The branch rule's jitter, else the brand rule's, else 0.
+    pub(crate) jitter_seconds: i32,
 }
 
 impl LockedRule {
+    /// How long after each cron time this rule runs.
+    pub(crate) fn offset(&self) -> TimeDelta {
+        jitter_offset(self.id, u32::try_from(self.jitter_seconds).unwrap_or(0))
+    }
+
     /// The operation window, if both ends are set and differ.
     pub(crate) fn window(&self) -> Option<OperationWindow> {
         OperationWindow::from_ends(self.operation_time_from, self.operation_time_to)
@@ -102,7 +109,7 @@ macro_rules! rule_from {
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now, \
-                br.created_at",
+                br.created_at, COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds",
             $columns,
             " FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \

@@ -28,6 +28,7 @@ macro_rules! workflow_select {
                 br.next_run_time, br.last_run_time, br.operation_time_from, br.operation_time_to, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, \
+                COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
                 br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
                 paused.resume_at \
          FROM branch_rules br \
@@ -199,6 +200,7 @@ struct EntryRow {
     operation_time_to: Option<NaiveTime>,
     cron_expression: Option<String>,
     timezone: String,
+    jitter_seconds: i32,
     run_count: i64,
     failure_count: i64,
     is_last_run_failed: bool,
@@ -226,6 +228,8 @@ impl EntryRow {
             operation_time_to: self.operation_time_to,
             cron_expression: self.cron_expression,
             timezone: self.timezone,
+            // The column's check keeps it in 0..=3600.
+            jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
             run_count: self.run_count,
             failure_count: self.failure_count,
             is_last_run_failed: self.is_last_run_failed,

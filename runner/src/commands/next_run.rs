@@ -3,11 +3,12 @@
 use std::io::{self, BufRead, BufWriter, Write};
 use std::process::ExitCode;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use clap::Args;
-use res_shared::schedule::{NextRun, Schedule};
+use res_shared::schedule::{MAX_JITTER_SECONDS, NextRun, Schedule, jitter_offset};
 use serde::Deserialize;
 use serde_json::json;
+use uuid::Uuid;
 
 /// Bad input exits with this code, as clap's own usage errors do.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -17,6 +18,7 @@ const EXIT_BAD_INPUT: u8 = 2;
 #[command(after_help = "Examples:
   res-runner next-run --cron '*/30 * * * *' --from 08:00 --to 18:00 --now 2026-03-02T11:00:00Z
   res-runner next-run --cron '0 9 * * MON-FRI' --tz Europe/Berlin --json
+  res-runner next-run --cron '0 * * * *' --jitter 300 --rule-id 6f1c2a9e-3b7d-4c1a-9e2f-0a1b2c3d4e5f
   echo '{\"cron\": \"0 * * * *\", \"now\": \"2026-03-02T20:00:00Z\"}' | res-runner next-run --batch")]
 pub struct NextRunArgs {
     /// Cron expression: 5 fields, 6 with leading seconds, or @hourly/@daily/@weekly/@monthly/@yearly.
@@ -37,12 +39,20 @@ pub struct NextRunArgs {
     /// The last run failed: the next run is five minutes after --now.
     #[arg(long)]
     failed: bool,
+    /// The rule's jitter in seconds (0–3600): each run happens a fixed offset after its
+    /// cron time, derived from --rule-id.
+    #[arg(long, requires = "rule_id", value_parser = clap::value_parser!(u32).range(0..=3600))]
+    jitter: Option<u32>,
+    /// The branch rule's id, which fixes its jitter offset.
+    #[arg(long, requires = "jitter")]
+    rule_id: Option<Uuid>,
     /// Print {"next_run_time": ..., "degenerate": ...} instead of the bare time.
     #[arg(long)]
     json: bool,
     /// Read one JSON object per line on stdin (keys cron, now, and optionally from, to, tz,
-    /// failed) and write one JSON answer per line, in order.
-    #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json"])]
+    /// failed, jitter_seconds with branch_rule_id) and write one JSON answer per line, in
+    /// order.
+    #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json", "jitter", "rule_id"])]
     batch: bool,
 }
 
@@ -54,6 +64,8 @@ struct Query<'a> {
     tz: Option<&'a str>,
     now: DateTime<Utc>,
     failed: bool,
+    /// The jitter offset.
+    offset: TimeDelta,
 }
 
 /// One `--batch` input line.
@@ -66,6 +78,8 @@ struct BatchLine {
     to: Option<String>,
     tz: Option<String>,
     failed: Option<bool>,
+    jitter_seconds: Option<u32>,
+    branch_rule_id: Option<Uuid>,
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -106,6 +120,10 @@ fn run_single(args: &NextRunArgs) -> Result<String, String> {
         tz: args.tz.as_deref(),
         now,
         failed: args.failed,
+        offset: match (args.rule_id, args.jitter) {
+            (Some(id), Some(jitter)) => jitter_offset(id, jitter),
+            _ => TimeDelta::zero(),
+        },
     };
     let (schedule, next) = answer(&query)?;
     if args.json {
@@ -143,6 +161,18 @@ fn answer_line(line: &[u8]) -> Result<NextRun, String> {
         return Err("the line is empty (expected a JSON object)".to_owned());
     }
     let fields: BatchLine = serde_json::from_str(text).map_err(describe_json_error)?;
+    let offset = match (fields.branch_rule_id, fields.jitter_seconds) {
+        (_, Some(jitter)) if jitter > MAX_JITTER_SECONDS => {
+            return Err(format!(
+                "jitter_seconds must be 0 to {MAX_JITTER_SECONDS}, not {jitter}"
+            ));
+        }
+        (Some(id), Some(jitter)) => jitter_offset(id, jitter),
+        (None, Some(_)) => {
+            return Err("jitter_seconds needs branch_rule_id (it fixes the offset)".to_owned());
+        }
+        (_, None) => TimeDelta::zero(),
+    };
     let (_, next) = answer(&Query {
         cron: &fields.cron,
         from: fields.from.as_deref(),
@@ -150,13 +180,15 @@ fn answer_line(line: &[u8]) -> Result<NextRun, String> {
         tz: fields.tz.as_deref(),
         now: parse_now(&fields.now)?,
         failed: fields.failed.unwrap_or(false),
+        offset,
     })?;
     Ok(next)
 }
 
 fn answer(query: &Query<'_>) -> Result<(Schedule, NextRun), String> {
     let schedule = Schedule::parse(query.cron, query.from, query.to, query.tz)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| error.to_string())?
+        .with_offset(query.offset);
     let next = schedule
         .next_run(query.now, query.failed)
         .map_err(|error| error.to_string())?;
@@ -252,6 +284,30 @@ mod tests {
         assert_eq!(
             replies[5],
             json!({"next_run_time": "2026-03-02T11:05:00Z", "degenerate": false})
+        );
+    }
+
+    #[test]
+    fn batch_lines_may_carry_a_jitter_with_the_rule_id_that_fixes_it() {
+        // The id 42 under a 60 s jitter has the offset 42 s.
+        let id = Uuid::from_u128(42);
+        let replies = batch(&format!(
+            "{}\n{}\n{}\n",
+            json!({"cron": "0 * * * *", "now": "2026-03-02T11:00:00Z", "jitter_seconds": 60, "branch_rule_id": id}),
+            json!({"cron": "0 * * * *", "now": "2026-03-02T11:00:00Z", "jitter_seconds": 60}),
+            json!({"cron": "0 * * * *", "now": "2026-03-02T11:00:00Z", "jitter_seconds": 7200, "branch_rule_id": id}),
+        ));
+        assert_eq!(
+            replies[0],
+            json!({"next_run_time": "2026-03-02T11:00:42Z", "degenerate": false})
+        );
+        assert_eq!(
+            replies[1],
+            json!({"error": "jitter_seconds needs branch_rule_id (it fixes the offset)"})
+        );
+        assert_eq!(
+            replies[2],
+            json!({"error": "jitter_seconds must be 0 to 3600, not 7200"})
         );
     }
 

@@ -2,7 +2,7 @@
 //! the next run while the cloud is unreachable — with the shared crate, so both sides agree.
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{Deadline, reschedule, window_deadline};
+use res_shared::schedule::{Deadline, jitter_offset, reschedule, window_deadline};
 use res_shared::wire::SetNextRunTimeResponse;
 
 use super::Entry;
@@ -28,6 +28,7 @@ pub(crate) fn local_next_run(
         entry.workflow.cron_expression.as_deref(),
         window(entry),
         Some(&entry.workflow.timezone),
+        jitter_offset(entry.workflow.id, entry.workflow.jitter_seconds),
         now,
         failed,
     );
@@ -39,5 +40,37 @@ pub(crate) fn local_next_run(
         run_count: entry.workflow.run_count + 1,
         degenerate: next.next_run.degenerate,
         warnings: next.problem.into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::plan::Local;
+
+    #[test]
+    fn offline_the_site_moves_each_run_by_the_rule_s_jitter_as_the_cloud_does() {
+        let id = Uuid::from_u128(42);
+        let now: DateTime<Utc> = "2026-03-02T10:00:42Z".parse().expect("instant");
+        let workflow = serde_json::from_value(serde_json::json!({
+            "id": id, "branch_id": Uuid::nil(), "rule_id": Uuid::nil(), "brand_rule_id": null,
+            "is_active": true, "is_archived": false, "is_force_stopped": false,
+            "is_currently_running": false, "next_run_time": now, "last_run_time": null,
+            "operation_time_from": null, "operation_time_to": null,
+            "cron_expression": "0 * * * *", "timezone": "UTC", "jitter_seconds": 60,
+            "workflow_config": null, "run_count": 0, "failure_count": 0,
+            "is_last_run_failed": false, "updated_at": now
+        }))
+        .expect("a workflow");
+        let entry = Entry {
+            workflow,
+            local: Local::default(),
+        };
+        // Id 42 under a 60 s jitter: 42 s after each hour.
+        let next = local_next_run(&entry, now, false);
+        assert_eq!(next.next_run_time, now + TimeDelta::hours(1));
     }
 }

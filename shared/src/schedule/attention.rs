@@ -51,6 +51,8 @@ pub fn schedule_attention(next: &Rescheduled) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use chrono::TimeDelta;
+
     use super::*;
 
     #[test]
@@ -82,7 +84,14 @@ mod tests {
     #[test]
     fn unusable_and_never_firing_schedules_need_attention() {
         let now = chrono::Utc::now();
-        let bad = super::super::reschedule(Some("61 * * * *"), None, None, now, false);
+        let bad = super::super::reschedule(
+            Some("61 * * * *"),
+            None,
+            None,
+            TimeDelta::zero(),
+            now,
+            false,
+        );
         let reason = schedule_attention(&bad).unwrap_or_default();
         assert!(
             reason.starts_with("the schedule cannot be used: "),
@@ -91,12 +100,26 @@ mod tests {
         let window = super::super::OperationWindow::parse(Some("08:00"), Some("09:00"))
             .ok()
             .flatten();
-        let never = super::super::reschedule(Some("30 12 * * *"), window, None, now, false);
+        let never = super::super::reschedule(
+            Some("30 12 * * *"),
+            window,
+            None,
+            TimeDelta::zero(),
+            now,
+            false,
+        );
         assert_eq!(
             schedule_attention(&never).as_deref(),
             Some("the schedule never fires inside the operation window")
         );
-        let fine = super::super::reschedule(Some("*/30 * * * *"), None, None, now, false);
+        let fine = super::super::reschedule(
+            Some("*/30 * * * *"),
+            None,
+            None,
+            TimeDelta::zero(),
+            now,
+            false,
+        );
         assert_eq!(schedule_attention(&fine), None);
     }
 }

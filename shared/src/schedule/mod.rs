@@ -4,6 +4,7 @@
 mod attention;
 mod cron;
 mod error;
+mod jitter;
 mod next_run;
 mod readiness;
 mod reschedule;
@@ -14,6 +15,7 @@ mod zone;
 pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, schedule_attention};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
+pub use jitter::{MAX_JITTER_SECONDS, jitter_offset};
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};
 pub use readiness::{Blocker, RuleState, RuleStatus};
 pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule};

@@ -23,6 +23,8 @@ pub struct Schedule {
     window: Option<OperationWindow>,
     zone: Zone,
     degenerate: bool,
+    /// How long after each cron time the rule runs (its jitter offset; zero without).
+    offset: TimeDelta,
 }
 
 /// When a rule runs next.
@@ -77,7 +79,20 @@ impl Schedule {
             window,
             zone,
             degenerate,
+            offset: TimeDelta::zero(),
         })
+    }
+
+    /// The same schedule, each run moved `offset` after its cron time (see `jitter`);
+    /// negative offsets count as zero.
+    pub fn with_offset(mut self, offset: TimeDelta) -> Schedule {
+        self.offset = offset.max(TimeDelta::zero());
+        self
+    }
+
+    /// How long after its cron time each run happens.
+    pub fn offset(&self) -> TimeDelta {
+        self.offset
     }
 
     /// Parses the texts a rule is stored as; `tz` defaults to Asia/Riyadh.
@@ -116,12 +131,63 @@ impl Schedule {
 
     /// The next run after `now`: `now + 5 min` after a failed run; otherwise the first
     /// cron occurrence strictly after `now` inside a window occurrence, or, for a
-    /// degenerate rule, the next window opening.
+    /// degenerate rule, the next window opening — each moved by the offset (`jitter`).
     pub fn next_run(
         &self,
         now: DateTime<Utc>,
         last_run_failed: bool,
     ) -> Result<NextRun, ScheduleError> {
+        let out_of_range = || ScheduleError::OutOfRange {
+            expression: self.cron.expression().to_owned(),
+            after: now.to_rfc3339(),
+        };
+        if last_run_failed {
+            return now
+                .checked_add_signed(FAILED_RUN_RETRY)
+                .map(|next_run_time| NextRun {
+                    next_run_time,
+                    degenerate: self.degenerate,
+                })
+                .ok_or_else(out_of_range);
+        }
+        if self.offset.is_zero() {
+            return self.cron_time_after(now);
+        }
+        // A cron time up to `offset` before `now` may still have its run ahead; moved
+        // times keep the cron times' order, so the first one after `now` is the answer.
+        let mut after = now
+            .checked_sub_signed(self.offset)
+            .ok_or_else(out_of_range)?;
+        for _ in 0..=super::jitter::MAX_JITTER_SECONDS {
+            let cron_time = self.cron_time_after(after)?;
+            let moved = self.moved(cron_time.next_run_time);
+            if moved > now {
+                return Ok(NextRun {
+                    next_run_time: moved,
+                    ..cron_time
+                });
+            }
+            after = cron_time.next_run_time;
+        }
+        Err(out_of_range())
+    }
+
+    /// A cron time moved by the offset, kept inside its window occurrence: a run the
+    /// offset would carry past the window's end happens in the window's last second.
+    fn moved(&self, cron_time: DateTime<Utc>) -> DateTime<Utc> {
+        let Some(moved) = cron_time.checked_add_signed(self.offset) else {
+            return cron_time;
+        };
+        match self.window.and_then(|w| w.locate(cron_time, self.zone)) {
+            Some(WindowPosition::Inside { end }) if moved >= end => {
+                (end - TimeDelta::seconds(1)).max(cron_time)
+            }
+            _ => moved,
+        }
+    }
+
+    /// The next run after `now` without the offset.
+    fn cron_time_after(&self, now: DateTime<Utc>) -> Result<NextRun, ScheduleError> {
         let degenerate = self.degenerate;
         let answer = |next_run_time| NextRun {
             next_run_time,
@@ -131,12 +197,6 @@ impl Schedule {
             expression: self.cron.expression().to_owned(),
             after: now.to_rfc3339(),
         };
-        if last_run_failed {
-            return now
-                .checked_add_signed(FAILED_RUN_RETRY)
-                .map(answer)
-                .ok_or_else(out_of_range);
-        }
         let Some(window) = &self.window else {
             return self
                 .cron

@@ -22,12 +22,14 @@ pub struct Rescheduled {
 }
 
 /// The next run of a rule that ran at `now`: the schedule's answer whenever it is valid
-/// (`now + 5 min` after a failed run, per the schedule rules); `now + 5 min` after a failed
-/// run and `now + 30 min` otherwise when the cron expression is missing or unusable.
+/// (`now + 5 min` after a failed run, per the schedule rules; cron times moved by the
+/// rule's jitter `offset`); `now + 5 min` after a failed run and `now + 30 min` otherwise
+/// when the cron expression is missing or unusable.
 pub fn reschedule(
     cron: Option<&str>,
     window: Option<OperationWindow>,
     tz: Option<&str>,
+    offset: TimeDelta,
     now: DateTime<Utc>,
     last_run_failed: bool,
 ) -> Rescheduled {
@@ -37,6 +39,7 @@ pub fn reschedule(
     };
     let computed = schedule.and_then(|schedule| {
         schedule
+            .with_offset(offset)
             .next_run(now, last_run_failed)
             .map_err(|error| error.to_string())
     });

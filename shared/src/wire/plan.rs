@@ -143,6 +143,10 @@ pub struct PlanEntry {
     pub cron_expression: Option<String>,
     /// The branch's zone, else the brand's.
     pub timezone: String,
+    /// The branch rule's jitter, else the brand rule's (0: none): each run happens
+    /// `schedule::jitter_offset(id, jitter_seconds)` after its cron time.
+    #[serde(default)]
+    pub jitter_seconds: u32,
     /// The rule's workflow (nodes, edges, consolidation logic), as stored: workflows of
     /// one rule share it, and it is parsed when the workflow is loaded.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]

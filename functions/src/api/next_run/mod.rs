@@ -268,6 +268,7 @@ async fn write_report(
         rule.cron_expression.as_deref(),
         rule.window(),
         Some(&rule.timezone),
+        rule.offset(),
         from,
         policy.retry_soon,
     );

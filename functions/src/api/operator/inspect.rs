@@ -119,7 +119,14 @@ fn description(
     let condition = standing.condition;
     let zone = rule.zone();
     let window = rule.window();
+    let offset = rule.offset();
     let schedule = match &rule.cron_expression {
+        Some(cron) if rule.jitter_seconds > 0 => format!(
+            "{}; each run {} s after its cron time (jitter {} s)",
+            describe_schedule(cron, window.as_ref(), zone),
+            offset.num_seconds(),
+            rule.jitter_seconds
+        ),
         Some(cron) => describe_schedule(cron, window.as_ref(), zone),
         None => "no cron expression: the rule is retried every 30 minutes".to_owned(),
     };
@@ -130,6 +137,7 @@ fn description(
             let cron = res_shared::schedule::CronSchedule::parse(cron).ok()?;
             Schedule::new(cron, window, zone).ok()
         })
+        .map(|schedule| schedule.with_offset(offset))
         .map(|schedule| {
             upcoming(
                 &schedule,

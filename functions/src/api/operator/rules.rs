@@ -180,6 +180,7 @@ async fn act(
                 rule.cron_expression.as_deref(),
                 rule.window(),
                 Some(&rule.timezone),
+                rule.offset(),
                 rule.db_now,
                 false,
             );
