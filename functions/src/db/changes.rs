@@ -39,18 +39,36 @@ pub(crate) async fn changes_since(
     snapshot: &str,
     scope: Scope<'_>,
 ) -> Result<Changes, sqlx::Error> {
-    let (all, branches) = scope.as_params();
-    let rows: Vec<(Option<Uuid>, Option<Uuid>)> = sqlx::query_as(
-        "SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
-         WHERE txid >= pg_snapshot_xmin($1::text::pg_snapshot) \
-           AND NOT pg_visible_in_snapshot(txid, $1::text::pg_snapshot) \
-           AND (branch_id IS NULL OR $2 OR branch_id = ANY($3))",
-    )
-    .bind(snapshot)
-    .bind(all)
-    .bind(branches)
-    .fetch_all(&mut **tx)
-    .await?;
+    // Two statements, not one with `$all OR`: a prepared statement's generic plan cannot
+    // drop that OR, and then a scoped delta walks every branch's changes instead of using
+    // `plan_changes_branch_txid` for its own. In the scoped one the lower bound is a
+    // subquery the planner cannot see into: shown a recent txid it estimates one row
+    // (xid8 has no histogram arithmetic) and walks the txid index through every branch's
+    // changes since — 5 ms per delta at 20,000 sites, measured.
+    let rows: Vec<(Option<Uuid>, Option<Uuid>)> = match scope {
+        Scope::All => {
+            sqlx::query_as(
+                "SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
+                 WHERE txid >= pg_snapshot_xmin($1::text::pg_snapshot) \
+                   AND NOT pg_visible_in_snapshot(txid, $1::text::pg_snapshot)",
+            )
+            .bind(snapshot)
+            .fetch_all(&mut **tx)
+            .await?
+        }
+        Scope::Branches(branches) => {
+            sqlx::query_as(
+                "SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
+                 WHERE txid >= (SELECT pg_snapshot_xmin($1::text::pg_snapshot)) \
+                   AND NOT pg_visible_in_snapshot(txid, $1::text::pg_snapshot) \
+                   AND (branch_id IS NULL OR branch_id = ANY($2))",
+            )
+            .bind(snapshot)
+            .bind(branches)
+            .fetch_all(&mut **tx)
+            .await?
+        }
+    };
     let mut changes = Changes::default();
     for row in rows {
         match row {

@@ -19,26 +19,29 @@ use super::Tx;
 use crate::access::Scope;
 
 /// The workflow columns and joins both workflow queries share (a literal, so queries stay
-/// `&'static str`). Each column is named as the [`EntryRow`] field it fills.
+/// `&'static str`). Each column is named as the [`EntryRow`] field it fills. The execution
+/// that holds a rule (at most one, `executions_one_live_per_rule`) is joined by that index;
+/// joining live and paused executions by their own conditions made the planner read every
+/// live execution of the fleet for each site's plan.
 macro_rules! workflow_select {
     () => {
         "SELECT br.id, br.branch_id, br.rule_id, br.brand_rule_id, br.is_active, br.is_archived, \
                 br.is_force_stopped, br.paused_at IS NOT NULL AS is_paused, br.run_requested_at, \
-                br.is_currently_running AND live.id IS NOT NULL AS is_currently_running, \
+                br.is_currently_running AND COALESCE(held.status IN ('scheduled', 'running') \
+                    AND held.lease_expires_at > now(), false) AS is_currently_running, \
                 br.next_run_time, br.last_run_time, br.operation_time_from, br.operation_time_to, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, \
                 COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
                 br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
-                paused.resume_at \
+                CASE WHEN held.status = 'paused' THEN held.resume_at END AS resume_at \
          FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
          JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
-         LEFT JOIN executions live ON live.branch_rule_id = br.id \
-              AND live.status IN ('scheduled', 'running') AND live.lease_expires_at > now() \
-         LEFT JOIN executions paused ON paused.branch_rule_id = br.id AND paused.status = 'paused'"
+         LEFT JOIN executions held ON held.branch_rule_id = br.id \
+              AND held.status IN ('scheduled', 'running', 'paused')"
     };
 }
 
