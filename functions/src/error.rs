@@ -59,6 +59,9 @@ pub enum ApiError {
     /// 500: a bug of ours (an answer that cannot be encoded); details go to the log.
     #[error("internal error: {0}")]
     Internal(String),
+    /// 503: more requests waited for a turn than the process could serve in time.
+    #[error("the functions are busy: the request waited {0} s for a turn; retry shortly")]
+    Overloaded(u64),
     /// 500/503: the database failed; details go to the log, not the caller.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -101,6 +104,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, "unreadable_body"),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ApiError::Database(error) if unavailable(error) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
             }

@@ -4,6 +4,7 @@
 //! (`res-functions serve`) and, one function per binary, on AWS Lambda.
 
 pub mod access;
+pub mod admission;
 pub(crate) mod api;
 pub mod auth;
 pub mod config;

@@ -16,6 +16,7 @@ use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::admission;
 use crate::api;
 use crate::encoding;
 use crate::error::ApiError;
@@ -187,6 +188,10 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
     }
     router
         .fallback(not_found)
+        .layer(from_fn_with_state(
+            state.turns.clone(),
+            admission::take_turn,
+        ))
         .layer(from_fn_with_state(state.clone(), metrics::track))
         .with_state(state)
         // A 10,000-rule plan is ~10 MB of JSON: the fastest level already shrinks it

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use res_shared::wire::RunnerThresholds;
 use sqlx::PgPool;
 
+use crate::admission::Turns;
 use crate::key_cache::KeyCache;
 use crate::metrics::Metrics;
 
@@ -18,6 +19,8 @@ pub struct AppState {
     pub settings: Settings,
     /// Verified keys, so that most requests do not look their token up.
     pub keys: Arc<KeyCache>,
+    /// One turn per pool connection (see `admission`).
+    pub turns: Turns,
 }
 
 /// Settings the handlers read.
@@ -38,10 +41,11 @@ impl AppState {
 
     pub fn with_settings(pool: PgPool, settings: Settings) -> AppState {
         AppState {
-            pool,
             metrics: Arc::new(Metrics::default()),
             settings,
             keys: Arc::new(KeyCache::new(settings.key_cache)),
+            turns: Turns::new(pool.options().get_max_connections() as usize),
+            pool,
         }
     }
 }

@@ -1,0 +1,128 @@
+//! Taking turns: at most as many requests work at once as the pool has connections, and
+//! the rest wait in line here.
+//!
+//! Without this, a burst (a fleet's top of the hour, every site fetching its plan after a
+//! deploy) waits for connections inside the pool, whose short acquire timeout — what makes
+//! an unreachable database a fast 503 — then refuses requests that only had to wait their
+//! turn. Here a request waits up to [`QUEUE_WAIT`] for a turn before it is answered
+//! `503 overloaded`; once working, it finds a connection free.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+
+/// The longest a request waits for its turn.
+pub const QUEUE_WAIT: Duration = Duration::from_secs(10);
+
+/// The turns: one per pool connection.
+#[derive(Debug, Clone)]
+pub struct Turns {
+    permits: Arc<Semaphore>,
+    wait: Duration,
+}
+
+/// A request's turn; dropping it lets the next request work.
+#[derive(Debug)]
+pub(crate) struct Turn(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl Turns {
+    /// `count` requests at a time (at least one), each waiting up to [`QUEUE_WAIT`].
+    pub fn new(count: usize) -> Turns {
+        Turns::with_wait(count, QUEUE_WAIT)
+    }
+
+    fn with_wait(count: usize, wait: Duration) -> Turns {
+        Turns {
+            permits: Arc::new(Semaphore::new(count.max(1))),
+            wait,
+        }
+    }
+
+    /// Waits for a turn, or refuses with `overloaded` when none came in time.
+    pub(crate) async fn take(&self) -> Result<Turn, ApiError> {
+        match tokio::time::timeout(self.wait, self.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(Turn(permit)),
+            _ => Err(ApiError::Overloaded(self.wait.as_secs())),
+        }
+    }
+}
+
+/// Middleware: waits for a turn, then serves the request.
+pub(crate) async fn take_turn(
+    State(turns): State<Turns>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match turns.take().await {
+        Ok(_turn) => next.run(request).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use axum::middleware::from_fn_with_state;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn app(turns: Turns) -> Router {
+        Router::new()
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    "done"
+                }),
+            )
+            .layer(from_fn_with_state(turns, take_turn))
+    }
+
+    fn get_slow() -> Request {
+        Request::get("/slow")
+            .body(Body::empty())
+            .expect("a request")
+    }
+
+    #[tokio::test]
+    async fn a_request_waits_for_a_turn_and_is_refused_when_none_comes_in_time() {
+        let turns = Turns::with_wait(1, Duration::from_millis(50));
+        let first = tokio::spawn(app(turns.clone()).oneshot(get_slow()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let refused = app(turns.clone())
+            .oneshot(get_slow())
+            .await
+            .expect("an answer");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(refused.into_body(), 4096)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(body["error"]["code"], "overloaded");
+        let served = first.await.expect("joined").expect("an answer");
+        assert_eq!(served.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_waits_less_than_the_limit_is_served() {
+        let turns = Turns::with_wait(1, Duration::from_secs(5));
+        let first = tokio::spawn(app(turns.clone()).oneshot(get_slow()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let second = app(turns).oneshot(get_slow()).await.expect("an answer");
+        assert_eq!(second.status(), StatusCode::OK);
+        assert_eq!(
+            first.await.expect("joined").expect("an answer").status(),
+            StatusCode::OK
+        );
+    }
+}
