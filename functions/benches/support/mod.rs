@@ -4,6 +4,8 @@
 
 #![allow(dead_code, reason = "each bench uses a different part")]
 
+pub mod sites;
+
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -52,6 +54,13 @@ pub fn serve(database_url: &str, args: &[&str]) -> (Service, String) {
 
 /// Kills the service when the benchmark ends, however it ends.
 pub struct Service(Child);
+
+impl Service {
+    /// The process id, for its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for Service {
     fn drop(&mut self) {

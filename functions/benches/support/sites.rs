@@ -1,0 +1,382 @@
+//! Simulated sites over real HTTP: each with its own runner key, a full plan at start, a
+//! delta every poll interval, and claim → heartbeat → run → report for every due rule
+//! through a few workers, as `res-runner` does. Every call's latency and status is kept.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{
+    Call, ClaimRequest, HeartbeatRequest, PlanRequest, RegisterRequest, SetNextRunTimeRequest,
+};
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc};
+use uuid::Uuid;
+
+/// One site: its token and runner id.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub token: String,
+    pub runner_id: String,
+}
+
+/// How the sites behave.
+#[derive(Debug, Clone, Copy)]
+pub struct Behaviour {
+    /// Rules a site runs at the same time.
+    pub workers: usize,
+    /// Between plan fetches.
+    pub poll: Duration,
+    /// How long a detection takes (the same for all; sites differ by their rules).
+    pub run_time: Duration,
+    /// Stop a site once each of its rules has run once (the storm).
+    pub once: bool,
+    /// Sites start at random moments within this (a fleet does not boot in one second).
+    pub start_within: Duration,
+}
+
+/// One call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRecord {
+    pub function: &'static str,
+    /// When it started, from the fleet's start.
+    pub at: Duration,
+    pub took: Duration,
+    /// 0: no answer at all.
+    pub status: u16,
+}
+
+/// The simulated fleet's shared parts: one HTTP client (the sites' connections through
+/// one pool), a bound on requests in flight (a load balancer's connection limit), and
+/// what happened.
+pub struct Fleet {
+    client: reqwest::Client,
+    base: String,
+    in_flight: Semaphore,
+    started: Instant,
+    calls: Mutex<Vec<CallRecord>>,
+    /// Granted claims: the rule, when it was due and when the claim was answered.
+    claims: Mutex<Vec<(Uuid, DateTime<Utc>, SystemTime)>>,
+}
+
+impl Fleet {
+    pub fn new(base: &str, max_in_flight: usize) -> Arc<Fleet> {
+        let client = reqwest::Client::builder()
+            .no_gzip()
+            .pool_max_idle_per_host(max_in_flight)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("client");
+        Arc::new(Fleet {
+            client,
+            base: base.to_owned(),
+            in_flight: Semaphore::new(max_in_flight),
+            started: Instant::now(),
+            calls: Mutex::new(Vec::new()),
+            claims: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<CallRecord> {
+        self.calls.lock().expect("calls").clone()
+    }
+
+    /// Every granted claim so far.
+    pub fn claims(&self) -> Vec<(Uuid, DateTime<Utc>, SystemTime)> {
+        self.claims.lock().expect("claims").clone()
+    }
+
+    async fn post(&self, function: &'static str, token: &str, body: Value) -> (u16, Value) {
+        // Timed from before the wait for a connection: a queue in front of the service
+        // is part of what a site experiences.
+        let started = Instant::now();
+        let _slot = self.in_flight.acquire().await.expect("open");
+        let sent = self
+            .client
+            .post(format!("{}/{function}", self.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await;
+        let (status, body) = match sent {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                (status, response.json().await.unwrap_or(Value::Null))
+            }
+            Err(_) => (0, Value::Null),
+        };
+        self.calls.lock().expect("calls").push(CallRecord {
+            function,
+            at: started - self.started,
+            took: started.elapsed(),
+            status,
+        });
+        (status, body)
+    }
+
+    /// The site's plan (full without a cursor): its cursor and each rule's due time.
+    async fn plan(
+        &self,
+        site: &Site,
+        since: Option<&str>,
+    ) -> Option<(String, Vec<(Uuid, Option<DateTime<Utc>>)>)> {
+        let (status, body) = self
+            .post(
+                PlanRequest::NAME,
+                &site.token,
+                json!({"runner_id": site.runner_id, "since": since}),
+            )
+            .await;
+        if status != 200 {
+            return None;
+        }
+        let rules = body["workflows"]
+            .as_array()?
+            .iter()
+            .filter_map(|w| {
+                let id = w["id"].as_str()?.parse().ok()?;
+                let next = w["next_run_time"].as_str().and_then(|t| t.parse().ok());
+                Some((id, next))
+            })
+            .collect();
+        Some((body["cursor"].as_str()?.to_owned(), rules))
+    }
+
+    /// Claim → heartbeat → run → report; the next run the report answered.
+    async fn run_rule(
+        &self,
+        site: &Site,
+        rule: Uuid,
+        due: DateTime<Utc>,
+        run_time: Duration,
+    ) -> Option<DateTime<Utc>> {
+        let (status, claim) = self
+            .post(
+                ClaimRequest::NAME,
+                &site.token,
+                json!({"branch_rule_id": rule, "runner_id": site.runner_id}),
+            )
+            .await;
+        if status != 200 {
+            return None;
+        }
+        self.claims
+            .lock()
+            .expect("claims")
+            .push((rule, due, SystemTime::now()));
+        let (execution, token) = (claim["execution_id"].clone(), claim["claim_token"].clone());
+        let (status, _) = self
+            .post(
+                HeartbeatRequest::NAME,
+                &site.token,
+                json!({"execution_id": execution, "claim_token": token}),
+            )
+            .await;
+        if status != 200 {
+            return None;
+        }
+        tokio::time::sleep(run_time).await;
+        let (status, report) = self
+            .post(
+                SetNextRunTimeRequest::NAME,
+                &site.token,
+                json!({"branch_rule_id": rule, "is_last_run_failed": false,
+                       "execution_id": execution, "claim_token": token}),
+            )
+            .await;
+        (status == 200)
+            .then(|| report["next_run_time"].as_str()?.parse().ok())
+            .flatten()
+    }
+}
+
+/// Runs one site until `until` (or, with `once`, until each rule ran once).
+pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until: Instant) {
+    tokio::time::sleep(behaviour.start_within.mul_f64(rand::random::<f64>())).await;
+    let _ = fleet
+        .post(
+            RegisterRequest::NAME,
+            &site.token,
+            json!({"runner_id": site.runner_id, "boot_id": Uuid::new_v4().to_string()}),
+        )
+        .await;
+    let Some((mut cursor, rules)) = fleet.plan(&site, None).await else {
+        return;
+    };
+    let mut due: HashMap<Uuid, DateTime<Utc>> = rules
+        .into_iter()
+        .map(|(id, next)| (id, next.unwrap_or_else(Utc::now)))
+        .collect();
+    let mut ran: HashSet<Uuid> = HashSet::new();
+    let mut running: HashSet<Uuid> = HashSet::new();
+    let workers = Arc::new(Semaphore::new(behaviour.workers));
+    let (done_tx, mut done) = mpsc::unbounded_channel::<(Uuid, Option<DateTime<Utc>>)>();
+    // Sites start at different moments in a real fleet; their polls are spread the same way.
+    let mut next_poll = Instant::now() + behaviour.poll.mul_f64(rand::random::<f64>());
+    loop {
+        let now = Utc::now();
+        for (&rule, &at) in &due {
+            if at <= now && running.insert(rule) {
+                let (fleet, site, workers, done_tx) = (
+                    fleet.clone(),
+                    site.clone(),
+                    workers.clone(),
+                    done_tx.clone(),
+                );
+                tokio::spawn(async move {
+                    let _worker = workers.acquire().await.expect("open");
+                    let next = fleet.run_rule(&site, rule, at, behaviour.run_time).await;
+                    let _ = done_tx.send((rule, next));
+                });
+            }
+        }
+        if behaviour.once && ran.len() == due.len() {
+            return;
+        }
+        let next_due = due
+            .iter()
+            .filter(|(rule, _)| !running.contains(rule))
+            .map(|(_, at)| *at)
+            .min()
+            .and_then(|at| (at - Utc::now()).to_std().ok())
+            .unwrap_or(Duration::ZERO);
+        let wake = (Instant::now() + next_due).min(next_poll).min(until);
+        tokio::select! {
+            Some((rule, next)) = done.recv() => {
+                running.remove(&rule);
+                // Refused or failed: look again in five seconds, as the runner's tick would.
+                let next = match next {
+                    Some(next) => {
+                        ran.insert(rule);
+                        next
+                    }
+                    None => Utc::now() + Duration::from_secs(5),
+                };
+                due.insert(rule, next);
+            }
+            () = tokio::time::sleep_until(wake.into()) => {}
+        }
+        if Instant::now() >= until {
+            return;
+        }
+        if Instant::now() >= next_poll {
+            next_poll += behaviour.poll;
+            if let Some((new_cursor, changed)) = fleet.plan(&site, Some(&cursor)).await {
+                cursor = new_cursor;
+                for (rule, next) in changed {
+                    if let (false, Some(next)) = (running.contains(&rule), next) {
+                        due.insert(rule, next);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Latency percentiles, errors and rate per function; the worst p99 among them.
+pub fn report_calls(calls: &[CallRecord], seconds: f64) -> Duration {
+    let mut worst = Duration::ZERO;
+    let mut functions: Vec<&str> = calls.iter().map(|c| c.function).collect();
+    functions.sort_unstable();
+    functions.dedup();
+    println!(
+        "{:<32} {:>8} {:>8} {:>9} {:>9} {:>9} {:>8}",
+        "function", "calls", "per s", "p50", "p90", "p99", "errors"
+    );
+    for function in functions {
+        let mine: Vec<&CallRecord> = calls.iter().filter(|c| c.function == function).collect();
+        let mut took: Vec<Duration> = mine.iter().map(|c| c.took).collect();
+        took.sort();
+        let at = |p: f64| took[((took.len() - 1) as f64 * p).round() as usize];
+        let errors = mine
+            .iter()
+            .filter(|c| c.status == 0 || c.status >= 500)
+            .count();
+        println!(
+            "{:<32} {:>8} {:>8.1} {:>9.2?} {:>9.2?} {:>9.2?} {:>8}",
+            function,
+            mine.len(),
+            mine.len() as f64 / seconds,
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            errors
+        );
+        worst = worst.max(at(0.99));
+    }
+    worst
+}
+
+/// Requests and the p99 latency per `window` of the run, to show stalls and drift.
+pub fn report_timeline(calls: &[CallRecord], window: Duration) {
+    let mut windows = std::collections::BTreeMap::<u64, Vec<Duration>>::new();
+    for call in calls {
+        windows
+            .entry(call.at.as_secs() / window.as_secs().max(1))
+            .or_default()
+            .push(call.took);
+    }
+    let line: Vec<String> = windows
+        .into_iter()
+        .map(|(n, mut took)| {
+            took.sort();
+            let p99 = took[((took.len() - 1) as f64 * 0.99).round() as usize];
+            format!("{}s:{}/{:.0?}", n * window.as_secs(), took.len(), p99)
+        })
+        .collect();
+    println!(
+        "requests/p99 per {} s: {}",
+        window.as_secs(),
+        line.join(" ")
+    );
+}
+
+/// CPU seconds used so far by this process, by `res-functions` (`pid`) and by every
+/// PostgreSQL process (live ones plus the exited ones the postmaster reaped).
+pub fn cpu_split(functions_pid: u32) -> (f64, f64, f64) {
+    let ticks = |fields: &[&str], from: usize, count: usize| -> f64 {
+        fields[from..from + count]
+            .iter()
+            .filter_map(|f| f.parse::<f64>().ok())
+            .sum::<f64>()
+            / 100.0
+    };
+    let stat = |path: &std::path::Path| -> Option<(String, Vec<String>)> {
+        let text = std::fs::read_to_string(path).ok()?;
+        let (head, rest) = text.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_owned();
+        Some((comm, rest.split_whitespace().map(str::to_owned).collect()))
+    };
+    // After the comm: field 3 is index 0, so utime (14) and stime (15) are 11 and 12,
+    // cutime and cstime (16, 17) are 13 and 14, and ppid (4) is 1.
+    let own = stat(std::path::Path::new("/proc/self/stat"))
+        .map(|(_, f)| ticks(&f.iter().map(String::as_str).collect::<Vec<_>>(), 11, 2))
+        .unwrap_or(0.0);
+    let functions = stat(&std::path::PathBuf::from(format!(
+        "/proc/{functions_pid}/stat"
+    )))
+    .map(|(_, f)| ticks(&f.iter().map(String::as_str).collect::<Vec<_>>(), 11, 2))
+    .unwrap_or(0.0);
+    let mut postgres = 0.0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some((comm, fields)) = stat(&entry.path().join("stat")) else {
+            continue;
+        };
+        if comm != "postgres" {
+            continue;
+        }
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        postgres += ticks(&fields, 11, 2);
+        // The postmaster (whose parent is not postgres) also carries its reaped children.
+        let parent_is_postgres = fields
+            .get(1)
+            .and_then(|ppid| stat(&std::path::PathBuf::from(format!("/proc/{ppid}/stat"))))
+            .is_some_and(|(comm, _)| comm == "postgres");
+        if !parent_is_postgres {
+            postgres += ticks(&fields, 13, 2);
+        }
+    }
+    (own, functions, postgres)
+}
