@@ -5,9 +5,10 @@
 //! deploy) waits for connections inside the pool, whose short acquire timeout — what makes
 //! an unreachable database a fast 503 — then refuses requests that only had to wait their
 //! turn. Here a request waits up to [`QUEUE_WAIT`] for a turn before it is answered
-//! `503 overloaded`; once working, it finds a connection free.
+//! `503 overloaded`; once working, it finds a connection free. A request that waits for
+//! something else (a plan request waiting for a change) gives its turn back meanwhile.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -30,6 +31,35 @@ pub struct Turns {
 /// A request's turn; dropping it lets the next request work.
 #[derive(Debug)]
 pub(crate) struct Turn(#[allow(dead_code)] OwnedSemaphorePermit);
+
+/// The turn of the request being served, which its handler may give back while it waits
+/// and take again (a request extension).
+#[derive(Debug, Clone)]
+pub(crate) struct TurnSlot {
+    turn: Arc<Mutex<Option<Turn>>>,
+    turns: Turns,
+}
+
+impl TurnSlot {
+    /// Lets another request work while this one waits.
+    pub(crate) fn give_back(&self) {
+        self.lock().take();
+    }
+
+    /// Waits in line again (as long as a new request would) after [`TurnSlot::give_back`].
+    pub(crate) async fn take_again(&self) -> Result<(), ApiError> {
+        if self.lock().is_some() {
+            return Ok(());
+        }
+        let turn = self.turns.take().await?;
+        *self.lock() = Some(turn);
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Turn>> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 impl Turns {
     /// `count` requests at a time (at least one), each waiting up to [`QUEUE_WAIT`].
@@ -56,22 +86,32 @@ impl Turns {
 /// Middleware: waits for a turn, then serves the request.
 pub(crate) async fn take_turn(
     State(turns): State<Turns>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     match turns.take().await {
-        Ok(_turn) => next.run(request).await,
+        Ok(turn) => {
+            let slot = TurnSlot {
+                turn: Arc::new(Mutex::new(Some(turn))),
+                turns,
+            };
+            request.extensions_mut().insert(slot.clone());
+            let response = next.run(request).await;
+            // The turn ends here unless the handler gave it back already.
+            drop(slot);
+            response
+        }
         Err(refusal) => refusal.into_response(),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use axum::Router;
     use axum::body::Body;
     use axum::http::StatusCode;
     use axum::middleware::from_fn_with_state;
     use axum::routing::get;
+    use axum::{Extension, Router};
     use tower::ServiceExt;
 
     use super::*;
@@ -111,6 +151,37 @@ mod tests {
         assert_eq!(body["error"]["code"], "overloaded");
         let served = first.await.expect("joined").expect("an answer");
         assert_eq!(served.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_gives_its_turn_back_lets_another_work_meanwhile() {
+        let turns = Turns::with_wait(1, Duration::from_millis(100));
+        let polite = Router::new()
+            .route(
+                "/wait",
+                get(|Extension(slot): Extension<TurnSlot>| async move {
+                    slot.give_back();
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    slot.take_again().await.map(|()| "waited")
+                }),
+            )
+            .layer(from_fn_with_state(turns.clone(), take_turn));
+        let waiting = tokio::spawn(
+            polite.oneshot(
+                Request::get("/wait")
+                    .body(Body::empty())
+                    .expect("a request"),
+            ),
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let meanwhile = app(turns).oneshot(get_slow()).await.expect("an answer");
+        assert_eq!(meanwhile.status(), StatusCode::OK);
+        let waited = waiting.await.expect("joined").expect("an answer");
+        let status = waited.status();
+        let body = axum::body::to_bytes(waited.into_body(), 4096)
+            .await
+            .expect("body");
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
     }
 
     #[tokio::test]

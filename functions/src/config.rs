@@ -62,6 +62,10 @@ pub struct ServeArgs {
     /// takes effect at once; on Lambda this is the revocation delay.
     #[arg(long, env = "RES_KEY_CACHE_SECONDS", default_value_t = crate::key_cache::DEFAULT_SECONDS)]
     pub key_cache_seconds: u64,
+    /// The longest a plan request (`wait_seconds`) is held waiting for a change; 0 answers
+    /// at once. Lambda never waits (see docs/deploy.md).
+    #[arg(long, env = "RES_PLAN_WAIT_MAX_SECONDS", default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub plan_wait_max_seconds: u64,
 }
 
 impl ServeArgs {
@@ -73,6 +77,7 @@ impl ServeArgs {
                 gone_after_seconds: self.runner_gone_after.max(self.runner_stale_after),
             },
             key_cache: std::time::Duration::from_secs(self.key_cache_seconds),
+            plan_wait_max: std::time::Duration::from_secs(self.plan_wait_max_seconds),
         }
     }
 }

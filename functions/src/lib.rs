@@ -18,6 +18,7 @@ pub mod listener;
 pub mod logging;
 pub mod metrics;
 pub mod openapi;
+pub mod plan_waits;
 pub mod router;
 pub mod serve;
 pub mod state;

@@ -58,11 +58,7 @@ pub async fn serve_with_maintenance(
             }
         });
     }
-    tokio::spawn(listener::run(
-        state.pool.clone(),
-        state.keys.clone(),
-        stop.clone(),
-    ));
+    tokio::spawn(listener::run(state.clone(), stop.clone()));
     if maintenance.sweep_interval > 0 {
         tokio::spawn(sweeper::run(
             state.pool.clone(),
@@ -170,11 +166,7 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
             serve_lambda(app(state)).await
         } else {
             let stop = CancellationToken::new();
-            tokio::spawn(listener::run(
-                state.pool.clone(),
-                state.keys.clone(),
-                stop.clone(),
-            ));
+            tokio::spawn(listener::run(state.clone(), stop.clone()));
             let served = serve_local(app(state), args.serve.bind).await;
             stop.cancel();
             served

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use crate::admission::Turns;
 use crate::key_cache::KeyCache;
 use crate::metrics::Metrics;
+use crate::plan_waits::PlanWaits;
 
 /// Shared handler state: the database pool, this process's metrics and its settings.
 #[derive(Debug, Clone)]
@@ -21,6 +22,8 @@ pub struct AppState {
     pub keys: Arc<KeyCache>,
     /// One turn per pool connection (see `admission`).
     pub turns: Turns,
+    /// Plan requests waiting for a change in their scope.
+    pub plan_waits: Arc<PlanWaits>,
 }
 
 /// Settings the handlers read.
@@ -31,6 +34,8 @@ pub struct Settings {
     /// How long a verified key is trusted without looking again (0: never); see
     /// `key_cache` for when it is cleared sooner.
     pub key_cache: std::time::Duration,
+    /// The longest a plan request may wait for a change (0: answer at once).
+    pub plan_wait_max: std::time::Duration,
 }
 
 impl AppState {
@@ -45,6 +50,7 @@ impl AppState {
             settings,
             keys: Arc::new(KeyCache::new(settings.key_cache)),
             turns: Turns::new(pool.options().get_max_connections() as usize),
+            plan_waits: Arc::new(PlanWaits::default()),
             pool,
         }
     }

@@ -45,26 +45,6 @@ where
     None
 }
 
-/// Waits until the server's listener listens (until then it caches nothing).
-async fn listening(app: &TestApp) {
-    let listens = eventually(NOTIFIED_WITHIN, || async {
-        sqlx::query_scalar::<_, bool>(
-            "SELECT EXISTS (SELECT FROM pg_stat_activity \
-                            WHERE datname = current_database() AND query LIKE 'LISTEN %')",
-        )
-        .fetch_one(&app.pool)
-        .await
-        .expect("activity")
-    })
-    .await;
-    assert!(
-        listens.is_some(),
-        "the server never listened for key changes"
-    );
-    // It trusts its memory just after LISTEN returns.
-    tokio::time::sleep(Duration::from_millis(100)).await;
-}
-
 async fn revoke(app: &TestApp, token: &str) {
     sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE key_hash = $1")
         .bind(res_functions::auth::hash_token(token))
@@ -76,7 +56,7 @@ async fn revoke(app: &TestApp, token: &str) {
 #[tokio::test]
 async fn a_listening_process_looks_a_key_up_once_and_hears_its_revocation_at_once() {
     let app = TestApp::start_with(cached_for(Duration::from_secs(600)), true).await;
-    listening(&app).await;
+    app.wait_until_listening().await;
     let (quiet, loud) = (app.runner_token(&[]).await, app.runner_token(&[]).await);
     assert_eq!(plan_status(&app, &quiet).await, 200);
     assert_eq!(plan_status(&app, &loud).await, 200);
@@ -106,7 +86,7 @@ async fn a_listening_process_looks_a_key_up_once_and_hears_its_revocation_at_onc
 #[tokio::test]
 async fn a_branch_joining_a_brand_reaches_a_cached_brand_key_at_once() {
     let app = TestApp::start_with(cached_for(Duration::from_secs(600)), true).await;
-    listening(&app).await;
+    app.wait_until_listening().await;
     let seed = Seed::new(&app.pool);
     let brand = seed.brand("UTC").await;
     let first = seed.branch(brand, None).await;

@@ -87,6 +87,7 @@ fn response(due: usize) -> PlanResponse {
         full: true,
         workflows,
         removed: vec![],
+        wait_seconds: 0,
         lookups,
     }
 }

@@ -76,8 +76,7 @@ impl TestApp {
         if listening {
             // Ends with the test's runtime.
             tokio::spawn(res_functions::listener::run(
-                pool.clone(),
-                state.keys.clone(),
+                state.clone(),
                 CancellationToken::new(),
             ));
         }
@@ -101,6 +100,30 @@ impl TestApp {
             database,
             metrics_url,
         }
+    }
+
+    /// Waits until a server started `listening` listens for changes, then a moment more for
+    /// it to trust what it hears.
+    pub async fn wait_until_listening(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            let listens: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT FROM pg_stat_activity \
+                                WHERE datname = current_database() AND query LIKE 'LISTEN %')",
+            )
+            .fetch_one(&self.pool)
+            .await
+            .expect("activity");
+            if listens {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "the server never listened for changes"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
     /// A runner token scoped to `branches`.

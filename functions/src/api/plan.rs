@@ -2,14 +2,21 @@
 
 use std::collections::BTreeSet;
 
+use std::time::Duration;
+
+use axum::Extension;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use res_shared::wire::{ErrorBody, PlanLookups, PlanRequest, PlanResponse};
+use chrono::{DateTime, Utc};
+use res_shared::wire::{ErrorBody, PlanEntry, PlanLookups, PlanRequest, PlanResponse};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::cursor::{PlanCursor, PlanKind, plan_kind, scope_key};
 use super::require_text;
+use crate::access::Scope;
+use crate::admission::TurnSlot;
 use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
@@ -26,19 +33,28 @@ use crate::state::AppState;
         (status = 200, description = "The plan: a full snapshot, or the changes since `since`", body = PlanResponse),
         (status = 400, description = "Malformed body or cursor", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
-        (status = 422, description = "Empty runner_id", body = ErrorBody),
+        (status = 422, description = "Empty runner_id, or wait_seconds over 300", body = ErrorBody),
+        (status = 503, description = "The database is unavailable, or the functions are overloaded", body = ErrorBody),
     ),
     security(("bearer" = [])),
     tag = "plan"
 )]
 pub(crate) async fn get_execution_plan(
     State(state): State<AppState>,
+    turn: Option<Extension<TurnSlot>>,
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Response, ApiError> {
     require_text("runner_id", &request.runner_id, 200)?;
     if let Some(version) = request.health.as_ref().and_then(|h| h.version.as_ref()) {
         require_text("health.version", version, 100)?;
+    }
+    let requested_wait = request.wait_seconds.unwrap_or(0);
+    if requested_wait > MAX_WAIT_SECONDS {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("wait_seconds must be between 0 and {MAX_WAIT_SECONDS}"),
+        ));
     }
     let since = request
         .since
@@ -49,9 +65,91 @@ pub(crate) async fn get_execution_plan(
     let scope = caller.scope();
     let scope_fingerprint = scope_key(scope);
 
+    // Watching starts before the first read, so a change committed after that read's
+    // snapshot is heard even if it commits before the wait begins.
+    let wait = Duration::from_secs(u64::from(requested_wait)).min(state.settings.plan_wait_max);
+    let waiter = match (&since, &turn) {
+        (Some(_), Some(_)) if !wait.is_zero() => state.plan_waits.watch(scope),
+        _ => None,
+    };
+    let deadline = Instant::now() + wait;
+    let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint).await?;
+    if let (Some(waiter), Some(Extension(turn))) = (&waiter, &turn) {
+        while read.is_unchanged() {
+            // Waiting holds neither a connection nor a turn: thousands of sites may wait.
+            turn.give_back();
+            let heard = tokio::time::timeout_at(deadline, waiter.changed())
+                .await
+                .is_ok();
+            turn.take_again().await?;
+            // Read again even when the wait ran out: the answer's time and cursor are now.
+            read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint).await?;
+            if !heard {
+                break;
+            }
+        }
+    }
+    db::runners::fetched_plan(
+        &state.pool,
+        caller.key_id,
+        &request.runner_id,
+        request.health.as_ref(),
+    )
+    .await?;
+
+    tracing::info!(
+        runner_id = %Untrusted(&request.runner_id),
+        full = read.full,
+        workflows = read.workflows.len(),
+        removed = read.removed.len(),
+        "served execution plan"
+    );
+    let plan = PlanResponse {
+        generated_at: read.now,
+        cursor: PlanCursor::new(read.snapshot, read.now, scope_fingerprint).encode(),
+        full: read.full,
+        workflows: read.workflows,
+        removed: read.removed,
+        lookups: read.lookups,
+        wait_seconds: if waiter.is_some() {
+            u32::try_from(wait.as_secs()).unwrap_or(u32::MAX)
+        } else {
+            0
+        },
+    };
+    large_json(&plan, plan.workflows.len())
+}
+
+/// The longest wait a request may ask for; the server's own limit
+/// (`--plan-wait-max-seconds`) may shorten it.
+const MAX_WAIT_SECONDS: u32 = 300;
+
+/// One reading of the plan: in full, or the changes since a cursor.
+struct PlanRead {
+    now: DateTime<Utc>,
+    snapshot: String,
+    full: bool,
+    workflows: Vec<PlanEntry>,
+    removed: Vec<Uuid>,
+    lookups: PlanLookups,
+}
+
+impl PlanRead {
+    /// A delta with nothing in it.
+    fn is_unchanged(&self) -> bool {
+        !self.full && self.workflows.is_empty() && self.removed.is_empty()
+    }
+}
+
+async fn read_plan(
+    state: &AppState,
+    scope: Scope<'_>,
+    since: Option<&PlanCursor>,
+    scope_fingerprint: &str,
+) -> Result<PlanRead, ApiError> {
     let (mut tx, snapshot, now) = db::changes::begin_snapshot(&state.pool).await?;
     // None: a full plan (no usable cursor, or shared definitions changed since it).
-    let delta = match plan_kind(since, &scope_fingerprint, now) {
+    let delta = match plan_kind(since.cloned(), scope_fingerprint, now) {
         PlanKind::Full => None,
         PlanKind::Delta(cursor) => {
             let changes = db::changes::changes_since(&mut tx, &cursor.snapshot, scope).await?;
@@ -83,30 +181,14 @@ pub(crate) async fn get_execution_plan(
         }
     };
     tx.commit().await?;
-    db::runners::fetched_plan(
-        &state.pool,
-        caller.key_id,
-        &request.runner_id,
-        request.health.as_ref(),
-    )
-    .await?;
-
-    tracing::info!(
-        runner_id = %Untrusted(&request.runner_id),
-        full = delta.is_none(),
-        workflows = workflows.len(),
-        removed = removed.len(),
-        "served execution plan"
-    );
-    let plan = PlanResponse {
-        generated_at: now,
-        cursor: PlanCursor::new(snapshot, now, scope_fingerprint).encode(),
+    Ok(PlanRead {
+        now,
+        snapshot,
         full: delta.is_none(),
         workflows,
         removed,
         lookups,
-    };
-    large_json(&plan, plan.workflows.len())
+    })
 }
 
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and

@@ -82,6 +82,7 @@ impl Cloud {
                 runner_id: "runner".into(),
                 since: None,
                 health: None,
+                wait_seconds: None,
             })
             .await
             .expect("a plan");

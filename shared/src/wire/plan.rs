@@ -23,6 +23,11 @@ pub struct PlanRequest {
     /// The runner's own account for the runner registry (version, outbox, last outage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<super::RunnerHealth>,
+    /// With `since`: when nothing in the caller's scope changed, hold the request up to
+    /// this many seconds (0–300) until something does; the answer says how long the
+    /// server was willing to wait (`wait_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<u32>,
 }
 
 /// `get-execution-plan-v2` response.
@@ -43,6 +48,10 @@ pub struct PlanResponse {
     pub workflows: Vec<PlanEntry>,
     /// Branch rules deleted or moved out of the caller's scope since the cursor.
     pub removed: Vec<Uuid>,
+    /// How long this request could have waited for a change: the request's `wait_seconds`
+    /// within the server's limit, or 0 when the server does not wait (on Lambda, or while
+    /// it cannot hear changes) and the caller should poll instead.
+    pub wait_seconds: u32,
     /// The lookup tables the returned workflows refer to.
     #[serde(flatten)]
     pub lookups: PlanLookups,
@@ -57,6 +66,8 @@ struct PlanResponseFields {
     full: bool,
     workflows: Vec<PlanEntry>,
     removed: Vec<Uuid>,
+    #[serde(default)]
+    wait_seconds: u32,
     #[serde(default)]
     branches: BTreeMap<Uuid, Branch>,
     #[serde(default)]
@@ -79,6 +90,7 @@ impl From<PlanResponseFields> for PlanResponse {
             full: f.full,
             workflows: f.workflows,
             removed: f.removed,
+            wait_seconds: f.wait_seconds,
             lookups: PlanLookups {
                 branches: f.branches,
                 rules: f.rules,
@@ -250,6 +262,7 @@ mod tests {
             full: true,
             workflows: Vec::new(),
             removed: vec![Uuid::nil()],
+            wait_seconds: 0,
             lookups,
         };
         let text = serde_json::to_string(&plan).expect("serializes");

@@ -33,6 +33,7 @@ fn response(full: bool, workflows: Vec<PlanEntry>, removed: Vec<Uuid>) -> PlanRe
         full,
         workflows,
         removed,
+        wait_seconds: 0,
         lookups: PlanLookups::default(),
     }
 }

@@ -1,0 +1,267 @@
+//! The bounded wait of `get-execution-plan-v2`: a delta request with `wait_seconds` is held
+//! until a change in the caller's scope commits and answered then, or answered empty when
+//! the wait ends; another tenant's change does not wake it; waiting holds no connection and
+//! no turn; a process that cannot hear changes answers at once and says it did not wait.
+
+use std::time::{Duration, Instant};
+
+use res_functions::state::Settings;
+use res_shared::wire::{Call, PlanRequest};
+use res_tests::functions::{Reply, RuleSpec, Seed, TestApp};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn waiting_up_to(seconds: u64) -> Settings {
+    Settings {
+        plan_wait_max: Duration::from_secs(seconds),
+        ..Settings::default()
+    }
+}
+
+/// A listening server, a branch with one rule, and its runner's token and cursor.
+struct Site {
+    app: TestApp,
+    branch: Uuid,
+    rule: Uuid,
+    token: String,
+    cursor: String,
+}
+
+async fn site(settings: Settings, listening: bool) -> Site {
+    let app = TestApp::start_with(settings, listening).await;
+    if listening {
+        app.wait_until_listening().await;
+    }
+    let seed = Seed::new(&app.pool);
+    let branch = seed.branch(seed.brand("Asia/Riyadh").await, None).await;
+    let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let full = app
+        .call(PlanRequest::NAME, &token, json!({"runner_id": "site-1"}))
+        .await;
+    assert_eq!(full.status, 200, "{}", full.body);
+    let cursor = full.body["cursor"].as_str().expect("a cursor").to_owned();
+    Site {
+        app,
+        branch,
+        rule,
+        token,
+        cursor,
+    }
+}
+
+impl Site {
+    /// Takes a cursor from now, after setup that changed shared definitions.
+    async fn fresh_cursor(&mut self) {
+        let plan = self
+            .app
+            .call(
+                PlanRequest::NAME,
+                &self.token,
+                json!({"runner_id": "site-1"}),
+            )
+            .await;
+        self.cursor = plan.body["cursor"].as_str().expect("a cursor").to_owned();
+    }
+
+    /// A delta request waiting up to `wait` seconds, running in the background.
+    fn wait_for_delta(&self, wait: u32) -> tokio::task::JoinHandle<(Reply, Duration)> {
+        let (base, client, token) = (
+            self.app.base.clone(),
+            self.app.client.clone(),
+            self.token.clone(),
+        );
+        let body = json!({"runner_id": "site-1", "since": self.cursor, "wait_seconds": wait});
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let response = client
+                .post(format!("{base}/functions/v1/{}", PlanRequest::NAME))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .expect("the server answers");
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            let reply = Reply {
+                status,
+                body,
+                headers: Default::default(),
+            };
+            (reply, started.elapsed())
+        })
+    }
+}
+
+fn workflow_ids(body: &Value) -> Vec<&str> {
+    body["workflows"]
+        .as_array()
+        .map(|w| w.iter().filter_map(|w| w["id"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+async fn request_run(app: &TestApp, rule: Uuid) {
+    sqlx::query("UPDATE branch_rules SET run_requested_at = now() WHERE id = $1")
+        .bind(rule)
+        .execute(&app.pool)
+        .await
+        .expect("run requested");
+}
+
+#[tokio::test]
+async fn a_waiting_delta_is_answered_as_soon_as_a_change_in_its_scope_commits() {
+    let mut site = site(waiting_up_to(60), true).await;
+    let waiting = site.wait_for_delta(60);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "nothing changed: the request waits");
+    request_run(&site.app, site.rule).await;
+    let (reply, took) = waiting.await.expect("joined");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(workflow_ids(&reply.body), [site.rule.to_string()]);
+    assert!(
+        reply.body["workflows"][0]["run_requested_at"].is_string(),
+        "{}",
+        reply.body
+    );
+    assert_eq!(reply.body["full"], false);
+    assert_eq!(reply.body["wait_seconds"], 60, "the wait it was allowed");
+    assert!(
+        took < Duration::from_secs(30),
+        "answered at the change, not the wait's end: {took:?}"
+    );
+
+    // A change to shared definitions (a rule's name) wakes every waiter with a full plan.
+    site.fresh_cursor().await;
+    let waiting = site.wait_for_delta(60);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("UPDATE rules SET name = 'Queue at the tills'")
+        .execute(&site.app.pool)
+        .await
+        .expect("rename");
+    let (reply, took) = waiting.await.expect("joined");
+    assert_eq!(reply.body["full"], true, "{}", reply.body);
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+#[tokio::test]
+async fn another_tenants_change_does_not_wake_it_and_the_wait_ends_with_an_empty_delta() {
+    let mut site = site(waiting_up_to(60), true).await;
+    let seed = Seed::new(&site.app.pool);
+    let elsewhere = seed.branch(seed.brand("Europe/Berlin").await, None).await;
+    let theirs = seed.branch_rule(elsewhere, RuleSpec::default()).await;
+    site.fresh_cursor().await;
+    let waiting = site.wait_for_delta(2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    request_run(&site.app, theirs).await;
+    let (reply, took) = waiting.await.expect("joined");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["full"], false);
+    assert!(
+        workflow_ids(&reply.body).is_empty(),
+        "nothing of theirs: {}",
+        reply.body
+    );
+    assert_eq!(reply.body["removed"], json!([]));
+    assert_eq!(reply.body["wait_seconds"], 2);
+    assert!(
+        took >= Duration::from_millis(1_900),
+        "it waited the whole wait: {took:?}"
+    );
+    assert_ne!(site.branch, elsewhere);
+
+    // The empty answer's cursor is current: the next wait hears the site's own change.
+    let site = Site {
+        cursor: reply.body["cursor"].as_str().expect("cursor").to_owned(),
+        ..site
+    };
+    let waiting = site.wait_for_delta(60);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    request_run(&site.app, site.rule).await;
+    let (reply, _) = waiting.await.expect("joined");
+    assert_eq!(workflow_ids(&reply.body), [site.rule.to_string()]);
+}
+
+#[tokio::test]
+async fn waiting_requests_hold_no_connection_and_no_turn() {
+    // The test server's pool has 20 connections, so 20 turns: 40 waiters would starve
+    // everyone else if waiting held either.
+    let site = site(waiting_up_to(60), true).await;
+    let waiters: Vec<_> = (0..40).map(|_| site.wait_for_delta(30)).collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let plan = site
+        .app
+        .call(
+            PlanRequest::NAME,
+            &site.token,
+            json!({"runner_id": "site-2"}),
+        )
+        .await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    let connections: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()",
+    )
+    .fetch_one(&site.app.pool)
+    .await
+    .expect("activity");
+    assert!(
+        connections < 40,
+        "{connections} connections for 40 waiting requests"
+    );
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "the other request was served while all 40 still waited"
+    );
+    request_run(&site.app, site.rule).await;
+    for waiter in waiters {
+        let (reply, _) = waiter.await.expect("joined");
+        assert_eq!(
+            workflow_ids(&reply.body),
+            [site.rule.to_string()],
+            "{}",
+            reply.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_wait_is_bounded_by_the_server_and_refused_past_300_seconds() {
+    let site = site(waiting_up_to(1), true).await;
+    let (reply, took) = site.wait_for_delta(30).await.expect("joined");
+    assert_eq!(
+        reply.body["wait_seconds"], 1,
+        "the server's limit: {}",
+        reply.body
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
+
+    let refused = site
+        .app
+        .call(
+            PlanRequest::NAME,
+            &site.token,
+            json!({"runner_id": "site-new", "since": site.cursor, "wait_seconds": 301}),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "invalid_field");
+    let message = refused.body["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("wait_seconds"), "{message}");
+    let noted: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM runners WHERE runner_id = 'site-new'")
+            .fetch_one(&site.app.pool)
+            .await
+            .expect("registry");
+    assert_eq!(noted, 0, "a refused request changes nothing");
+}
+
+#[tokio::test]
+async fn a_process_that_cannot_hear_changes_answers_at_once_and_says_it_did_not_wait() {
+    // No listener: the Lambda case, or a serve whose notification connection is down.
+    let site = site(waiting_up_to(60), false).await;
+    let (reply, took) = site.wait_for_delta(60).await.expect("joined");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["wait_seconds"], 0, "{}", reply.body);
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
