@@ -73,6 +73,7 @@ pub struct FunctionsClient {
     base: String,
     token: String,
     http: reqwest::Client,
+    timeout: Duration,
 }
 
 // The token is a secret: debug output (and so any log of a struct holding a client) shows
@@ -108,15 +109,27 @@ impl FunctionsClient {
             base: base_url.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
             http,
+            timeout,
         })
     }
 
     /// Calls the function `C` names with `request`.
     pub async fn call<C: Call>(&self, request: &C) -> Result<C::Response, CloudError> {
+        self.call_waiting(request, Duration::ZERO).await
+    }
+
+    /// Calls a function that may hold the request up to `wait` before answering (a plan
+    /// request's bounded wait): the timeout is the client's plus `wait`.
+    pub async fn call_waiting<C: Call>(
+        &self,
+        request: &C,
+        wait: Duration,
+    ) -> Result<C::Response, CloudError> {
         let function = C::NAME;
         let response = self
             .http
             .post(format!("{}/{function}", self.base))
+            .timeout(self.timeout + wait)
             .bearer_auth(&self.token)
             .json(request)
             .send()

@@ -92,7 +92,7 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// Starts a runner with test intervals (1 s refresh, 3 s lease); `extra` overrides
+    /// Starts a runner with test intervals (1 s refresh and plan wait, 3 s lease); `extra` overrides
     /// settings by key (`("WORKERS", "2")` → `RES_RUNNER_WORKERS=2`), `env` adds variables.
     pub fn start(spec: RunnerSpec<'_>, extra: &[(&str, &str)], env: &[(&str, &str)]) -> Runner {
         let state_dir = spec.dir.join(spec.name);
@@ -102,6 +102,9 @@ impl Runner {
             ("TOKEN", spec.token),
             ("RUNNER_ID", spec.name),
             ("PLAN_REFRESH_SECONDS", "1"),
+            // Plan requests wait for changes, a second at most: what time alone changes
+            // (an expired lease) still arrives within a second.
+            ("PLAN_WAIT_SECONDS", "1"),
             ("PLAN_MIN_WRITE_INTERVAL_SECONDS", "0"),
             ("RECENT_SECONDS", "1"),
             ("LEASE_SECONDS", "3"),

@@ -53,8 +53,12 @@ pub struct Config {
     pub(crate) state_dir: PathBuf,
     /// Workers running jobs in parallel.
     pub(crate) workers: usize,
-    /// Seconds between plan refreshes (reference: `EXECUTION_PLAN_REFRESH_SECONDS`).
+    /// Seconds between plan refreshes (reference: `EXECUTION_PLAN_REFRESH_SECONDS`) when
+    /// the server does not wait for changes.
     pub(crate) plan_refresh_seconds: u64,
+    /// Seconds a plan request asks the server to wait for a change (0: poll every
+    /// `plan_refresh_seconds` instead).
+    pub(crate) plan_wait_seconds: u64,
     /// Minimum seconds between plan file writes.
     pub(crate) plan_min_write_interval_seconds: u64,
     /// Hours before a rule the server stopped listing is pruned.
@@ -97,6 +101,7 @@ impl Default for Config {
             state_dir: PathBuf::from("/var/lib/res-runner"),
             workers: 4,
             plan_refresh_seconds: 20,
+            plan_wait_seconds: 20,
             plan_min_write_interval_seconds: 1,
             plan_workflow_max_age_hours: 24,
             plan_action_details_cap: 1500,
@@ -195,6 +200,10 @@ impl Config {
             "plan_refresh_seconds must be at least 1",
         );
         need(
+            self.plan_wait_seconds <= 300,
+            "plan_wait_seconds must be between 0 and 300",
+        );
+        need(
             self.max_jobs_per_cycle >= 1,
             "max_jobs_per_cycle must be at least 1",
         );
@@ -228,6 +237,11 @@ impl Config {
     /// `plan_refresh_seconds` as a duration.
     pub(crate) fn refresh_interval(&self) -> Duration {
         Duration::from_secs(self.plan_refresh_seconds)
+    }
+
+    /// `plan_wait_seconds` as a duration.
+    pub(crate) fn plan_wait(&self) -> Duration {
+        Duration::from_secs(self.plan_wait_seconds)
     }
 
     /// The plan file.

@@ -1,6 +1,9 @@
-//! Keeps the plan in sync: registers this boot, fetches the plan every
-//! `plan_refresh_seconds` (a delta after the first), backs off on errors, and measures
-//! clock skew against the server's time.
+//! Keeps the plan in sync: registers this boot, fetches the plan (a delta after the first),
+//! backs off on errors, and measures clock skew against the server's time.
+//!
+//! A delta request asks the server to wait up to `plan_wait_seconds` for a change, so a
+//! rule change or a Run now arrives within a second; a server that does not wait (Lambda)
+//! says so, and the runner then polls every `plan_refresh_seconds`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,6 +18,19 @@ use crate::plan::merge::MergeSettings;
 /// Longest wait between attempts while the functions fail.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
+/// Least time between two plan requests that wait: a branch that changes all the time
+/// costs two requests a second at most.
+const MIN_GAP: Duration = Duration::from_millis(500);
+
+/// When to ask for the plan again after an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// The server waited for changes: ask again (and wait again) soon.
+    Soon,
+    /// The server did not wait: poll after `plan_refresh_seconds`.
+    Poll,
+}
+
 /// Registers and fetches once before jobs start; failures are logged, and the runner
 /// continues from its stored plan.
 pub(crate) async fn first_refresh(daemon: &Daemon) {
@@ -26,15 +42,22 @@ pub(crate) async fn first_refresh(daemon: &Daemon) {
 /// Runs until shutdown.
 pub(crate) async fn run(daemon: Arc<Daemon>) {
     let interval = daemon.config.refresh_interval();
-    let mut backoff = interval;
+    // A runner that waits for changes asks again at once after its first fetch.
+    let mut backoff = if daemon.config.plan_wait().is_zero() {
+        interval
+    } else {
+        Duration::ZERO
+    };
     loop {
         tokio::select! {
             () = tokio::time::sleep(backoff) => {}
             () = daemon.reconnected.notified() => {}
             () = daemon.shutdown.cancelled() => return,
         }
+        let asked = tokio::time::Instant::now();
         match refresh(&daemon).await {
-            Ok(()) => backoff = interval,
+            Ok(Next::Soon) => backoff = MIN_GAP.saturating_sub(asked.elapsed()),
+            Ok(Next::Poll) => backoff = interval,
             Err(error) => {
                 daemon.metrics.plan_refresh_failures.inc();
                 backoff = (backoff * 2).min(MAX_BACKOFF).max(interval);
@@ -49,7 +72,7 @@ pub(crate) async fn run(daemon: Arc<Daemon>) {
     }
 }
 
-async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
+async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     // Undelivered reports first: a plan fetched over them would bring back schedules they
     // already moved on, and a rule could run twice.
     if daemon.outbox.depth() > 0 && !super::delivery::deliver(daemon).await {
@@ -70,14 +93,24 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     } else {
         daemon.plan.read().cursor.clone()
     };
-    let response = daemon
-        .client
-        .call(&PlanRequest {
-            runner_id: daemon.config.runner_id.clone(),
-            since,
-            health: Some(health(daemon)),
-        })
-        .await;
+    // The first fetch takes what there is; later ones may wait for a change.
+    let wait = if since.is_some() {
+        daemon.config.plan_wait()
+    } else {
+        Duration::ZERO
+    };
+    let request = PlanRequest {
+        runner_id: daemon.config.runner_id.clone(),
+        since,
+        health: Some(health(daemon)),
+        wait_seconds: (!wait.is_zero()).then(|| u32::try_from(wait.as_secs()).unwrap_or(300)),
+    };
+    // A plan request only reads (and notes this runner as seen), so shutting down may
+    // abandon one that is waiting.
+    let response = tokio::select! {
+        response = daemon.client.call_waiting(&request, wait) => response,
+        () = daemon.shutdown.cancelled() => return Ok(Next::Poll),
+    };
     let response = match response {
         Ok(response) => response,
         Err(error) => {
@@ -90,6 +123,11 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
         }
     };
     daemon.set_reachable(true);
+    let next = if response.wait_seconds > 0 {
+        Next::Soon
+    } else {
+        Next::Poll
+    };
     let now = Utc::now();
     check_skew(daemon, response.generated_at, now);
     let refresh =
@@ -117,7 +155,7 @@ async fn refresh(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
         .last_refresh
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
-    Ok(())
+    Ok(next)
 }
 
 async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {

@@ -90,6 +90,38 @@ async fn running_execution(system: &System, rule: Uuid) -> Uuid {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_run_now_reaches_a_waiting_runner_at_once_not_at_its_next_refresh() {
+    let system = System::start_with(SERVE).await;
+    let rule = daily_rule(&system, TimeDelta::days(1), 0.2).await;
+    // It polls every five minutes: only a plan request held open until the change commits
+    // can bring the Run now within the bound below.
+    let _runner = system.runner(
+        "site-1",
+        &[("PLAN_REFRESH_SECONDS", "300"), ("PLAN_WAIT_SECONDS", "20")],
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(system.executions(rule).await.is_empty(), "not due yet");
+    let (code, _, err) = resctl(
+        &system,
+        &[
+            "rules",
+            "run-now",
+            &rule.to_string(),
+            "--reason",
+            "complaint",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    eventually(
+        "the run-now ran within the runner's plan wait (20 s), not its refresh (300 s)",
+        Duration::from_secs(15),
+        || async { !system.executions(rule).await.is_empty() },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
     let system = System::start_with(SERVE).await;
     // Due tomorrow: only a run-now makes it run today.
