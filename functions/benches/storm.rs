@@ -10,7 +10,6 @@ mod support;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use chrono::{DateTime, Timelike, Utc};
-use res_functions::auth::{generate_token, hash_token};
 use res_functions::db;
 use res_shared::schedule::jitter_offset;
 use res_tests::postgres::server;
@@ -204,25 +203,7 @@ async fn seed(pool: &PgPool, at: DateTime<Utc>, jitter: u32) -> Vec<Site> {
         .fetch_all(pool)
         .await
         .expect("branches");
-    let tokens: Vec<String> = branches.iter().map(|_| generate_token()).collect();
-    let hashes: Vec<String> = tokens.iter().map(|t| hash_token(t)).collect();
-    sqlx::query(
-        "INSERT INTO api_keys (name, key_hash, role, branch_ids) \
-         SELECT 'site ' || k.branch, k.hash, 'runner', ARRAY[k.branch] \
-         FROM UNNEST($1::text[], $2::uuid[]) AS k(hash, branch)",
-    )
-    .bind(&hashes)
-    .bind(&branches)
-    .execute(pool)
-    .await
-    .expect("keys");
+    let sites = Site::for_branches(pool, &branches).await;
     sqlx::query("ANALYZE").execute(pool).await.expect("analyze");
-    tokens
-        .into_iter()
-        .enumerate()
-        .map(|(n, token)| Site {
-            token,
-            runner_id: format!("site-{n}"),
-        })
-        .collect()
+    sites
 }

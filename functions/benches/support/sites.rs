@@ -21,6 +21,38 @@ pub struct Site {
     pub runner_id: String,
 }
 
+impl Site {
+    /// A runner key for each branch (one site each), stored in one statement.
+    pub async fn for_branches(pool: &sqlx::PgPool, branches: &[Uuid]) -> Vec<Site> {
+        let tokens: Vec<String> = branches
+            .iter()
+            .map(|_| res_functions::auth::generate_token())
+            .collect();
+        let hashes: Vec<String> = tokens
+            .iter()
+            .map(|t| res_functions::auth::hash_token(t))
+            .collect();
+        sqlx::query(
+            "INSERT INTO api_keys (name, key_hash, role, branch_ids) \
+             SELECT 'site ' || k.branch, k.hash, 'runner', ARRAY[k.branch] \
+             FROM UNNEST($1::text[], $2::uuid[]) AS k(hash, branch)",
+        )
+        .bind(&hashes)
+        .bind(branches)
+        .execute(pool)
+        .await
+        .expect("keys");
+        tokens
+            .into_iter()
+            .enumerate()
+            .map(|(n, token)| Site {
+                token,
+                runner_id: format!("site-{n}"),
+            })
+            .collect()
+    }
+}
+
 /// How the sites behave.
 #[derive(Debug, Clone, Copy)]
 pub struct Behaviour {
