@@ -135,7 +135,7 @@ async fn the_registry_hears_register_plan_fetches_and_heartbeats_and_judges_sile
     );
     assert_eq!(
         runner["branches"],
-        json!([{"branch_id": f.a.branch, "branch_name": "A Olaya"}])
+        json!([{"branch_id": f.a.branch, "branch_name": "A Olaya", "offline_owner": false}])
     );
     assert!(runner["last_plan_at"].is_string() && runner["booted_at"].is_string());
 

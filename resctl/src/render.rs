@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ExecutionDetail, ExecutionListResponse, ExecutionSummary, KeySummary, RuleActionResponse,
-    RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary, ViolationListResponse,
+    RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary, ServedBranch,
+    ViolationListResponse,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -78,7 +79,7 @@ pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
 }
 
 fn runner_row(r: &RunnerSummary, now: DateTime<Utc>) -> Vec<String> {
-    let branches: Vec<&str> = r.branches.iter().map(|b| b.branch_name.as_str()).collect();
+    let branches: Vec<String> = r.branches.iter().map(ServedBranch::label).collect();
     vec![
         r.runner_id.clone(),
         r.state.as_str().to_owned(),

@@ -41,7 +41,14 @@ pub(crate) async fn heartbeat(
         ));
     }
     let id = request.execution_id;
-    let beat = db::executions::heartbeat(&state.pool, id, &request.claim_token, &caller).await?;
+    let beat = db::executions::heartbeat(
+        &state.pool,
+        id,
+        &request.claim_token,
+        &caller,
+        state.settings.runner_thresholds.stale_after_seconds,
+    )
+    .await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {
         return Ok(Json(HeartbeatResponse {
             lease_expires_at,

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use super::cursor::{PlanCursor, PlanKind, plan_kind, scope_key};
 use super::require_text;
-use crate::access::Scope;
+use crate::access::{Role, Scope};
 use crate::admission::TurnSlot;
 use crate::auth::SiteCaller;
 use crate::db;
@@ -73,6 +73,24 @@ pub(crate) async fn get_execution_plan(
         _ => None,
     };
     let deadline = Instant::now() + wait;
+    // Noted (and the offline owners read) before the plan's snapshot is taken: an owner's
+    // contact seen here came after its outbox was delivered, so the snapshot holds its
+    // offline runs — a runner holding the branch for it may go on once it sees that.
+    let offline_owners = db::runners::fetched_plan(
+        &state.pool,
+        &db::runners::PlanContact {
+            key_id: caller.key_id,
+            runner_id: &request.runner_id,
+            health: request.health.as_ref(),
+            branches: match caller.role {
+                Role::Runner => &caller.branch_ids,
+                _ => &[],
+            },
+            may_own: request.health.as_ref().and_then(|h| h.runs_offline),
+            stale_after_seconds: state.settings.runner_thresholds.stale_after_seconds,
+        },
+    )
+    .await?;
     let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint).await?;
     if let (Some(waiter), Some(Extension(turn))) = (&waiter, &turn) {
         while read.is_unchanged() {
@@ -89,14 +107,6 @@ pub(crate) async fn get_execution_plan(
             }
         }
     }
-    db::runners::fetched_plan(
-        &state.pool,
-        caller.key_id,
-        &request.runner_id,
-        request.health.as_ref(),
-    )
-    .await?;
-
     tracing::info!(
         runner_id = %Untrusted(&request.runner_id),
         full = read.full,
@@ -116,6 +126,7 @@ pub(crate) async fn get_execution_plan(
         } else {
             0
         },
+        offline_owners,
     };
     large_json(&plan, plan.workflows.len())
 }

@@ -48,8 +48,8 @@ pub(crate) async fn register(
         &mut tx,
         caller.key_id,
         &request.runner_id,
-        &request.boot_id,
-        request.version.as_deref(),
+        (&request.boot_id, request.version.as_deref()),
+        state.settings.runner_thresholds.stale_after_seconds,
     )
     .await?;
     let server_time = db::now(&mut tx).await?;

@@ -5,7 +5,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use res_shared::wire::{RunnerListRequest, RunnerState, RunnerSummary};
+use res_shared::wire::{RunnerListRequest, RunnerState, RunnerSummary, ServedBranch};
 use serde::Deserialize;
 
 use super::error::ConsoleError;
@@ -46,7 +46,7 @@ pub(super) fn runner_row(r: &RunnerSummary, now: DateTime<Utc>) -> RunnerRow {
         branches: r
             .branches
             .iter()
-            .map(|b| b.branch_name.as_str())
+            .map(ServedBranch::label)
             .collect::<Vec<_>>()
             .join(", "),
         last_seen: when(r.last_seen_at, RUNNER_ZONE, now),

@@ -261,6 +261,7 @@ pub(crate) async fn heartbeat(
     id: Uuid,
     claim_token: &str,
     caller: &Caller,
+    stale_after_seconds: u32,
 ) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
     let (all, branches) = caller.scope().as_params();
     sqlx::query_as(
@@ -275,7 +276,10 @@ pub(crate) async fn heartbeat(
              RETURNING e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped) AS stop, \
                        e.runner_id), \
          seen AS ( \
-             UPDATE runners r SET last_seen_at = now() FROM beat \
+             UPDATE runners r SET last_seen_at = now(), \
+                 online_since = CASE WHEN r.last_seen_at < now() - make_interval(secs => $6) \
+                                     THEN now() ELSE r.online_since END \
+             FROM beat \
              WHERE r.key_id = $5 AND r.runner_id = beat.runner_id \
                AND r.last_seen_at < now() - interval '5 seconds') \
          SELECT lease_expires_at, stop FROM beat",
@@ -285,6 +289,7 @@ pub(crate) async fn heartbeat(
     .bind(all)
     .bind(branches)
     .bind(caller.key_id)
+    .bind(f64::from(stale_after_seconds))
     .fetch_optional(pool)
     .await
 }

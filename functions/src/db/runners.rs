@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use res_shared::wire::{
-    Outage, RunnerHealth, RunnerState, RunnerSummary, RunnerThresholds, ServedBranch,
+    OfflineOwner, Outage, RunnerHealth, RunnerState, RunnerSummary, RunnerThresholds, ServedBranch,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -16,52 +16,134 @@ pub(crate) async fn registered(
     tx: &mut Tx,
     key_id: Uuid,
     runner_id: &str,
-    boot_id: &str,
-    version: Option<&str>,
+    boot: (&str, Option<&str>),
+    stale_after_seconds: u32,
 ) -> Result<(), sqlx::Error> {
+    let (boot_id, version) = boot;
     sqlx::query(
         "INSERT INTO runners (key_id, runner_id, boot_id, version, booted_at) \
          VALUES ($1, $2, $3, $4, now()) \
          ON CONFLICT (key_id, runner_id) DO UPDATE \
          SET boot_id = $3, version = COALESCE($4, runners.version), booted_at = now(), \
-             last_seen_at = now()",
+             last_seen_at = now(), \
+             online_since = CASE WHEN runners.last_seen_at < now() - make_interval(secs => $5) \
+                                 THEN now() ELSE runners.online_since END",
     )
     .bind(key_id)
     .bind(runner_id)
     .bind(boot_id)
     .bind(version)
+    .bind(f64::from(stale_after_seconds))
     .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
-/// A runner fetched its plan. Rewrites the row only when something changed or it is a few
-/// seconds old, so a fleet polling every 20 s does not rewrite it on every request.
+/// How a runner asking for its plan is recorded, and which branches it may own offline.
+pub(crate) struct PlanContact<'a> {
+    pub(crate) key_id: Uuid,
+    pub(crate) runner_id: &'a str,
+    pub(crate) health: Option<&'a RunnerHealth>,
+    /// The branches whose offline owner it may be: a runner key's own; none for service
+    /// keys, which are not a site's runner.
+    pub(crate) branches: &'a [Uuid],
+    /// It says it runs rules offline when it owns their branch (`true`: it may be
+    /// designated) or that it never does (`false`: it gives its branches up); a caller that
+    /// does not say (a person with curl, an older runner) changes nothing.
+    pub(crate) may_own: Option<bool>,
+    /// A runner silent this long is stale: its branches are handed over, and a runner
+    /// coming back counts as online again only from then.
+    pub(crate) stale_after_seconds: u32,
+}
+
+#[derive(sqlx::FromRow)]
+struct OwnerRow {
+    branch_id: Uuid,
+    runner_id: String,
+    is_you: bool,
+    last_plan_at: Option<DateTime<Utc>>,
+}
+
+/// A runner asked for its plan: notes it in the registry (rewriting the row only when
+/// something changed or it is a few seconds old, so a fleet asking every 20 s does not
+/// rewrite it on every request), designates it the offline owner of each of its branches
+/// that has none or whose owner is stale, and answers every such branch's owner — in one
+/// round trip.
+///
+/// A stale owner is handed over only to a runner that has itself been in contact for the
+/// stale time: after a site-wide outage the owner may still be delivering its offline runs
+/// when another runner of the branch is back first. A designation younger than the stale
+/// time is never replaced, so of two runners asking at once one becomes the owner.
 pub(crate) async fn fetched_plan(
     pool: &PgPool,
-    key_id: Uuid,
-    runner_id: &str,
-    health: Option<&RunnerHealth>,
-) -> Result<(), sqlx::Error> {
+    contact: &PlanContact<'_>,
+) -> Result<Vec<OfflineOwner>, sqlx::Error> {
+    let health = contact.health;
     let outage = health.and_then(|h| h.last_outage);
-    sqlx::query(
-        "INSERT INTO runners (key_id, runner_id, version, last_plan_at, outbox_depth, \
-                              last_outage_started_at, last_outage_ended_at) \
-         VALUES ($1, $2, $3, now(), $4, $5, $6) \
-         ON CONFLICT (key_id, runner_id) DO UPDATE \
-         SET version = COALESCE($3, runners.version), last_plan_at = now(), \
-             last_seen_at = now(), outbox_depth = $4, \
-             last_outage_started_at = COALESCE($5, runners.last_outage_started_at), \
-             last_outage_ended_at = COALESCE($6, runners.last_outage_ended_at) \
-         WHERE runners.last_seen_at < now() - interval '5 seconds' \
-            OR runners.last_plan_at IS NULL \
-            OR runners.outbox_depth IS DISTINCT FROM $4 \
-            OR runners.version IS DISTINCT FROM COALESCE($3, runners.version) \
-            OR runners.last_outage_started_at IS DISTINCT FROM \
-               COALESCE($5, runners.last_outage_started_at)",
+    let rows: Vec<OwnerRow> = sqlx::query_as(
+        "WITH seen AS ( \
+             INSERT INTO runners (key_id, runner_id, version, last_plan_at, outbox_depth, \
+                                  last_outage_started_at, last_outage_ended_at) \
+             VALUES ($1, $2, $3, now(), $4, $5, $6) \
+             ON CONFLICT (key_id, runner_id) DO UPDATE \
+             SET version = COALESCE($3, runners.version), last_plan_at = now(), \
+                 last_seen_at = now(), outbox_depth = $4, \
+                 online_since = CASE WHEN runners.last_seen_at \
+                                          < now() - make_interval(secs => $8) \
+                                     THEN now() ELSE runners.online_since END, \
+                 last_outage_started_at = COALESCE($5, runners.last_outage_started_at), \
+                 last_outage_ended_at = COALESCE($6, runners.last_outage_ended_at) \
+             WHERE runners.last_plan_at IS NULL \
+                OR runners.last_plan_at < now() - interval '5 seconds' \
+                OR runners.outbox_depth IS DISTINCT FROM $4 \
+                OR runners.version IS DISTINCT FROM COALESCE($3, runners.version) \
+                OR runners.last_outage_started_at IS DISTINCT FROM \
+                   COALESCE($5, runners.last_outage_started_at) \
+             RETURNING online_since), \
+         me AS ( \
+             SELECT COALESCE((SELECT online_since FROM seen), \
+                             (SELECT online_since FROM runners \
+                              WHERE key_id = $1 AND runner_id = $2)) AS online_since), \
+         owners AS ( \
+             SELECT b.id AS branch_id, o.key_id, o.runner_id, r.last_plan_at, \
+                    COALESCE(r.last_seen_at > now() - make_interval(secs => $8) \
+                             AND k.revoked_at IS NULL \
+                             AND (b.id = ANY(k.branch_ids) OR b.brand_id = ANY(k.brand_ids)), \
+                             false) AS present \
+             FROM branches b \
+             LEFT JOIN branch_offline_owners o ON o.branch_id = b.id \
+             LEFT JOIN runners r ON r.key_id = o.key_id AND r.runner_id = o.runner_id \
+             LEFT JOIN api_keys k ON k.id = o.key_id \
+             WHERE b.id = ANY($7)), \
+         released AS ( \
+             DELETE FROM branch_offline_owners \
+             WHERE $9 IS FALSE AND key_id = $1 AND runner_id = $2 AND branch_id = ANY($7) \
+             RETURNING branch_id), \
+         taken AS ( \
+             INSERT INTO branch_offline_owners AS t (branch_id, key_id, runner_id) \
+             SELECT owners.branch_id, $1, $2 FROM owners, me \
+             WHERE $9 IS TRUE AND (owners.key_id IS NULL \
+                OR (NOT owners.present \
+                    AND (owners.key_id, owners.runner_id) <> ($1, $2) \
+                    AND me.online_since <= now() - make_interval(secs => $8))) \
+             ON CONFLICT (branch_id) DO UPDATE \
+             SET key_id = EXCLUDED.key_id, runner_id = EXCLUDED.runner_id, since = now() \
+             WHERE t.since < now() - make_interval(secs => $8) \
+             RETURNING t.branch_id) \
+         SELECT owners.branch_id, \
+                CASE WHEN taken.branch_id IS NULL THEN owners.runner_id ELSE $2 END \
+                    AS runner_id, \
+                (taken.branch_id IS NOT NULL \
+                 OR (owners.key_id = $1 AND owners.runner_id = $2)) AS is_you, \
+                CASE WHEN taken.branch_id IS NULL THEN owners.last_plan_at ELSE now() END \
+                    AS last_plan_at \
+         FROM owners LEFT JOIN taken ON taken.branch_id = owners.branch_id \
+         WHERE (owners.key_id IS NOT NULL OR taken.branch_id IS NOT NULL) \
+           AND owners.branch_id NOT IN (SELECT branch_id FROM released) \
+         ORDER BY owners.branch_id",
     )
-    .bind(key_id)
-    .bind(runner_id)
+    .bind(contact.key_id)
+    .bind(contact.runner_id)
     .bind(health.and_then(|h| h.version.as_deref()))
     .bind(
         health
@@ -70,9 +152,20 @@ pub(crate) async fn fetched_plan(
     )
     .bind(outage.map(|o| o.started_at))
     .bind(outage.map(|o| o.ended_at))
-    .execute(pool)
+    .bind(contact.branches)
+    .bind(f64::from(contact.stale_after_seconds))
+    .bind(contact.may_own)
+    .fetch_all(pool)
     .await?;
-    Ok(())
+    Ok(rows
+        .into_iter()
+        .map(|row| OfflineOwner {
+            branch_id: row.branch_id,
+            runner_id: row.runner_id,
+            is_you: row.is_you,
+            last_plan_at: row.last_plan_at,
+        })
+        .collect())
 }
 
 #[derive(sqlx::FromRow)]
@@ -82,6 +175,8 @@ struct RunnerRow {
     key_name: String,
     branch_ids: Vec<Uuid>,
     branch_names: Vec<String>,
+    /// Per branch: this runner is its offline owner.
+    branch_owned: Vec<bool>,
     version: Option<String>,
     boot_id: Option<String>,
     booted_at: Option<DateTime<Utc>>,
@@ -107,9 +202,11 @@ impl RunnerRow {
                 .branch_ids
                 .into_iter()
                 .zip(self.branch_names)
-                .map(|(branch_id, branch_name)| ServedBranch {
+                .zip(self.branch_owned)
+                .map(|((branch_id, branch_name), offline_owner)| ServedBranch {
                     branch_id,
                     branch_name,
+                    offline_owner,
                 })
                 .collect(),
             state,
@@ -158,7 +255,7 @@ pub(crate) async fn page(
     let (all, branches) = scope.as_params();
     let rows: Vec<RunnerRow> = sqlx::query_as(
         "SELECT r.key_id, r.runner_id, k.name AS key_name, served.ids AS branch_ids, \
-                served.names AS branch_names, r.version, r.boot_id, r.booted_at, \
+                served.names AS branch_names, served.owned AS branch_owned, r.version, r.boot_id, r.booted_at, \
                 r.first_seen_at, r.last_seen_at, r.last_plan_at, r.outbox_depth, \
                 r.last_outage_started_at, r.last_outage_ended_at, \
                 floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
@@ -166,8 +263,11 @@ pub(crate) async fn page(
          JOIN api_keys k ON k.id = r.key_id AND k.revoked_at IS NULL \
          CROSS JOIN LATERAL ( \
              SELECT array_agg(b.id ORDER BY b.name, b.id) AS ids, \
-                    array_agg(b.name ORDER BY b.name, b.id) AS names \
+                    array_agg(b.name ORDER BY b.name, b.id) AS names, \
+                    array_agg(o.branch_id IS NOT NULL ORDER BY b.name, b.id) AS owned \
              FROM branches b \
+             LEFT JOIN branch_offline_owners o \
+                    ON o.branch_id = b.id AND o.key_id = r.key_id AND o.runner_id = r.runner_id \
              WHERE (b.id = ANY(k.branch_ids) OR (k.role = 'service' AND $1)) \
                AND ($1 OR b.id = ANY($2)) \
                AND ($3::uuid IS NULL OR b.brand_id = $3) \

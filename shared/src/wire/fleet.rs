@@ -154,6 +154,21 @@ pub struct RunnerListRequest {
 pub struct ServedBranch {
     pub branch_id: Uuid,
     pub branch_name: String,
+    /// This runner is the branch's offline owner: it runs the branch's rules while the
+    /// functions are unreachable.
+    #[serde(default)]
+    pub offline_owner: bool,
+}
+
+impl ServedBranch {
+    /// The branch's name, marked when this runner is its offline owner.
+    pub fn label(&self) -> String {
+        if self.offline_owner {
+            format!("{} (offline owner)", self.branch_name)
+        } else {
+            self.branch_name.clone()
+        }
+    }
 }
 
 /// One runner as the registry knows it.
@@ -305,6 +320,10 @@ pub struct RunnerHealth {
     /// Its latest outage of the functions, once it has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_outage: Option<Outage>,
+    /// It runs a branch's rules offline when it is the branch's offline owner (its
+    /// `offline_execution` is not `false`): only such a runner is designated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_offline: Option<bool>,
 }
 
 #[cfg(test)]

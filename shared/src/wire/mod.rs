@@ -51,8 +51,8 @@ pub use operator::{
     RuleActionResponse, RunNowRequest, Trigger,
 };
 pub use plan::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, PlanRequest,
-    PlanResponse, Rule,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PlanEntry, PlanLookups,
+    PlanRequest, PlanResponse, Rule,
 };
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};

@@ -52,9 +52,28 @@ pub struct PlanResponse {
     /// within the server's limit, or 0 when the server does not wait (on Lambda, or while
     /// it cannot hear changes) and the caller should poll instead.
     pub wait_seconds: u32,
+    /// Each of the caller's branches' offline owner, when it has one (runner keys only):
+    /// in every answer, full or delta, since ownership moves without a plan change.
+    pub offline_owners: Vec<OfflineOwner>,
     /// The lookup tables the returned workflows refer to.
     #[serde(flatten)]
     pub lookups: PlanLookups,
+}
+
+/// The one runner of a branch that runs the branch's rules from its local plan while the
+/// functions are unreachable; the others hold them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OfflineOwner {
+    pub branch_id: Uuid,
+    /// The owner's runner id.
+    pub runner_id: String,
+    /// The owner is the caller (its key and runner id).
+    pub is_you: bool,
+    /// When the owner last asked for its plan (database time). A runner asks only after its
+    /// outbox is delivered, so its offline runs before then are recorded.
+    #[serde(with = "super::time::option", default)]
+    pub last_plan_at: Option<DateTime<Utc>>,
 }
 
 /// [`PlanResponse`] as it appears on the wire, lookups side by side with the rest.
@@ -68,6 +87,8 @@ struct PlanResponseFields {
     removed: Vec<Uuid>,
     #[serde(default)]
     wait_seconds: u32,
+    #[serde(default)]
+    offline_owners: Vec<OfflineOwner>,
     #[serde(default)]
     branches: BTreeMap<Uuid, Branch>,
     #[serde(default)]
@@ -91,6 +112,7 @@ impl From<PlanResponseFields> for PlanResponse {
             workflows: f.workflows,
             removed: f.removed,
             wait_seconds: f.wait_seconds,
+            offline_owners: f.offline_owners,
             lookups: PlanLookups {
                 branches: f.branches,
                 rules: f.rules,
@@ -263,6 +285,12 @@ mod tests {
             workflows: Vec::new(),
             removed: vec![Uuid::nil()],
             wait_seconds: 0,
+            offline_owners: vec![OfflineOwner {
+                branch_id: Uuid::nil(),
+                runner_id: "site-1".into(),
+                is_you: true,
+                last_plan_at: Some(DateTime::<Utc>::UNIX_EPOCH),
+            }],
             lookups,
         };
         let text = serde_json::to_string(&plan).expect("serializes");
