@@ -88,6 +88,7 @@ fn response(due: usize) -> PlanResponse {
         workflows,
         removed: vec![],
         wait_seconds: 0,
+        offline_owners: Vec::new(),
         lookups,
     }
 }

@@ -124,6 +124,9 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
             if why.missing_since.is_some() {
                 reasons.push("not in the server's plan".into());
             }
+            if let Some(owner) = &why.held_for {
+                reasons.push(format!("held for offline owner {owner}"));
+            }
             format!("waiting: {}", reasons.join(", "))
         };
         println!(
@@ -220,6 +223,28 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
             "  [FAIL] the server stopped listing this rule at {}; it is not scheduled",
             time(Some(since))
         );
+    }
+    if let Some(owner) = &why.held_for {
+        println!(
+            "  [FAIL] held for {owner}, the branch's offline owner: it may have run this rule \
+             during the outage, and its reports come first"
+        );
+    }
+    match plan
+        .offline_owners
+        .iter()
+        .find(|o| o.branch_id == w.branch_id)
+    {
+        Some(owner) if owner.is_you => println!(
+            "  note: this runner is the branch's offline owner: it runs the rule from this plan \
+             while the functions are unreachable"
+        ),
+        Some(owner) => println!(
+            "  note: the branch's offline owner is {}: while the functions are unreachable it \
+             runs the rule, and this runner holds it",
+            owner.runner_id
+        ),
+        None => println!("  note: the branch has no offline owner in this plan"),
     }
     if why.local_next_run {
         println!(

@@ -75,9 +75,8 @@ pub struct Config {
     pub(crate) lease_seconds: u32,
     /// No new job starts while host memory use is at or above this percentage.
     pub(crate) memory_limit_percent: f64,
-    /// Run due rules from the local plan when the functions are unreachable: only for a
-    /// runner that is the sole runner of its branches.
-    pub(crate) offline_execution: bool,
+    /// Whether due rules run from the local plan while the functions are unreachable.
+    pub(crate) offline_execution: OfflineExecution,
     /// On shutdown, running jobs get this long to finish before they are cancelled.
     pub(crate) shutdown_grace_seconds: u64,
     /// Address of the status endpoint (`/`, `/healthz`, `/metrics`, `/status`).
@@ -110,13 +109,66 @@ impl Default for Config {
             recent_seconds: 30,
             lease_seconds: 60,
             memory_limit_percent: 90.0,
-            offline_execution: false,
+            offline_execution: OfflineExecution::Owner,
             shutdown_grace_seconds: 30,
             status_listen: SocketAddr::from(([127, 0, 0, 1], 9464)),
             request_timeout_seconds: 15,
             delay_in_place_max_seconds: 60,
             stop_grace_seconds: 10,
             clock_skew_warn_seconds: 5,
+        }
+    }
+}
+
+/// Whether a runner runs due rules from its local plan while the functions are unreachable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum OfflineExecution {
+    /// When the cloud named this runner its branch's offline owner (the default); the other
+    /// runners of the branch hold its rules.
+    #[default]
+    Owner,
+    /// Always (`true`): this runner is known to be its branches' sole runner.
+    Always,
+    /// Never (`false`): due rules wait for the cloud.
+    Never,
+}
+
+impl OfflineExecution {
+    /// The name the configuration takes.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            OfflineExecution::Owner => "owner",
+            OfflineExecution::Always => "true",
+            OfflineExecution::Never => "false",
+        }
+    }
+}
+
+impl Serialize for OfflineExecution {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for OfflineExecution {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Flag(bool),
+            Name(String),
+        }
+        match Given::deserialize(deserializer)? {
+            Given::Flag(true) => Ok(OfflineExecution::Always),
+            Given::Flag(false) => Ok(OfflineExecution::Never),
+            Given::Name(name) => match name.trim() {
+                "owner" => Ok(OfflineExecution::Owner),
+                "true" => Ok(OfflineExecution::Always),
+                "false" => Ok(OfflineExecution::Never),
+                other => Err(serde::de::Error::custom(format!(
+                    "offline_execution must be \"owner\", true or false, not {other:?}"
+                ))),
+            },
         }
     }
 }
@@ -273,5 +325,35 @@ mod tests {
             assert!(message.contains(part), "{part} in {message}");
         }
         assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn offline_execution_is_the_owners_by_default_and_takes_true_false_or_owner() {
+        assert_eq!(Config::default().offline_execution, OfflineExecution::Owner);
+        let read = |toml: &str| {
+            Figment::from(Serialized::defaults(Config::default()))
+                .merge(Toml::string(toml))
+                .extract::<Config>()
+                .map(|c| c.offline_execution)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            read("offline_execution = true"),
+            Ok(OfflineExecution::Always)
+        );
+        assert_eq!(
+            read("offline_execution = false"),
+            Ok(OfflineExecution::Never)
+        );
+        assert_eq!(
+            read("offline_execution = \"owner\""),
+            Ok(OfflineExecution::Owner)
+        );
+        assert_eq!(read(""), Ok(OfflineExecution::Owner));
+        let error = read("offline_execution = \"sometimes\"").expect_err("refused");
+        assert!(
+            error.contains("offline_execution") && error.contains("sometimes"),
+            "{error}"
+        );
     }
 }

@@ -10,8 +10,8 @@ use super::Daemon;
 use super::outbox::{Item, Stored};
 use crate::cloud::CloudError;
 
-/// Longest wait between attempts while the functions fail.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Longest wait between attempts while the functions fail (see the refresher's).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Runs until shutdown.
 pub(crate) async fn run(daemon: Arc<Daemon>) {

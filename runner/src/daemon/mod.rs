@@ -33,7 +33,7 @@ use crate::cloud::FunctionsClient;
 use crate::plan::store::{Loaded, PlanStore};
 use crate::workflow::engine::{Engine, EngineSettings};
 use crate::workflow::executors::{CommandExecutor, Executors};
-use config::Config;
+use config::{Config, OfflineExecution};
 use outbox::Outbox;
 use queue::JobQueue;
 use telemetry::{Activity, Metrics};
@@ -117,6 +117,11 @@ impl Daemon {
                 items = outbox.depth(),
                 "outbox has undelivered items from before"
             );
+            // An offline run's report reaches the outbox at once and the plan file a moment
+            // later: after a kill in between, the plan would schedule that run again.
+            for request in outbox.kept_reports()? {
+                plan.replay_offline_report(&request);
+            }
         }
         let client = FunctionsClient::new(
             &config.functions_url,
@@ -190,7 +195,12 @@ impl Daemon {
     /// The functions could not be reached: starts (and logs, once) an outage.
     pub(crate) fn cloud_lost(&self, error: &dyn std::fmt::Display) {
         self.set_reachable(false);
-        self.outage.lost(error, Utc::now());
+        if self.outage.lost(error, Utc::now())
+            && self.config.offline_execution != OfflineExecution::Always
+        {
+            // Another branch's owner may run rules offline from now on (see offline_owner).
+            self.plan.update(|plan| plan.offline_owners.start_check());
+        }
     }
 
     /// A late report the functions stored and answered `409 superseded`: delivered, counted,
@@ -239,7 +249,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         boot_id = %daemon.boot_id,
         functions_url = %daemon.config.functions_url,
         workers = daemon.config.workers,
-        offline_execution = daemon.config.offline_execution,
+        offline_execution = daemon.config.offline_execution.as_str(),
         status = %format!("http://{}/", listener.local_addr()?),
         "res-runner starting"
     );

@@ -28,7 +28,7 @@ struct Outage {
 pub(crate) struct OutageSummary {
     /// How long it lasted, seconds.
     pub(crate) seconds: i64,
-    /// Due runs skipped (offline_execution off).
+    /// Due runs skipped (not run offline here).
     pub(crate) skipped: u64,
     /// Runs made offline.
     pub(crate) offline_runs: u64,

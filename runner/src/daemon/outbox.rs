@@ -124,6 +124,17 @@ impl Outbox {
             .collect())
     }
 
+    /// The reports waiting, oldest first.
+    pub(crate) fn kept_reports(&self) -> io::Result<Vec<SetNextRunTimeRequest>> {
+        Ok(list(&self.dir)?
+            .iter()
+            .filter_map(|path| match read(path) {
+                Some(Item::Report(request)) => Some(request),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Removes a delivered item.
     pub(crate) fn remove(&self, stored: &Stored) -> io::Result<()> {
         fs::remove_file(&stored.path)?;

@@ -13,10 +13,14 @@ use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::wire::{Outage, PlanRequest, RegisterRequest, RunnerHealth};
 
 use super::Daemon;
+use super::config::OfflineExecution;
 use crate::plan::merge::MergeSettings;
 
-/// Longest wait between attempts while the functions fail.
-const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// Longest wait between attempts while the functions fail: an offline owner back from an
+/// outage must show up well within the stale time after which its branches are handed over
+/// (60 s by default), or the runners holding them for it would take over before its
+/// offline runs are in.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Least time between two plan requests that wait: a branch that changes all the time
 /// costs two requests a second at most.
@@ -189,6 +193,7 @@ fn health(daemon: &Daemon) -> RunnerHealth {
                 started_at,
                 ended_at,
             }),
+        runs_offline: Some(daemon.config.offline_execution != OfflineExecution::Never),
     }
 }
 

@@ -44,7 +44,10 @@ pub(crate) struct Status {
     last_stop: String,
     plan_at_start: String,
     cloud_reachable: bool,
-    offline_execution: bool,
+    /// `owner`, `true` or `false` (the setting).
+    offline_execution: &'static str,
+    /// Who runs each of this runner's branches while the functions are unreachable.
+    offline_owners: Vec<OwnerRow>,
     last_refresh: Option<DateTime<Utc>>,
     clock_skew_seconds: f64,
     queue_size: usize,
@@ -60,6 +63,18 @@ pub(crate) struct Status {
     recent: Vec<JobResult>,
 }
 
+/// A branch's offline owner as the status page shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct OwnerRow {
+    branch_id: Uuid,
+    branch: String,
+    /// The owner's runner id.
+    owner: String,
+    this_runner: bool,
+    /// This runner holds the branch's rules until the owner's offline runs are in.
+    held: bool,
+}
+
 /// One rule as the status page shows it.
 #[derive(Debug, Serialize)]
 pub(crate) struct RuleRow {
@@ -69,6 +84,8 @@ pub(crate) struct RuleRow {
     next_run_time: Option<DateTime<Utc>>,
     ready: bool,
     blockers: Vec<Blocker>,
+    /// Held for this runner, the branch's offline owner.
+    held_for: Option<String>,
     missing_since: Option<DateTime<Utc>>,
     running: bool,
     last_run_time: Option<DateTime<Utc>>,
@@ -78,8 +95,23 @@ pub(crate) struct RuleRow {
 fn snapshot(daemon: &Daemon) -> Status {
     daemon.sample_gauges();
     let now = Utc::now();
-    let (workflows, rules) = {
+    let (workflows, rules, offline_owners) = {
         let plan = daemon.plan.read();
+        let offline_owners = plan
+            .offline_owners
+            .iter()
+            .map(|owner| OwnerRow {
+                branch_id: owner.branch_id,
+                branch: plan
+                    .lookups
+                    .branches
+                    .get(&owner.branch_id)
+                    .map_or_else(|| owner.branch_id.to_string(), |b| b.name.clone()),
+                owner: owner.runner_id.clone(),
+                this_runner: owner.is_you,
+                held: plan.offline_owners.holding_for(owner.branch_id).is_some(),
+            })
+            .collect();
         let rules: Vec<RuleRow> = explain::listing(&plan, RULES_SHOWN)
             .into_iter()
             .map(|entry| {
@@ -100,6 +132,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                     next_run_time: w.next_run_time,
                     ready: why.ready,
                     blockers: why.blockers,
+                    held_for: why.held_for,
                     missing_since: why.missing_since,
                     running: w.is_currently_running,
                     last_run_time: w.last_run_time,
@@ -107,7 +140,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                 }
             })
             .collect();
-        (plan.len(), rules)
+        (plan.len(), rules, offline_owners)
     };
     let (queue_size, active_jobs) = {
         let queue = daemon.queue();
@@ -120,7 +153,8 @@ fn snapshot(daemon: &Daemon) -> Status {
         last_stop: daemon.last_stop.clone(),
         plan_at_start: daemon.plan_at_start.clone(),
         cloud_reachable: daemon.cloud_reachable.load(Ordering::SeqCst),
-        offline_execution: daemon.config.offline_execution,
+        offline_execution: daemon.config.offline_execution.as_str(),
+        offline_owners,
         last_refresh: *daemon
             .last_refresh
             .lock()
@@ -232,6 +266,29 @@ pub(crate) fn render(s: &Status) -> String {
         last_stop = escape(&s.last_stop),
         plan = escape(&s.plan_at_start),
     );
+    if !s.offline_owners.is_empty() {
+        let _ = write!(
+            html,
+            "<h2>Offline owners</h2><p>While the functions are unreachable, each branch's owner \
+             runs its rules from its local plan and the other runners hold them \
+             (offline_execution = {}).</p><table><tr><th>branch</th><th>owner</th><th></th></tr>",
+            s.offline_execution
+        );
+        for owner in &s.offline_owners {
+            let note = match (owner.this_runner, owner.held) {
+                (true, _) => "this runner",
+                (false, true) => "held: waiting for its offline runs to be in",
+                (false, false) => "",
+            };
+            let _ = write!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td>{note}</td></tr>",
+                escape(&owner.branch),
+                escape(&owner.owner)
+            );
+        }
+        html.push_str("</table>");
+    }
     html.push_str("<h2>Running</h2><table><tr><th>rule</th><th>execution</th><th>since</th></tr>");
     for job in &s.running {
         let _ = write!(
@@ -258,6 +315,11 @@ pub(crate) fn render(s: &Status) -> String {
             "<b class=ok>ready</b>".to_owned()
         } else {
             let mut reasons: Vec<String> = rule.blockers.iter().map(describe_blocker).collect();
+            if let Some(owner) = &rule.held_for {
+                reasons.push(format!(
+                    "held for {owner}, the branch's offline owner, until its offline runs are in"
+                ));
+            }
             if let Some(since) = rule.missing_since {
                 reasons.push(format!(
                     "not in the server's plan since {}",

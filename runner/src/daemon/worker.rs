@@ -15,6 +15,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::Daemon;
+use super::config::OfflineExecution;
 use super::outbox::Item;
 use super::pool::Handler;
 use super::queue::Job;
@@ -43,7 +44,7 @@ pub(crate) enum JobStatus {
     Ran(ExecutionStatus),
     /// Another runner holds the rule, or the server says it is not due.
     ClaimLost,
-    /// The functions are unreachable and `offline_execution` is off.
+    /// The functions are unreachable and this runner does not run the rule offline.
     SkippedOffline,
     /// The run ended without a status that is reported.
     Unreported,
@@ -163,14 +164,26 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
 /// The functions cannot take this rule's claim now: run it offline when this runner may,
 /// else skip it. The outage itself is logged once, by [`Daemon::cloud_lost`].
 async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
-    if daemon.config.offline_execution {
+    let owner = {
+        let plan = daemon.plan.read();
+        plan.workflows
+            .get(&job.branch_rule_id)
+            .is_some_and(|entry| plan.offline_owners.owns(entry.workflow.branch_id))
+    };
+    let offline = match daemon.config.offline_execution {
+        OfflineExecution::Owner => owner,
+        OfflineExecution::Always => true,
+        OfflineExecution::Never => false,
+    };
+    if offline {
         tracing::debug!(why, "functions unreachable: running from the local plan");
         daemon.outage.run(true);
         run_offline(daemon, job).await
     } else {
         tracing::debug!(
             why,
-            "functions unreachable: not running (offline_execution is off)"
+            offline_execution = daemon.config.offline_execution.as_str(),
+            "functions unreachable: not running (not this branch's offline owner)"
         );
         daemon.outage.run(false);
         daemon
@@ -196,12 +209,21 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
             _ => None,
         })
     });
+    // Another runner holds the occurrence that was due: this one's turn is the next. Until a
+    // refresh brings that runner's report, the plan says so itself — were the functions to
+    // go away now, an offline owner would otherwise run the taken occurrence again.
+    let taken = refusal.as_ref().is_some_and(|r| r.reason == "running");
+    let now = Utc::now();
     daemon.plan.update(|plan| {
         if let Some(entry) = plan.workflows.get_mut(&id) {
             entry.workflow.is_currently_running = false;
             entry.local.running_here = false;
             if let Some(due) = due {
                 entry.workflow.next_run_time = Some(due);
+            } else if taken && entry.workflow.run_requested_at.is_none() {
+                entry.workflow.next_run_time = Some(local_run::next_occurrence(entry, now));
+                entry.local.local_next_run = true;
+                entry.local.updated_at = Some(now);
             }
         }
     });
@@ -334,7 +356,7 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
     Some(answer.next_run_time)
 }
 
-/// Runs a due rule without a claim (sole runner, functions unreachable).
+/// Runs a due rule without a claim (the branch's offline owner, functions unreachable).
 async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let id = job.branch_rule_id;
     let execution_id = Uuid::new_v4();

@@ -22,6 +22,9 @@ pub(crate) struct Explanation {
     pub(crate) missing_lookups: Vec<&'static str>,
     /// The next run was computed on this runner while the cloud was unreachable.
     pub(crate) local_next_run: bool,
+    /// Held for the branch's offline owner (its runner id): that runner may have run it
+    /// offline, and this one waits until the owner's reports are in.
+    pub(crate) held_for: Option<String>,
 }
 
 /// The first `limit` entries in the order a technician reads them: running ones, then by next run,
@@ -59,12 +62,17 @@ pub(crate) fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explana
     if !plan.lookups.rules.contains_key(&entry.workflow.rule_id) {
         missing_lookups.push("rule");
     }
+    let held_for = plan
+        .offline_owners
+        .holding_for(entry.workflow.branch_id)
+        .map(|owner| owner.runner_id.clone());
     Explanation {
         id: entry.workflow.id,
-        ready: blockers.is_empty() && entry.local.missing_since.is_none(),
+        ready: blockers.is_empty() && entry.local.missing_since.is_none() && held_for.is_none(),
         blockers,
         missing_since: entry.local.missing_since,
         missing_lookups,
         local_next_run: entry.local.local_next_run,
+        held_for,
     }
 }

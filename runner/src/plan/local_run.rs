@@ -2,7 +2,7 @@
 //! the next run while the cloud is unreachable — with the shared crate, so both sides agree.
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{Deadline, jitter_offset, reschedule, window_deadline};
+use res_shared::schedule::{Deadline, Rescheduled, jitter_offset, reschedule, window_deadline};
 use res_shared::wire::SetNextRunTimeResponse;
 
 use super::Entry;
@@ -24,14 +24,7 @@ pub(crate) fn local_next_run(
     now: DateTime<Utc>,
     failed: bool,
 ) -> SetNextRunTimeResponse {
-    let next = reschedule(
-        entry.workflow.cron_expression.as_deref(),
-        window(entry),
-        Some(&entry.workflow.timezone),
-        jitter_offset(entry.workflow.id, entry.workflow.jitter_seconds),
-        now,
-        failed,
-    );
+    let next = rescheduled(entry, now, failed);
     SetNextRunTimeResponse {
         branch_rule_id: entry.workflow.id,
         next_run_time: next.next_run.next_run_time,
@@ -41,6 +34,23 @@ pub(crate) fn local_next_run(
         degenerate: next.next_run.degenerate,
         warnings: next.problem.into_iter().collect(),
     }
+}
+
+/// The occurrence after `now` (another runner took the one that was due): what the cloud
+/// will say once that runner reports, computed here in case the cloud is gone by then.
+pub(crate) fn next_occurrence(entry: &Entry, now: DateTime<Utc>) -> DateTime<Utc> {
+    rescheduled(entry, now, false).next_run.next_run_time
+}
+
+fn rescheduled(entry: &Entry, now: DateTime<Utc>, failed: bool) -> Rescheduled {
+    reschedule(
+        entry.workflow.cron_expression.as_deref(),
+        window(entry),
+        Some(&entry.workflow.timezone),
+        jitter_offset(entry.workflow.id, entry.workflow.jitter_seconds),
+        now,
+        failed,
+    )
 }
 
 #[cfg(test)]

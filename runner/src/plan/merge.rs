@@ -116,6 +116,8 @@ pub fn merge(
         }
         keep
     });
+    plan.offline_owners
+        .replace(response.offline_owners, response.generated_at);
     plan.cursor = Some(response.cursor);
     plan.fetched_at = Some(response.generated_at);
     outcome

@@ -7,6 +7,7 @@ pub(crate) mod explain;
 pub mod file;
 pub(crate) mod local_run;
 pub mod merge;
+pub(crate) mod offline_owner;
 pub mod ready;
 pub(crate) mod store;
 pub(crate) mod writer;
@@ -29,6 +30,9 @@ pub struct Plan {
     pub(crate) cursor: Option<String>,
     /// Server time of the last successful fetch.
     pub(crate) fetched_at: Option<DateTime<Utc>>,
+    /// Who runs each branch's rules while the functions are unreachable.
+    #[serde(default)]
+    pub(crate) offline_owners: offline_owner::OfflineOwners,
 }
 
 /// One branch rule as the runner holds it.

@@ -5,7 +5,6 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{RuleStatus, Zone};
-use res_shared::wire::PlanLookups;
 use uuid::Uuid;
 
 use super::entry_rules::{due_at, rule_state_in, window};
@@ -15,11 +14,15 @@ use super::{Entry, Plan};
 struct Active {
     branches: HashSet<Uuid>,
     rules: HashSet<Uuid>,
+    /// Branches held for their offline owner.
+    held: HashSet<Uuid>,
 }
 
 impl Active {
-    fn of(lookups: &PlanLookups) -> Active {
+    fn of(plan: &Plan) -> Active {
+        let lookups = &plan.lookups;
         Active {
+            held: plan.offline_owners.held_branches(),
             branches: lookups
                 .branches
                 .values()
@@ -46,6 +49,7 @@ impl Active {
             && !w.is_currently_running
             && self.branches.contains(&w.branch_id)
             && self.rules.contains(&w.rule_id)
+            && !self.held.contains(&w.branch_id)
     }
 }
 
@@ -58,7 +62,7 @@ pub fn ready(
 ) -> Vec<Uuid> {
     // Cheap checks and the sort first; the shared readiness rule (with its zone
     // conversion) only for as many candidates as it takes to fill `limit`.
-    let active = Active::of(&plan.lookups);
+    let active = Active::of(plan);
     let mut due: Vec<(Option<DateTime<Utc>>, Uuid, &Entry)> = plan
         .workflows
         .iter()
@@ -116,7 +120,7 @@ impl ZoneCache {
 /// opening of a window for a rule that is already due. `None` when nothing is scheduled.
 pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let mut zones = ZoneCache::default();
-    let active = Active::of(&plan.lookups);
+    let active = Active::of(plan);
     plan.workflows
         .values()
         .filter(|entry| active.may_run(entry))
@@ -248,6 +252,43 @@ mod tests {
             );
             t += TimeDelta::seconds(30);
         }
+    }
+
+    #[test]
+    fn a_branch_held_for_its_offline_owner_has_nothing_ready_until_the_owner_is_seen() {
+        let now = sample_now();
+        let mut plan = plan(200, now);
+        let branch = plan
+            .workflows
+            .values()
+            .next()
+            .expect("rules")
+            .workflow
+            .branch_id;
+        let ready_before = ready(&plan, now, usize::MAX, &|_| false);
+        assert!(!ready_before.is_empty());
+        let owner = |seen: DateTime<Utc>| res_shared::wire::OfflineOwner {
+            branch_id: branch,
+            runner_id: "site-a".into(),
+            is_you: false,
+            last_plan_at: Some(seen),
+        };
+        plan.offline_owners.start_check();
+        plan.offline_owners
+            .replace(vec![owner(now - TimeDelta::minutes(5))], now);
+        assert!(ready(&plan, now, usize::MAX, &|_| false).is_empty());
+        let explained =
+            crate::plan::explain::explain(&plan, &plan.workflows[&ready_before[0]], now);
+        assert_eq!(explained.held_for.as_deref(), Some("site-a"));
+        assert!(!explained.ready);
+        // No wake-up for a held rule: the scheduler sleeps until the plan changes.
+        let wake = next_wake(&plan, now);
+        assert!(wake.is_none_or(|at| at > now), "{wake:?}");
+        plan.offline_owners.replace(
+            vec![owner(now + TimeDelta::seconds(1))],
+            now + TimeDelta::seconds(2),
+        );
+        assert_eq!(ready(&plan, now, usize::MAX, &|_| false), ready_before);
     }
 
     #[test]

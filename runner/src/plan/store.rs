@@ -6,14 +6,14 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{PlanResponse, SetNextRunTimeResponse};
+use res_shared::wire::{PlanResponse, SetNextRunTimeRequest, SetNextRunTimeResponse};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use super::Plan;
 use super::file::{self, PlanFileError};
 use super::merge::{MergeOutcome, MergeSettings, merge};
 use super::writer::{Writer, WriterStats};
+use super::{Plan, local_run};
 
 /// The plan of a running daemon.
 #[derive(Debug)]
@@ -180,6 +180,33 @@ impl PlanStore {
                 );
             }
         }
+    }
+
+    /// Applies an offline run's report kept in the outbox whose run the plan may not show:
+    /// the plan moves on to the next run computed here from the run's end, never back.
+    /// (A claimed run's report is left alone: the rule is not claimed again before it is
+    /// delivered, and its end is not in the report.)
+    pub(crate) fn replay_offline_report(&self, request: &SetNextRunTimeRequest) {
+        let Some(finished_at) = request.offline.as_ref().map(|o| o.finished_at) else {
+            return;
+        };
+        let failed = request.is_last_run_failed;
+        let answer = {
+            let plan = self.read();
+            let Some(entry) = plan.workflows.get(&request.branch_rule_id) else {
+                return;
+            };
+            if entry
+                .workflow
+                .last_run_time
+                .is_some_and(|last| last >= finished_at)
+            {
+                return;
+            }
+            local_run::local_next_run(entry, finished_at, failed)
+        };
+        tracing::info!(branch_rule_id = %request.branch_rule_id, "the plan catches up with a report kept in the outbox");
+        self.apply_report(&answer, failed, true, Utc::now());
     }
 
     /// Notes that a rule's execution paused until `resume_at` (released, resumes then).

@@ -4,6 +4,7 @@
 mod chaos;
 mod console;
 mod docs;
+mod offline;
 mod operate;
 mod system;
 
@@ -112,7 +113,8 @@ async fn without_the_functions_a_sole_runner_keeps_scheduling_and_every_report_a
     let mut system = System::start().await;
     let cron = "*/4 * * * * *";
     let rule = system.rule(due(cron), &detector(0.0, 1)).await;
-    let settings = [("OFFLINE_EXECUTION", "true"), ("LEASE_SECONDS", "5")];
+    // No offline_execution setting: a branch's only runner is its offline owner.
+    let settings = [("LEASE_SECONDS", "5")];
     let mut runner = system.runner("site-1", &settings);
     eventually("a first run online", WAIT, || async {
         system.rule_row(rule).await.2 >= 1
@@ -156,14 +158,8 @@ async fn without_the_functions_a_sole_runner_keeps_scheduling_and_every_report_a
         executions.iter().all(|e| e.1 == "completed"),
         "{executions:?}"
     );
-    let violations: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM violations WHERE branch_rule_id = $1")
-            .bind(rule)
-            .fetch_one(&system.pool)
-            .await
-            .expect("violations");
     assert_eq!(
-        violations as usize,
+        system.violations(rule).await,
         executions.len(),
         "one violation per run, none twice"
     );

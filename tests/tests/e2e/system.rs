@@ -147,6 +147,25 @@ impl System {
         .expect("executions")
     }
 
+    /// Violations recorded for a rule.
+    pub async fn violations(&self, rule: Uuid) -> usize {
+        let count: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM violations WHERE branch_rule_id = $1")
+                .bind(rule)
+                .fetch_one(&self.pool)
+                .await
+                .expect("violations");
+        usize::try_from(count).unwrap_or(0)
+    }
+
+    /// Reports stored as superseded (late, after a retry took their rule).
+    pub async fn superseded(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM executions WHERE report->>'superseded' = 'true'")
+            .fetch_one(&self.pool)
+            .await
+            .expect("superseded")
+    }
+
     /// `(next_run_time, last_run_time, run_count, is_currently_running)`.
     /// The statuses of a rule's executions, oldest first.
     pub async fn statuses(&self, rule: Uuid) -> Vec<String> {

@@ -34,6 +34,7 @@ fn response(full: bool, workflows: Vec<PlanEntry>, removed: Vec<Uuid>) -> PlanRe
         workflows,
         removed,
         wait_seconds: 0,
+        offline_owners: Vec::new(),
         lookups: PlanLookups::default(),
     }
 }
