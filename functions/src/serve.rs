@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use axum::Router;
+use axum::serve::ListenerExt as _;
 use clap::Parser;
 use tokio::net::TcpListener;
 
@@ -28,6 +29,14 @@ pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
+    // Without TCP_NODELAY a response written in two pieces waits for the client's delayed
+    // acknowledgement of the first (up to 40 ms on Linux): measured at 20,000 sites, it
+    // was most of every claim's, heartbeat's and report's time.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "cannot set TCP_NODELAY on a connection");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
@@ -159,12 +168,14 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
-        let state = AppState::with_settings(pool, args.serve.settings());
+        let settings = args.serve.settings();
         if in_lambda() {
+            let state = AppState::with_settings(pool, settings);
             // No listening connection in a frozen container: the key cache's time bounds
             // a revocation there.
             serve_lambda(app(state)).await
         } else {
+            let state = AppState::with_settings(pool, settings.listening());
             let stop = CancellationToken::new();
             tokio::spawn(listener::run(state.clone(), stop.clone()));
             let served = serve_local(app(state), args.serve.bind).await;
