@@ -38,6 +38,19 @@ pub struct Settings {
     pub plan_wait_max: std::time::Duration,
 }
 
+impl Settings {
+    /// The settings of a process that listens for key changes (`serve`): every change clears
+    /// the key cache there at once and it is bypassed while changes may go unheard, so its
+    /// entries live ten times as long — a fleet's keys are then looked up every ten minutes
+    /// instead of every minute (on Lambda the configured time is the revocation delay).
+    pub fn listening(self) -> Settings {
+        Settings {
+            key_cache: self.key_cache.saturating_mul(10),
+            ..self
+        }
+    }
+}
+
 impl AppState {
     /// State with default settings (no key cache) and fresh metrics.
     pub fn new(pool: PgPool) -> AppState {

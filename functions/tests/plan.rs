@@ -270,6 +270,49 @@ async fn a_branch_change_refreshes_all_its_rules() {
 }
 
 #[tokio::test]
+async fn a_delta_says_of_each_rule_exactly_what_a_full_plan_says() {
+    let w = world().await;
+    let first = w.plan(None).await;
+    // A run requested, a paused and a running rule, a window: every field with a value.
+    w.app
+        .exec(
+            "UPDATE branch_rules SET run_requested_at = now(), paused_at = now(), \
+             last_run_time = now() - interval '1 hour', run_count = 3 WHERE id = $1",
+            &[w.rule_a],
+        )
+        .await;
+    w.app.claim(&w.runner, w.rule_b, "site-1").await;
+    w.app
+        .exec(
+            "UPDATE branches SET name = 'Olaya' WHERE id = $1",
+            &[w.branch],
+        )
+        .await;
+    let delta = w.plan(Some(&cursor(&first))).await;
+    let full = w.plan(None).await;
+    assert_eq!(delta.body["full"], false);
+    let by_id = |reply: &Reply| -> Vec<Value> {
+        let mut workflows = reply.body["workflows"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        workflows.sort_by_key(|w| w["id"].as_str().unwrap_or_default().to_owned());
+        workflows
+    };
+    assert_eq!(by_id(&delta), by_id(&full));
+    for lookup in [
+        "branches",
+        "rules",
+        "brands",
+        "brand_rules",
+        "action_details",
+        "action_templates",
+    ] {
+        assert_eq!(delta.body[lookup], full.body[lookup], "{lookup}");
+    }
+}
+
+#[tokio::test]
 async fn a_shared_definition_change_sends_a_full_plan() {
     let w = world().await;
     let first = w.plan(None).await;
@@ -301,7 +344,28 @@ async fn a_change_of_scope_sends_a_full_plan() {
 
 #[tokio::test]
 async fn an_expired_lease_shows_as_not_running_in_the_next_delta() {
-    let w = world().await;
+    expired_lease_in_a_delta(world().await).await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_shows_in_the_delta_of_a_key_with_many_branches_too() {
+    // A scope this large reads the live executions instead of probing each rule.
+    let mut w = world().await;
+    let seed = Seed::new(&w.app.pool);
+    let brand: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
+        .bind(w.branch)
+        .fetch_one(&w.app.pool)
+        .await
+        .expect("brand");
+    let mut branches = vec![w.branch];
+    for _ in 0..9 {
+        branches.push(seed.branch(brand, None).await);
+    }
+    w.runner = w.app.runner_token(&branches).await;
+    expired_lease_in_a_delta(w).await;
+}
+
+async fn expired_lease_in_a_delta(w: World) {
     sqlx::query(
         "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
     )

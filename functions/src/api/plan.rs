@@ -19,6 +19,7 @@ use crate::access::{Role, Scope};
 use crate::admission::TurnSlot;
 use crate::auth::SiteCaller;
 use crate::db;
+use crate::db::changes::Glance;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
@@ -73,25 +74,34 @@ pub(crate) async fn get_execution_plan(
         _ => None,
     };
     let deadline = Instant::now() + wait;
-    // Noted (and the offline owners read) before the plan's snapshot is taken: an owner's
-    // contact seen here came after its outbox was delivered, so the snapshot holds its
-    // offline runs — a runner holding the branch for it may go on once it sees that.
-    let offline_owners = db::runners::fetched_plan(
-        &state.pool,
-        &db::runners::PlanContact {
-            key_id: caller.key_id,
-            runner_id: &request.runner_id,
-            health: request.health.as_ref(),
-            branches: match caller.role {
-                Role::Runner => &caller.branch_ids,
-                _ => &[],
-            },
-            may_own: request.health.as_ref().and_then(|h| h.runs_offline),
-            stale_after_seconds: state.settings.runner_thresholds.stale_after_seconds,
+    // Noted, and the offline owners read, at or before the plan's snapshot: an owner's
+    // contact seen there came after its outbox was delivered, so the snapshot holds its
+    // offline runs — a runner holding the branch for it may go on once it sees that. A
+    // runner's delta takes its first look at the changes in the same statement.
+    let contact = db::plan_contact::PlanContact {
+        key_id: caller.key_id,
+        runner_id: &request.runner_id,
+        health: request.health.as_ref(),
+        branches: match caller.role {
+            Role::Runner => &caller.branch_ids,
+            _ => &[],
         },
-    )
-    .await?;
-    let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint).await?;
+        may_own: request.health.as_ref().and_then(|h| h.runs_offline),
+        stale_after_seconds: state.settings.runner_thresholds.stale_after_seconds,
+    };
+    let (offline_owners, glance) = match (&since, caller.role) {
+        (Some(cursor), Role::Runner) if db::changes::probes(&caller.branch_ids) => {
+            let (owners, glance) = db::plan_contact::noted_with_glance(
+                &state.pool,
+                &contact,
+                (&cursor.snapshot, cursor.at),
+            )
+            .await?;
+            (owners, Some(glance))
+        }
+        _ => (db::plan_contact::noted(&state.pool, &contact).await?, None),
+    };
+    let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, glance).await?;
     if let (Some(waiter), Some(Extension(turn))) = (&waiter, &turn) {
         while read.is_unchanged() {
             // Waiting holds neither a connection nor a turn: thousands of sites may wait.
@@ -101,7 +111,7 @@ pub(crate) async fn get_execution_plan(
                 .is_ok();
             turn.take_again().await?;
             // Read again even when the wait ran out: the answer's time and cursor are now.
-            read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint).await?;
+            read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, None).await?;
             if !heard {
                 break;
             }
@@ -152,12 +162,53 @@ impl PlanRead {
     }
 }
 
+/// Reads the plan in full or the changes since `since`; `glance` is a first look at those
+/// changes already taken (else it is taken here).
 async fn read_plan(
     state: &AppState,
     scope: Scope<'_>,
     since: Option<&PlanCursor>,
     scope_fingerprint: &str,
+    glance: Option<Glance>,
 ) -> Result<PlanRead, ApiError> {
+    // Nearly every delta of a fleet is unchanged: one statement answers it.
+    if let Some(cursor) = since {
+        let glance = match glance {
+            Some(glance) => glance,
+            None => db::changes::glance(&state.pool, &cursor.snapshot, cursor.at, scope).await?,
+        };
+        let delta = matches!(
+            plan_kind(Some(cursor.clone()), scope_fingerprint, glance.now),
+            PlanKind::Delta(_)
+        );
+        if delta && !glance.changed {
+            return Ok(PlanRead {
+                now: glance.now,
+                snapshot: glance.snapshot,
+                full: false,
+                workflows: Vec::new(),
+                removed: Vec::new(),
+                lookups: PlanLookups::default(),
+            });
+        }
+        // A site's changed delta (after each of its own claims and reports): one more.
+        if let (true, Scope::Branches(branches)) = (delta, scope)
+            && db::changes::probes(branches)
+        {
+            let read =
+                db::plan_delta::read(&state.pool, (&cursor.snapshot, cursor.at), branches).await?;
+            if !read.global {
+                return Ok(PlanRead {
+                    now: read.now,
+                    snapshot: read.snapshot,
+                    full: false,
+                    workflows: read.workflows,
+                    removed: read.removed,
+                    lookups: read.lookups,
+                });
+            }
+        }
+    }
     let (mut tx, snapshot, now) = db::changes::begin_snapshot(&state.pool).await?;
     // None: a full plan (no usable cursor, or shared definitions changed since it).
     let delta = match plan_kind(since.cloned(), scope_fingerprint, now) {

@@ -144,7 +144,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                      run `res-functions migrate` or serve with --migrate"
                 );
             }
-            let state = AppState::with_settings(pool, serve.settings());
+            let state = AppState::with_settings(pool, serve.settings().listening());
             serve::serve_with_maintenance(state, serve.bind, &maintenance).await
         }
         Command::Migrate { database } => {

@@ -44,6 +44,7 @@ macro_rules! workflow_select {
               AND held.status IN ('scheduled', 'running', 'paused')"
     };
 }
+pub(crate) use workflow_select;
 
 /// Everything in scope, for a full plan. When the pool has a connection to spare, the
 /// action details (half the work) are read on it at the same time, on the same snapshot:
