@@ -195,10 +195,13 @@ pub fn start_in(dir: &Path) -> Result<PgServer, String> {
         ]),
         "initdb",
     )?;
+    // RES_TEST_POSTGRES_OPTIONS adds server options, e.g. to look inside a benchmark with
+    // `-c shared_preload_libraries=pg_stat_statements`.
     let options = format!(
         "-k {} -p {port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
-         -c full_page_writes=off -c max_connections=300",
-        dir.display()
+         -c full_page_writes=off -c max_connections=300 {}",
+        dir.display(),
+        std::env::var("RES_TEST_POSTGRES_OPTIONS").unwrap_or_default()
     );
     run(
         server_command("pg_ctl")
