@@ -1,10 +1,11 @@
 //! The operator functions at scale, over real HTTP against a throwaway PostgreSQL: 10,000
-//! rules and 1,000,000 executions (100 per rule over ~90 days, a tenth failed) with
-//! 100,000 violations. Measures the history's first and a deep page, filtered pages,
-//! describe, the rule and violation lists, and the claim → heartbeat → set_NextRunTime
-//! cycle on the same rules with an empty executions table and then with the million rows,
-//! side by side in one run. Run with `cargo bench -p res-functions --bench operator`;
-//! results go to docs/benchmarks.md.
+//! rules and 1,000,000 executions (100 per rule over ~87 days, a tenth failed) with a
+//! violation for every tenth. Measures the history's first and a deep page, filtered pages,
+//! describe, the rule and violation lists, a runner registering (its earlier boots' live
+//! executions looked up), and the claim → heartbeat → set_NextRunTime cycle on the same
+//! rules with an empty executions table and then with the history, side by side in one run.
+//! Run with `cargo bench -p res-functions --bench operator` (`-- --executions 20000000`
+//! for the history at fleet scale); results go to docs/benchmarks.md.
 
 mod support;
 
@@ -26,7 +27,21 @@ fn main() {
     support::main_when_benchmarking(run);
 }
 
+/// `--executions N` (1,000,000 unless given; a multiple of 10,000, one share per rule).
+fn executions_wanted() -> i64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--executions")
+        .and_then(|i| args.get(i + 1))
+        .map_or(1_000_000, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("--executions takes a number, not {v}"))
+        })
+}
+
 async fn run() {
+    let wanted = executions_wanted();
+    let per_rule = (wanted / 10_000).max(1);
     let database = server().create_database().await;
     let pool = PgPool::connect(&database.url).await.expect("connect");
     db::migrate(&pool).await.expect("migrate");
@@ -50,7 +65,7 @@ async fn run() {
     cycle_load(&client, &base, &runner, &pool).await;
     let (empty_cycles, mut empty_latencies) = cycle_load(&client, &base, &runner, &pool).await;
     let filling = Instant::now();
-    fill_history(&pool).await;
+    fill_history(&pool, per_rule).await;
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM executions")
         .fetch_one(&pool)
         .await
@@ -59,7 +74,10 @@ async fn run() {
         "history: {rows} executions after {:?} of seeding",
         filling.elapsed()
     );
-    assert!(rows >= 1_000_000, "the history was not seeded: {rows} rows");
+    assert!(
+        rows >= per_rule * 10_000,
+        "the history was not seeded: {rows} rows"
+    );
     // The rules are due every second: a cycle on the full table starts from the same state.
     let (full_cycles, mut full_latencies) = cycle_load(&client, &base, &runner, &pool).await;
     let (empty_rate, full_rate) = (
@@ -68,11 +86,11 @@ async fn run() {
     );
     println!(
         "claim→heartbeat→set_NextRunTime, {CLIENTS} clients: empty table {empty_rate:.0}/s, \
-         1,000,000 rows {full_rate:.0}/s (ratio {:.2})",
+         {rows} rows {full_rate:.0}/s (ratio {:.2})",
         full_rate / empty_rate
     );
     report("one cycle, empty table", &mut empty_latencies);
-    report("one cycle, 1,000,000 rows", &mut full_latencies);
+    report("one cycle, full history", &mut full_latencies);
 
     let rules: Vec<(Uuid, Uuid)> =
         sqlx::query_as("SELECT id, branch_id FROM branch_rules ORDER BY random() LIMIT 200")
@@ -159,6 +177,30 @@ async fn run() {
     );
     report("violations_list, first page of 50", &mut violations);
 
+    // A runner registering a new boot: its earlier boots' live executions are looked up
+    // among the whole history (through the live executions, not an index of their own).
+    let mut register = Vec::new();
+    for n in 0..REQUESTS / 4 {
+        let started = Instant::now();
+        let response = client
+            .post(format!("{base}/runner_register"))
+            .bearer_auth(&runner)
+            .json(&json!({"runner_id": "site-7", "boot_id": format!("boot-{n}")}))
+            .send()
+            .await
+            .expect("an answer");
+        assert!(
+            response.status().is_success(),
+            "runner_register: {}",
+            response.status()
+        );
+        register.push(started.elapsed());
+    }
+    report(
+        "runner_register (earlier boots' live runs looked up)",
+        &mut register,
+    );
+
     // The console's fleet page (every rule and runner in scope, folded per branch) and a
     // rule page (describe, violations, runners), signed in as the operator.
     let root = base.trim_end_matches("/functions/v1");
@@ -194,25 +236,44 @@ async fn key(pool: &PgPool, role: Role, branch_ids: Vec<Uuid>) -> String {
     token
 }
 
-/// 100 finished executions per rule, one every 21 hours back from now (~87 days), a tenth
-/// failed with an error, and a violation for every tenth execution.
-async fn fill_history(pool: &PgPool) {
+/// `per_rule` finished executions per rule, evenly back from now over ~87 days (inside the
+/// retention), a tenth failed with an error, and a violation for every tenth execution.
+async fn fill_history(pool: &PgPool, per_rule: i64) {
+    // One slice of every rule's history per statement, so a large history shows progress
+    // and no statement holds millions of rows in one transaction.
+    let spacing_seconds = 87 * 24 * 3600 / per_rule;
+    let slices = (per_rule + 99) / 100;
+    for slice in 0..slices {
+        let first = slice * 100 + 1;
+        let last = ((slice + 1) * 100).min(per_rule);
+        sqlx::query(
+            "INSERT INTO executions (branch_rule_id, runner_id, status, attempt, claim_token, \
+                 lease_seconds, lease_expires_at, scheduled_at, started_at, finished_at, error, \
+                 trigger, root_id, boot_id) \
+             SELECT br.id, 'site-' || br.n % 100, \
+                    CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'completed' END, 1, md5(g::text), \
+                    60, t + interval '1 minute', t, t, t + interval '31 seconds', \
+                    CASE WHEN g % 10 = 0 THEN 'camera 3 did not answer' END, 'schedule', \
+                    gen_random_uuid(), 'boot-1' \
+             FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM branch_rules) br \
+             CROSS JOIN generate_series($1::bigint, $2::bigint) g \
+             CROSS JOIN LATERAL (SELECT now() - g * make_interval(secs => $3) \
+                                       - br.n * interval '1 second' AS t) times",
+        )
+        .bind(first)
+        .bind(last)
+        .bind(spacing_seconds as f64)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("seeding the history: {e}"));
+        if slices > 1 {
+            println!("history: {} of {per_rule} executions per rule", last);
+        }
+    }
     let statements = [
         "UPDATE executions SET status = 'completed', finished_at = now() \
          WHERE status IN ('scheduled', 'running')",
         "UPDATE branch_rules SET is_currently_running = false",
-        "INSERT INTO executions (branch_rule_id, runner_id, status, attempt, claim_token, \
-             lease_seconds, lease_expires_at, scheduled_at, started_at, finished_at, error, \
-             trigger, root_id, boot_id) \
-         SELECT br.id, 'site-' || br.n % 100, \
-                CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'completed' END, 1, md5(g::text), 60, \
-                t + interval '1 minute', t, t, t + interval '31 seconds', \
-                CASE WHEN g % 10 = 0 THEN 'camera 3 did not answer' END, 'schedule', \
-                gen_random_uuid(), 'boot-1' \
-         FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM branch_rules) br \
-         CROSS JOIN generate_series(1, 100) g \
-         CROSS JOIN LATERAL (SELECT now() - g * interval '21 hours' \
-                                   - br.n * interval '1 second' AS t) times",
         "INSERT INTO violations (branch_rule_id, execution_id, kind, details, idempotency_key, \
                                  created_at) \
          SELECT branch_rule_id, id, 'queue_too_long', '{\"queue_length\": 9}', id::text, \
