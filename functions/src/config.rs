@@ -25,20 +25,29 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    /// A lazily connecting pool; the error names the malformed URL.
+    /// A lazily connecting pool for serving requests; the error names the malformed URL.
     pub fn pool(&self, default_size: u32) -> anyhow::Result<PgPool> {
+        Ok(db::lazy_pool(
+            self.options()?,
+            self.max_connections.unwrap_or(default_size),
+        ))
+    }
+
+    /// A small pool for one-shot work (migrations, keys, the startup schema check) that
+    /// waits for its connection as long as a command may, instead of a request's half
+    /// second: a busy host that connects slowly is no reason to fail a migration.
+    pub fn command_pool(&self) -> anyhow::Result<PgPool> {
+        Ok(db::command_pool(self.options()?))
+    }
+
+    fn options(&self) -> anyhow::Result<PgConnectOptions> {
         let url = self.database_url.trim();
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             anyhow::bail!(
                 "invalid DATABASE_URL: expected postgres://user:password@host:port/database"
             );
         }
-        let options = PgConnectOptions::from_str(url)
-            .map_err(|e| anyhow::anyhow!("invalid DATABASE_URL: {e}"))?;
-        Ok(db::lazy_pool(
-            options,
-            self.max_connections.unwrap_or(default_size),
-        ))
+        PgConnectOptions::from_str(url).map_err(|e| anyhow::anyhow!("invalid DATABASE_URL: {e}"))
     }
 }
 

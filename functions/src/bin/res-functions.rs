@@ -131,13 +131,17 @@ async fn run(command: Command) -> anyhow::Result<()> {
             maintenance,
             migrate,
         } => {
-            let pool = database.pool(10)?;
+            let startup = database.command_pool()?;
             if migrate {
-                db::migrate(&pool).await.context("migrating the database")?;
+                db::migrate(&startup)
+                    .await
+                    .context("migrating the database")?;
             }
-            let pending = db::pending_migrations(&pool)
+            let pending = db::pending_migrations(&startup)
                 .await
                 .context("cannot reach the database")?;
+            startup.close().await;
+            let pool = database.pool(10)?;
             if !pending.is_empty() {
                 bail!(
                     "the database schema is behind this build (pending migrations {pending:?}); \
@@ -148,7 +152,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             serve::serve_with_maintenance(state, serve.bind, &maintenance).await
         }
         Command::Migrate { database } => {
-            let pool = database.pool(2)?;
+            let pool = database.command_pool()?;
             db::migrate(&pool).await.context("migrating the database")?;
             println!("database schema is up to date");
             Ok(())
@@ -173,7 +177,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 branch_ids: branches,
             };
             check_scope(role, &scope)?;
-            let pool = database.pool(2)?;
+            let pool = database.command_pool()?;
             let existing = db::api_keys::existing_branches(&pool, &scope.branch_ids).await?;
             let missing: Vec<_> = scope
                 .branch_ids
@@ -207,7 +211,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             all,
             json,
         } => {
-            let pool = database.pool(2)?;
+            let pool = database.command_pool()?;
             let keys = db::api_keys::list(&pool, KeysSeen::All, all).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&keys)?);
@@ -217,7 +221,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::RotateApiKey { database, id } => {
-            let pool = database.pool(2)?;
+            let pool = database.command_pool()?;
             let token = generate_token();
             let Some(new_id) = db::api_keys::rotate(&pool, id, &hash_token(&token)).await? else {
                 bail!("no live, unrotated API key with id {id}");
@@ -230,7 +234,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::RevokeApiKey { database, id } => {
-            let pool = database.pool(2)?;
+            let pool = database.command_pool()?;
             if !db::api_keys::revoke(&pool, id).await? {
                 bail!("no live API key with id {id}");
             }

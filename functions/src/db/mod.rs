@@ -52,6 +52,17 @@ pub fn lazy_pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
         .connect_lazy_with(options)
 }
 
+/// How long a one-shot command waits for its connection (see [`command_pool`]).
+pub const COMMAND_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A two-connection pool for one-shot commands, patient where a request's pool is quick.
+pub fn command_pool(options: PgConnectOptions) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(COMMAND_ACQUIRE_TIMEOUT)
+        .connect_lazy_with(options)
+}
+
 /// Applies pending migrations.
 pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
     MIGRATOR.run(pool).await

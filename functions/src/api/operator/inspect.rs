@@ -134,8 +134,8 @@ fn description(
         .cron_expression
         .as_deref()
         .and_then(|cron| {
-            let cron = res_shared::schedule::CronSchedule::parse(cron).ok()?;
-            Schedule::new(cron, window, zone).ok()
+            let recurrence = res_shared::schedule::Recurrence::parse(cron).ok()?;
+            Schedule::new(recurrence, window, zone).ok()
         })
         .map(|schedule| schedule.with_offset(offset))
         .map(|schedule| {
