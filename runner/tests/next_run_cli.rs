@@ -224,3 +224,40 @@ fn batch_refuses_single_query_flags() {
     let output = runner(&["next-run", "--batch", "--cron", "0 * * * *"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn an_interval_runs_on_its_grid_from_the_window_opening() {
+    // 14:00 Riyadh: the grid from 08:00 every 90 minutes next reaches 15:30 (12:30Z).
+    let output = runner(&[
+        "next-run",
+        "--cron",
+        "@every 90m",
+        "--from",
+        "08:00",
+        "--to",
+        "18:00",
+        "--now",
+        "2026-03-02T11:00:00Z",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), "2026-03-02T12:30:00Z\n");
+    let batch = runner_with_stdin(
+        &["next-run", "--batch"],
+        "{\"cron\":\"@every 2h on sat\",\"now\":\"2026-03-02T11:00:00Z\"}\n\
+         {\"cron\":\"@every 0m\",\"now\":\"2026-03-02T11:00:00Z\"}\n",
+    );
+    assert_eq!(batch.status.code(), Some(0), "{}", stderr(&batch));
+    let lines: Vec<String> = stdout(&batch).lines().map(str::to_owned).collect();
+    // Monday 2 March: the next Saturday's midnight in Riyadh is 6 March 21:00Z.
+    assert_eq!(
+        lines.first().map(String::as_str),
+        Some("{\"next_run_time\":\"2026-03-06T21:00:00Z\",\"degenerate\":false}")
+    );
+    assert_eq!(
+        lines.get(1).map(String::as_str),
+        Some(
+            "{\"error\":\"invalid interval '@every 0m': '0m' is zero; the interval must be at \
+             least 1s\"}"
+        )
+    );
+}

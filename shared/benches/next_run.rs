@@ -66,12 +66,77 @@ fn hard_rules(c: &mut Criterion) {
     compare(c, "next_run_hard", HARD);
 }
 
+/// An interval schedule and the cron expression closest to it, with one window and zone.
+struct Pair {
+    name: &'static str,
+    interval: &'static str,
+    cron: &'static str,
+    window: Option<(&'static str, &'static str)>,
+    tz: &'static str,
+}
+
+const PAIRS: [Pair; 5] = [
+    Pair {
+        name: "every_30m_window",
+        interval: "@every 30m",
+        cron: "*/30 * * * *",
+        window: Some(("08:00", "18:00")),
+        tz: "Asia/Riyadh",
+    },
+    Pair {
+        name: "every_90m_window",
+        interval: "@every 90m",
+        cron: "0 8,11,14,17 * * *",
+        window: Some(("08:00", "18:00")),
+        tz: "Asia/Riyadh",
+    },
+    Pair {
+        name: "every_1h_no_window",
+        interval: "@every 1h",
+        cron: "0 * * * *",
+        window: None,
+        tz: "Asia/Riyadh",
+    },
+    Pair {
+        name: "weekdays_overnight_berlin",
+        interval: "@every 90m on mon-fri",
+        cron: "*/30 * * * 1-5",
+        window: Some(("22:00", "06:00")),
+        tz: "Europe/Berlin",
+    },
+    Pair {
+        name: "every_45s_new_york",
+        interval: "@every 45s",
+        cron: "*/45 * * * * *",
+        window: None,
+        tz: "America/New_York",
+    },
+];
+
+/// Interval schedules beside the cron expression closest to each, same window, zone and
+/// instant, so the two searches compare directly.
+fn intervals(c: &mut Criterion) {
+    let now: chrono::DateTime<chrono::Utc> = "2026-03-02T11:07:13Z".parse().expect("instant");
+    let mut group = c.benchmark_group("next_run_interval");
+    for pair in &PAIRS {
+        for (kind, text) in [("interval", pair.interval), ("cron", pair.cron)] {
+            let (from, to) = (pair.window.map(|w| w.0), pair.window.map(|w| w.1));
+            let schedule =
+                Schedule::parse(text, from, to, Some(pair.tz)).expect("benchmark rules are valid");
+            group.bench_function(BenchmarkId::new(kind, pair.name), |b| {
+                b.iter(|| schedule.next_run(black_box(now), false))
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(50);
-    targets = parse, common_rules, hard_rules
+    targets = parse, common_rules, hard_rules, intervals
 }
 criterion_main!(benches);

@@ -13,10 +13,13 @@ use chrono_tz::Tz;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestCaseError;
-use reference::{RefAnswer, RefCron, RefWindow, describe, reference_next_run, transitions};
+use reference::{
+    RefAnswer, RefCron, RefInterval, RefWindow, describe, reference_interval_next,
+    reference_next_run, transitions,
+};
 use res_shared::schedule::{
-    CronSchedule, Deadline, FAILED_RUN_RETRY, NextRun, OperationWindow, Schedule, ScheduleError,
-    Zone,
+    CronSchedule, Deadline, FAILED_RUN_RETRY, NextRun, OperationWindow, Recurrence, Schedule,
+    ScheduleError, Zone,
 };
 
 const ZONES: [Tz; 7] = [
@@ -152,6 +155,53 @@ fn cron_expression() -> impl Strategy<Value = String> {
         }),
         1 => macros.prop_map(str::to_owned),
     ]
+}
+
+/// `@every` schedules: common intervals, any whole number of seconds up to a day (mostly
+/// minutes, so the stepping reference stays quick), sometimes limited to some weekdays.
+fn interval_expression() -> impl Strategy<Value = String> {
+    let common = select(vec![
+        "90m", "1h30m", "15m", "2s", "45s", "7h", "24h", "1h", "25m", "3h20m",
+    ])
+    .prop_map(str::to_owned);
+    let minutes = (1i64..=1_440).prop_map(|m| duration(m * 60));
+    let seconds = (1i64..=86_400).prop_map(duration);
+    let every = prop_oneof![4 => common, 4 => minutes, 1 => seconds];
+    let days = prop_oneof![
+        3 => Just(String::new()),
+        1 => field(0, 7, 1, &DAY_NAMES).prop_map(|d| format!(" on {d}")),
+    ];
+    (every, days).prop_map(|(every, days)| format!("@every {every}{days}"))
+}
+
+/// Seconds written the way people do: `1h30m`, `45s`, `24h`.
+fn duration(seconds: i64) -> String {
+    let (h, m, s) = (seconds / 3_600, seconds % 3_600 / 60, seconds % 60);
+    [(h, "h"), (m, "m"), (s, "s")]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect()
+}
+
+/// Asserts that our interval answer is the reference's (never degenerate).
+fn assert_interval(
+    interval: &str,
+    window: Option<(NaiveTime, NaiveTime)>,
+    tz: Tz,
+    now: DateTime<Utc>,
+    failed: bool,
+) -> Result<(), TestCaseError> {
+    let expected = reference_interval_next(
+        &RefInterval::parse(interval),
+        ref_window(window).as_ref(),
+        tz,
+        now,
+    );
+    let schedule = build(interval, window, tz).expect("generated intervals are valid");
+    prop_assert!(matches!(schedule.recurrence(), Recurrence::Interval(_)));
+    let answer = schedule.next_run(now, failed).expect("a next run");
+    assert_reference(answer, RefAnswer::Next(expected), failed, tz, now)
 }
 
 fn time_of_day() -> impl Strategy<Value = NaiveTime> {
@@ -345,7 +395,29 @@ proptest! {
         let schedule = build(&cron, window, tz).expect("valid schedule");
         let answer = schedule.next_run(now, false).expect("a next run");
         assert_reference(answer, expected, false, tz, now)?;
-        assert_croner(schedule.cron(), tz, now)?;
+        let Recurrence::Cron(ours) = schedule.recurrence() else {
+            return Err(TestCaseError::fail("a generated cron parsed as an interval"));
+        };
+        assert_croner(ours, tz, now)?;
+    }
+
+    #[test]
+    fn intervals_agree_with_the_reference(
+        (tz, now) in zone_and_instant(),
+        interval in interval_expression(),
+        window in window(),
+        failed in prop::bool::weighted(0.1),
+    ) {
+        assert_interval(&interval, window, tz, now, failed)?;
+    }
+
+    #[test]
+    fn intervals_at_dst_edges_agree_with_the_reference(
+        (tz, interval, window, now) in dst_edge().prop_flat_map(|(tz, change, now)| {
+            (Just(tz), interval_expression(), window_near(tz, change), Just(now))
+        }),
+    ) {
+        assert_interval(&interval, window, tz, now, false)?;
     }
 
     #[test]

@@ -714,3 +714,134 @@ fn errors_name_what_was_wrong() {
         "unknown time zone 'Asia/Riyad' (expected an IANA name such as Asia/Riyadh)"
     );
 }
+
+// Interval schedules (`@every`): a grid from each window opening, or from local midnight.
+
+#[test]
+fn interval_row_runs_on_the_grid_from_the_window_opening() {
+    // 08:00, 09:30, 11:00, 12:30, 14:00, 15:30, 17:00.
+    let now = riyadh("2026-03-02 14:00");
+    assert_eq!(next("@every 90m", DAY, now), riyadh("2026-03-02 15:30"));
+    let now = riyadh("2026-03-02 07:10");
+    assert_eq!(next("@every 90m", DAY, now), riyadh("2026-03-02 08:00"));
+    let now = riyadh("2026-03-02 08:00");
+    assert_eq!(next("@every 90m", DAY, now), riyadh("2026-03-02 09:30"));
+}
+
+#[test]
+fn interval_row_end_of_window_moves_to_the_next_opening() {
+    // 17:00 + 90 min would be 18:30, past the window's end: the next run is tomorrow's
+    // opening, not a shortened step.
+    let now = riyadh("2026-03-02 17:00");
+    assert_eq!(next("@every 90m", DAY, now), riyadh("2026-03-03 08:00"));
+    // A grid time exactly at the end is outside it (the end is exclusive).
+    let now = riyadh("2026-03-02 16:00");
+    assert_eq!(next("@every 2h", DAY, now), riyadh("2026-03-03 08:00"));
+}
+
+#[test]
+fn interval_row_overnight_window_keeps_its_grid_past_midnight() {
+    // 22:00, 23:30, 01:00, 02:30, 04:00, 05:30.
+    let now = riyadh("2026-03-02 23:45");
+    assert_eq!(next("@every 90m", NIGHT, now), riyadh("2026-03-03 01:00"));
+    let now = riyadh("2026-03-03 05:30");
+    assert_eq!(next("@every 90m", NIGHT, now), riyadh("2026-03-03 22:00"));
+}
+
+#[test]
+fn interval_row_without_a_window_starts_each_day_at_midnight() {
+    // 00:00, 07:00, 14:00, 21:00, then 00:00 again: three hours after 21:00, not seven.
+    let now = riyadh("2026-03-02 21:00");
+    assert_eq!(next("@every 7h", None, now), riyadh("2026-03-03 00:00"));
+    let now = riyadh("2026-03-02 13:59:59");
+    assert_eq!(next("@every 7h", None, now), riyadh("2026-03-02 14:00"));
+}
+
+#[test]
+fn interval_row_longer_than_the_window_runs_once_at_each_opening() {
+    let now = riyadh("2026-03-02 08:00");
+    assert_eq!(
+        next("@every 12h", Some(("08:00", "10:00")), now),
+        riyadh("2026-03-03 08:00")
+    );
+}
+
+#[test]
+fn interval_row_days_limit_the_openings() {
+    // 2026-03-06 is a Friday: the next weekday opening is Monday's.
+    let now = riyadh("2026-03-06 07:00");
+    assert_eq!(
+        next("@every 90m on mon-thu", DAY, now),
+        riyadh("2026-03-09 08:00")
+    );
+    // An overnight occurrence belongs to the day it opens: Thursday's runs on past midnight.
+    let now = riyadh("2026-03-06 00:10");
+    assert_eq!(
+        next("@every 90m on thu", NIGHT, now),
+        riyadh("2026-03-06 01:00")
+    );
+}
+
+#[test]
+fn interval_row_dst_day_counts_elapsed_time_from_the_opening() {
+    // Berlin skips 02:00-03:00 on 2026-03-29. From midnight every 90 minutes of elapsed
+    // time: 00:00, 01:30, then 04:00 CEST (three real hours after midnight = 90 + 90 min).
+    let now = at("Europe/Berlin", "2026-03-29 01:30");
+    assert_eq!(
+        next_in("@every 90m", None, BERLIN, now),
+        at("Europe/Berlin", "2026-03-29 04:00")
+    );
+    // A window opening inside the gap opens at the gap's end, and the grid starts there.
+    let now = at("Europe/Berlin", "2026-03-29 01:00");
+    assert_eq!(
+        next_in("@every 1h", Some(("02:30", "06:00")), BERLIN, now),
+        at("Europe/Berlin", "2026-03-29 03:00")
+    );
+    // On 2026-10-25 02:00-03:00 happens twice; an hourly grid from midnight runs in both
+    // passes because each is a new hour of elapsed time.
+    let first_two = at("Europe/Berlin", "2026-10-25 02:00");
+    let second_two = first_two + TimeDelta::hours(1);
+    assert_eq!(next_in("@every 1h", None, BERLIN, first_two), second_two);
+}
+
+#[test]
+fn interval_errors_name_what_is_wrong() {
+    for (text, reason) in [
+        (
+            "@every 0m",
+            "'0m' is zero; the interval must be at least 1s",
+        ),
+        ("@every 90x", "unknown unit 'x'"),
+        ("@every 25h", "longer than a day"),
+        ("@every 90m on someday", "'someday' is not a weekday name"),
+    ] {
+        let error = Schedule::parse(text, None, None, None).expect_err("invalid interval");
+        assert!(
+            matches!(error, ScheduleError::Interval { .. }),
+            "{text}: {error:?}"
+        );
+        assert!(error.to_string().contains(reason), "{text}: {error}");
+    }
+}
+
+#[test]
+fn an_unusable_interval_reschedules_like_an_unusable_cron() {
+    let now = riyadh("2026-03-02 14:00");
+    let answer = reschedule(Some("@every 0m"), None, None, TimeDelta::zero(), now, false);
+    assert_eq!(answer.next_run.next_run_time, now + TimeDelta::minutes(30));
+    assert!(
+        answer
+            .problem
+            .is_some_and(|p| p.starts_with("invalid interval '@every 0m'"))
+    );
+    let answer = reschedule(
+        Some("@every 90m"),
+        None,
+        None,
+        TimeDelta::zero(),
+        now,
+        false,
+    );
+    assert_eq!(answer.next_run.next_run_time, riyadh("2026-03-02 15:00"));
+    assert_eq!(answer.problem, None);
+}

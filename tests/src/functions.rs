@@ -281,7 +281,7 @@ pub struct Seed<'a> {
 pub struct RuleSpec<'a> {
     /// The rule's cron expression.
     pub cron: Option<&'a str>,
-    /// Operation window, `HH:MM`.
+    /// Operation window, `HH:MM` or `HH:MM:SS`.
     pub window: Option<(&'a str, &'a str)>,
     /// Due time; `None` = never scheduled (due).
     pub next_run_time: Option<DateTime<Utc>>,
@@ -357,7 +357,11 @@ impl<'a> Seed<'a> {
         .execute(self.pool)
         .await
         .expect("connection");
-        let time = |t: &str| NaiveTime::parse_from_str(t, "%H:%M").expect("HH:MM");
+        let time = |t: &str| {
+            NaiveTime::parse_from_str(t, "%H:%M:%S")
+                .or_else(|_| NaiveTime::parse_from_str(t, "%H:%M"))
+                .expect("HH:MM[:SS]")
+        };
         sqlx::query_scalar(
             "INSERT INTO branch_rules (branch_id, rule_id, next_run_time, operation_time_from, \
                                        operation_time_to) \

@@ -133,7 +133,7 @@ fn run_single(args: &NextRunArgs) -> Result<String, String> {
         eprintln!(
             "warning: no occurrence of '{}' ever falls inside {window} ({}); \
              the next run is the window's next opening",
-            schedule.cron(),
+            schedule.recurrence(),
             schedule.zone(),
         );
     }

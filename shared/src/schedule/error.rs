@@ -11,6 +11,14 @@ pub enum ScheduleError {
         /// What is wrong with it, naming the field.
         reason: String,
     },
+    /// The `@every` interval schedule does not parse.
+    #[error("invalid interval '{expression}': {reason}")]
+    Interval {
+        /// The expression as given.
+        expression: String,
+        /// What is wrong with it, naming the part.
+        reason: String,
+    },
     /// A window boundary is not a wall-clock time.
     #[error("invalid {field} '{value}': {reason}")]
     WindowTime {
@@ -39,7 +47,7 @@ pub enum ScheduleError {
         expression: String,
     },
     /// The next run lies beyond the calendar range the rules can represent.
-    #[error("no run time found for cron '{expression}' after {after}")]
+    #[error("no run time found for schedule '{expression}' after {after}")]
     OutOfRange {
         /// The expression as given.
         expression: String,

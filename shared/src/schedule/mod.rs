@@ -1,12 +1,14 @@
-//! The schedule rules: cron expressions, operation windows, time zones, the next run time,
+//! The schedule rules: cron expressions and intervals, operation windows, time zones, the next run time,
 //! deadlines and readiness. Pure functions over plain data; no I/O.
 
 mod attention;
 mod cron;
 mod error;
+mod interval;
 mod jitter;
 mod next_run;
 mod readiness;
+mod recurrence;
 mod reschedule;
 mod window;
 mod words;
@@ -15,9 +17,11 @@ mod zone;
 pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, schedule_attention};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
+pub use interval::IntervalSchedule;
 pub use jitter::{MAX_JITTER_SECONDS, jitter_offset};
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};
 pub use readiness::{Blocker, RuleState, RuleStatus};
+pub use recurrence::Recurrence;
 pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule};
 pub use window::{OperationWindow, WindowPosition, parse_wall_time};
 pub use words::{describe_blocker, describe_schedule, relative_time};

@@ -3,8 +3,8 @@
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::cron::CronSchedule;
 use super::error::ScheduleError;
+use super::recurrence::Recurrence;
 use super::window::{OperationWindow, WindowPosition};
 use super::zone::Zone;
 
@@ -15,11 +15,11 @@ pub const FAILED_RUN_RETRY: TimeDelta = TimeDelta::minutes(5);
 /// jumps to the next window opening, and a satisfiable rule lands inside within three.
 const MAX_WINDOW_HOPS: usize = 32;
 
-/// A rule's complete schedule: when its cron fires, the window it must fire in, and the
-/// zone both are read in.
+/// A rule's complete schedule: when its cron (or interval) fires, the window it must fire
+/// in, and the zone both are read in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
-    cron: CronSchedule,
+    recurrence: Recurrence,
     window: Option<OperationWindow>,
     zone: Zone,
     degenerate: bool,
@@ -53,11 +53,22 @@ pub enum Deadline {
 
 impl Schedule {
     /// Combines the parts; without a window, an expression that never matches is an error.
+    /// An interval is never degenerate: every window occurrence opens with a run.
     pub fn new(
-        cron: CronSchedule,
+        recurrence: impl Into<Recurrence>,
         window: Option<OperationWindow>,
         zone: Zone,
     ) -> Result<Schedule, ScheduleError> {
+        let recurrence = recurrence.into();
+        let Recurrence::Cron(cron) = &recurrence else {
+            return Ok(Schedule {
+                recurrence,
+                window,
+                zone,
+                degenerate: false,
+                offset: TimeDelta::zero(),
+            });
+        };
         let degenerate = match &window {
             None if !cron.can_ever_match() => {
                 return Err(ScheduleError::NeverMatches {
@@ -75,7 +86,7 @@ impl Schedule {
             }
         };
         Ok(Schedule {
-            cron,
+            recurrence,
             window,
             zone,
             degenerate,
@@ -102,15 +113,15 @@ impl Schedule {
         to: Option<&str>,
         tz: Option<&str>,
     ) -> Result<Schedule, ScheduleError> {
-        let cron = CronSchedule::parse(cron)?;
+        let recurrence = Recurrence::parse(cron)?;
         let window = OperationWindow::parse(from, to)?;
         let zone = Zone::parse_or_default(tz)?;
-        Schedule::new(cron, window, zone)
+        Schedule::new(recurrence, window, zone)
     }
 
-    /// The cron expression.
-    pub fn cron(&self) -> &CronSchedule {
-        &self.cron
+    /// The cron expression or interval.
+    pub fn recurrence(&self) -> &Recurrence {
+        &self.recurrence
     }
 
     /// The operation window, if the rule is restricted to one.
@@ -138,7 +149,7 @@ impl Schedule {
         last_run_failed: bool,
     ) -> Result<NextRun, ScheduleError> {
         let out_of_range = || ScheduleError::OutOfRange {
-            expression: self.cron.expression().to_owned(),
+            expression: self.recurrence.expression().to_owned(),
             after: now.to_rfc3339(),
         };
         if last_run_failed {
@@ -194,12 +205,20 @@ impl Schedule {
             degenerate,
         };
         let out_of_range = || ScheduleError::OutOfRange {
-            expression: self.cron.expression().to_owned(),
+            expression: self.recurrence.expression().to_owned(),
             after: now.to_rfc3339(),
         };
+        let cron = match &self.recurrence {
+            Recurrence::Cron(cron) => cron,
+            Recurrence::Interval(interval) => {
+                return interval
+                    .next_after(now, self.window.as_ref(), self.zone)
+                    .map(answer)
+                    .ok_or_else(out_of_range);
+            }
+        };
         let Some(window) = &self.window else {
-            return self
-                .cron
+            return cron
                 .next_after(now, self.zone)
                 .map(answer)
                 .ok_or_else(out_of_range);
@@ -212,10 +231,7 @@ impl Schedule {
         }
         let mut after = now;
         for _ in 0..MAX_WINDOW_HOPS {
-            let candidate = self
-                .cron
-                .next_after(after, self.zone)
-                .ok_or_else(out_of_range)?;
+            let candidate = cron.next_after(after, self.zone).ok_or_else(out_of_range)?;
             match window
                 .locate(candidate, self.zone)
                 .ok_or_else(out_of_range)?

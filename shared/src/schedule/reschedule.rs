@@ -6,6 +6,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::error::ScheduleError;
 use super::next_run::{FAILED_RUN_RETRY, NextRun, Schedule};
+use super::recurrence::Recurrence;
 use super::window::OperationWindow;
 use super::zone::Zone;
 
@@ -24,7 +25,7 @@ pub struct Rescheduled {
 /// The next run of a rule that ran at `now`: the schedule's answer whenever it is valid
 /// (`now + 5 min` after a failed run, per the schedule rules; cron times moved by the
 /// rule's jitter `offset`); `now + 5 min` after a failed run and `now + 30 min` otherwise
-/// when the cron expression is missing or unusable.
+/// when the cron expression (or interval) is missing or unusable.
 pub fn reschedule(
     cron: Option<&str>,
     window: Option<OperationWindow>,
@@ -70,5 +71,9 @@ fn schedule(
     window: Option<OperationWindow>,
     tz: Option<&str>,
 ) -> Result<Schedule, ScheduleError> {
-    Schedule::new(cron.parse()?, window, Zone::parse_or_default(tz)?)
+    Schedule::new(
+        Recurrence::parse(cron)?,
+        window,
+        Zone::parse_or_default(tz)?,
+    )
 }

@@ -86,7 +86,11 @@ impl OperationWindow {
     }
 
     /// The occurrence that opens on `date`, as instants `[start, end)`.
-    fn occurrence(&self, date: NaiveDate, zone: Zone) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    pub(crate) fn occurrence(
+        &self,
+        date: NaiveDate,
+        zone: Zone,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
         let end_date = if self.is_overnight() {
             date.checked_add_days(Days::new(1))?
         } else {

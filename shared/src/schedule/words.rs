@@ -4,6 +4,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::cron::syntax;
+use super::interval::{IntervalSchedule, every_in_words};
 use super::readiness::Blocker;
 use super::window::OperationWindow;
 use super::zone::Zone;
@@ -11,6 +12,12 @@ use super::zone::Zone;
 /// A schedule in words: "every 30 minutes, 08:00–18:00 Asia/Riyadh, on weekdays". Common
 /// shapes are spelled out; anything else is quoted as its cron expression.
 pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zone) -> String {
+    if IntervalSchedule::is_interval(cron) {
+        return match IntervalSchedule::parse(cron) {
+            Ok(interval) => interval_in_words(&interval, window, zone),
+            Err(_) => format!("on the interval `{}` {}", cron.trim(), zone.name()),
+        };
+    }
     let when = syntax::normalize(cron)
         .ok()
         .and_then(|n| cron_in_words(&n.fields))
@@ -21,6 +28,58 @@ pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zon
     };
     format!("{when}{window} {}", zone.name())
 }
+
+/// "every 90 minutes from each opening, on weekdays, 08:00–18:00 Asia/Riyadh".
+fn interval_in_words(
+    interval: &IntervalSchedule,
+    window: Option<&OperationWindow>,
+    zone: Zone,
+) -> String {
+    let every = every_in_words(interval.every().num_seconds());
+    let when = match window {
+        Some(w) if interval.once_per_window(w) => format!(
+            "once at each opening (the interval, {}, is at least as long as the window)",
+            every.trim_start_matches("every ")
+        ),
+        Some(_) => format!("{every} from each opening"),
+        None => format!("{every} from midnight"),
+    };
+    let days = match interval.weekdays() {
+        0x7f => String::new(),
+        mask => format!(", {}", days_in_words(mask)),
+    };
+    let window = match window {
+        Some(w) => format!(", {}–{}", w.from().format("%H:%M"), w.to().format("%H:%M")),
+        None => String::new(),
+    };
+    format!("{when}{days}{window} {}", zone.name())
+}
+
+/// Weekdays from a mask (bit 0 = Sunday), Monday first: "on weekdays", "on Friday, Saturday".
+fn days_in_words(mask: u8) -> String {
+    match mask {
+        0b011_1110 => "on weekdays".into(),
+        0b100_0001 => "on weekends".into(),
+        _ => {
+            let days: Vec<&str> = [1, 2, 3, 4, 5, 6, 0]
+                .into_iter()
+                .filter(|d| mask & (1 << d) != 0)
+                .filter_map(|d| WEEKDAY_NAMES.get(d).copied())
+                .collect();
+            format!("on {}", days.join(", "))
+        }
+    }
+}
+
+const WEEKDAY_NAMES: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
 
 /// A time relative to `now` in a few words: "in 3 min", "2 h ago", "now" (resctl's tables
 /// and the console say it alike).
@@ -127,15 +186,6 @@ fn time_in_words(minute: &str, hour: &str) -> Option<Time> {
 }
 
 fn weekdays_in_words(dow: &str) -> Option<String> {
-    const NAMES: [&str; 7] = [
-        "Sunday",
-        "Monday",
-        "Tuesday",
-        "Wednesday",
-        "Thursday",
-        "Friday",
-        "Saturday",
-    ];
     match dow {
         "1-5" => return Some("on weekdays".into()),
         "0,6" | "6,0" | "6,7" => return Some("on weekends".into()),
@@ -143,7 +193,7 @@ fn weekdays_in_words(dow: &str) -> Option<String> {
     }
     let days: Option<Vec<&str>> = dow
         .split(',')
-        .map(|d| number(d).and_then(|d| NAMES.get(d as usize % 7).copied()))
+        .map(|d| number(d).and_then(|d| WEEKDAY_NAMES.get(d as usize % 7).copied()))
         .collect();
     Some(format!("on {}", days?.join(", ")))
 }
@@ -212,6 +262,31 @@ mod tests {
             "on Monday, Wednesday at 07:00 Asia/Riyadh"
         );
         assert_eq!(words("@daily", None), "daily at 00:00 Asia/Riyadh");
+    }
+
+    #[test]
+    fn intervals_read_from_their_anchor() {
+        assert_eq!(
+            words("@every 90m", Some(("08:00", "18:00"))),
+            "every 90 minutes from each opening, 08:00–18:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("@every 1h on mon-fri", None),
+            "every hour from midnight, on weekdays Asia/Riyadh"
+        );
+        assert_eq!(
+            words("@every 45s on fri,sat", Some(("22:00", "02:00"))),
+            "every 45 seconds from each opening, on Friday, Saturday, 22:00–02:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("@every 3h", Some(("08:00", "10:00"))),
+            "once at each opening (the interval, 3 hours, is at least as long as the window), \
+             08:00–10:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("@every 0m", None),
+            "on the interval `@every 0m` Asia/Riyadh"
+        );
     }
 
     #[test]

@@ -271,6 +271,90 @@ pub fn reference_next_run(
     }
 }
 
+/// An `@every` schedule as plain numbers.
+#[derive(Debug, Clone)]
+pub struct RefInterval {
+    every: TimeDelta,
+    weekdays: [bool; 7],
+}
+
+impl RefInterval {
+    /// Parses the `@every <n>h<n>m<n>s [on <days>]` forms the generators produce.
+    pub fn parse(expression: &str) -> RefInterval {
+        let mut words = expression.split_whitespace();
+        assert_eq!(
+            words.next(),
+            Some("@every"),
+            "reference parser got '{expression}'"
+        );
+        let duration = words.next().expect("an interval");
+        let mut seconds = 0i64;
+        let mut number = String::new();
+        for ch in duration.chars() {
+            if ch.is_ascii_digit() {
+                number.push(ch);
+                continue;
+            }
+            let n: i64 = number.parse().expect("reference number");
+            number.clear();
+            seconds += n * match ch {
+                'h' => 3_600,
+                'm' => 60,
+                's' => 1,
+                other => panic!("reference unit {other}"),
+            };
+        }
+        let mut weekdays = [true; 7];
+        if let (Some("on"), Some(days)) = (words.next(), words.next()) {
+            weekdays = [false; 7];
+            for w in expand(days, 0, 7) {
+                weekdays[(w % 7) as usize] = true;
+            }
+        }
+        RefInterval {
+            every: TimeDelta::seconds(seconds),
+            weekdays,
+        }
+    }
+}
+
+/// The reference answer for an interval: walk every grid of every allowed day (window
+/// occurrence, or local midnight to midnight) from two days back, step by step, and keep
+/// the earliest grid time after `now`.
+pub fn reference_interval_next(
+    interval: &RefInterval,
+    window: Option<&RefWindow>,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let today = now.with_timezone(&tz).date_naive();
+    let mut best: Option<DateTime<Utc>> = None;
+    for offset in 0..12u64 {
+        let date = today - Days::new(2) + Days::new(offset);
+        if !interval.weekdays[date.weekday().num_days_from_sunday() as usize] {
+            continue;
+        }
+        let (start, end) = match window {
+            Some(w) => w.occurrence(tz, date),
+            None => (
+                boundary(tz, date.and_time(NaiveTime::MIN)),
+                boundary(tz, (date + Days::new(1)).and_time(NaiveTime::MIN)),
+            ),
+        };
+        let mut t = start;
+        while t < end {
+            if t > now {
+                if best.is_none_or(|b| t < b) {
+                    best = Some(t);
+                }
+                break;
+            }
+            t += interval.every;
+        }
+    }
+    best.expect("an allowed day within twelve")
+}
+
 /// A window edge: the first instant after a gap, or the first of two instants.
 fn boundary(tz: Tz, wall: NaiveDateTime) -> DateTime<Utc> {
     match tz.from_local_datetime(&wall) {

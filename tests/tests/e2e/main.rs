@@ -6,6 +6,7 @@ mod console;
 mod docs;
 mod offline;
 mod operate;
+mod schedule;
 mod system;
 
 use std::time::Duration;

@@ -36,35 +36,40 @@ pub(crate) struct FieldSets {
     fixed_time: bool,
 }
 
+/// The values one normalised field selects, as a bitmask (weekday 7 folded onto Sunday's
+/// bit 0), and whether it is a single plain value (croner's own definition of a fixed-time
+/// field, so DST handling matches it).
+pub(crate) fn field_mask(kind: FieldKind, text: &str) -> Result<(u64, bool), String> {
+    let mut component = CronComponent::new(kind.min(), kind.max(), 0, 0);
+    component
+        .parse(text)
+        .map_err(|error| format!("{kind} '{text}': {error}"))?;
+    let mut mask = 0u64;
+    for value in component.values() {
+        let bit = if kind == FieldKind::DayOfWeek && value == 7 {
+            0
+        } else {
+            value
+        };
+        mask |= 1 << bit;
+    }
+    if mask == 0 {
+        return Err(format!("{kind} '{text}' selects no value"));
+    }
+    let plain = component.step == 1 && !component.from_wildcard && component.values().len() == 1;
+    Ok((mask, plain))
+}
+
 impl FieldSets {
     /// Builds the sets with croner's field parser; the fields were already checked.
     pub(crate) fn from_fields(fields: &NormalizedFields) -> Result<FieldSets, String> {
         let mut masks = [0u64; 6];
         let mut fixed = [false; 3];
         for (index, (kind, text)) in FieldKind::ALL.iter().zip(&fields.fields).enumerate() {
-            let mut component = CronComponent::new(kind.min(), kind.max(), 0, 0);
-            component
-                .parse(text)
-                .map_err(|error| format!("{kind} '{text}': {error}"))?;
-            let mut mask = 0u64;
-            for value in component.values() {
-                // 7 and 0 are both Sunday.
-                let bit = if *kind == FieldKind::DayOfWeek && value == 7 {
-                    0
-                } else {
-                    value
-                };
-                mask |= 1 << bit;
-            }
-            if mask == 0 {
-                return Err(format!("{kind} '{text}' selects no value"));
-            }
+            let (mask, plain) = field_mask(*kind, text)?;
             masks[index] = mask;
             if let Some(slot) = fixed.get_mut(index) {
-                // Croner's own definition of a fixed-time field, so DST handling matches it.
-                *slot = component.step == 1
-                    && !component.from_wildcard
-                    && component.values().len() == 1;
+                *slot = plain;
             }
         }
         Ok(FieldSets {

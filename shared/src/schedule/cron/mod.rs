@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use chrono::{DateTime, NaiveDateTime, Utc};
 
-pub(crate) use fields::{FieldSets, SECONDS_PER_DAY};
+pub(crate) use fields::{FieldSets, SECONDS_PER_DAY, field_mask};
 
 use super::error::ScheduleError;
 use super::zone::Zone;

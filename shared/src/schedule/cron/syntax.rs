@@ -129,7 +129,8 @@ fn expand_macro(text: &str) -> Result<&'static str, String> {
     }
 }
 
-fn normalize_field(kind: FieldKind, text: &str) -> Result<String, String> {
+/// Checks one field and turns its names into numbers; the error names the field.
+pub(crate) fn normalize_field(kind: FieldKind, text: &str) -> Result<String, String> {
     let mut items = Vec::new();
     for item in text.split(',') {
         if item.is_empty() {

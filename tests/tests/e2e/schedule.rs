@@ -1,0 +1,80 @@
+//! Interval schedules on a real runner: the grid is anchored to the window's opening.
+
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, FixedOffset, TimeDelta, Timelike, Utc};
+use res_tests::functions::RuleSpec;
+
+use crate::system::{System, detector};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_every_2s_rule_runs_on_the_grid_anchored_to_its_window_opening() {
+    let system = System::start().await;
+    // A 12-second window opening at an odd second (Asia/Riyadh, UTC+3): an anchored grid
+    // runs at odd seconds, where `*/2` seconds would run at even ones.
+    let now = Utc::now()
+        .duration_trunc(TimeDelta::seconds(1))
+        .expect("whole seconds");
+    let mut opening = now + TimeDelta::seconds(6);
+    if opening.second().is_multiple_of(2) {
+        opening += TimeDelta::seconds(1);
+    }
+    let end = opening + TimeDelta::seconds(12);
+    let riyadh = FixedOffset::east_opt(3 * 3600).expect("offset");
+    let wall = |t: DateTime<Utc>| t.with_timezone(&riyadh).format("%H:%M:%S").to_string();
+    let (from, to) = (wall(opening), wall(end));
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("@every 2s"),
+                window: Some((&from, &to)),
+                // What the cloud computes for a new rule: the first grid time, the opening.
+                next_run_time: Some(opening),
+                ..RuleSpec::default()
+            },
+            &detector(0.2, 0),
+        )
+        .await;
+    let mut runner = system.runner("site-1", &[]);
+    let wait = (end - Utc::now()).to_std().unwrap_or_default() + Duration::from_secs(4);
+    tokio::time::sleep(wait).await;
+    assert!(runner.stop());
+
+    let claims: Vec<(DateTime<Utc>, String)> = sqlx::query_as(
+        "SELECT scheduled_at, status FROM executions WHERE branch_rule_id = $1 \
+         ORDER BY scheduled_at",
+    )
+    .bind(rule)
+    .fetch_all(&system.pool)
+    .await
+    .expect("executions");
+    // Each run is claimed when its grid time comes: opening + 2k s, k = 0..5, and none at
+    // or after the window's end (opening + 12 s).
+    let mut slots = Vec::new();
+    for (claimed_at, status) in &claims {
+        assert_eq!(status, "completed", "{claims:?}");
+        let offset = (*claimed_at - opening).num_milliseconds();
+        assert!(
+            (0..12_000).contains(&offset),
+            "claimed {offset} ms after the opening, outside the window: {claims:?}"
+        );
+        let slot = offset / 2_000;
+        assert!(
+            offset - slot * 2_000 < 1_500,
+            "claimed {offset} ms after the opening, not on the 2 s grid: {claims:?}"
+        );
+        slots.push(slot);
+    }
+    let distinct = slots.len();
+    slots.dedup();
+    assert_eq!(slots.len(), distinct, "one run per grid time: {claims:?}");
+    assert!(
+        slots.len() >= 4,
+        "{} of the window's 6 grid times ran: {claims:?}",
+        slots.len()
+    );
+    assert_eq!(slots.first(), Some(&0), "the opening runs: {claims:?}");
+    // After the last grid time the rule waits for tomorrow's opening.
+    let (next_run_time, _, _, _) = system.rule_row(rule).await;
+    assert_eq!(next_run_time, Some(opening + TimeDelta::days(1)));
+}
