@@ -151,7 +151,8 @@ fn time_in_words(minute: &str, hour: &str) -> Option<Time> {
     let step = |field: &str| {
         field
             .strip_prefix("*/")
-            .or_else(|| field.strip_prefix("0/"))
+            .or_else(|| field.strip_prefix("0-59/"))
+            .or_else(|| field.strip_prefix("0-23/"))
             .and_then(|n| n.parse::<u32>().ok())
     };
     let plural = |n: u32, unit: &str| {
@@ -262,6 +263,11 @@ mod tests {
             "on Monday, Wednesday at 07:00 Asia/Riyadh"
         );
         assert_eq!(words("@daily", None), "daily at 00:00 Asia/Riyadh");
+        assert_eq!(words("0/15 * * * ?", None), "every 15 minutes Asia/Riyadh");
+        assert_eq!(
+            words("0 0 0/2 ? * *", None),
+            "every 2 hours at :00 Asia/Riyadh"
+        );
     }
 
     #[test]

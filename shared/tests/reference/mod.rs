@@ -90,8 +90,8 @@ impl RefCron {
             days,
             months,
             weekdays,
-            star_dom: fields[3] == "*",
-            star_dow: fields[5] == "*",
+            star_dom: fields[3] == "*" || fields[3] == "?",
+            star_dow: fields[5] == "*" || fields[5] == "?",
             fixed: plain(fields[0], 0, 59) && plain(fields[1], 0, 59) && plain(fields[2], 0, 23),
         }
     }
@@ -417,10 +417,13 @@ fn expand(text: &str, min: u32, max: u32) -> Vec<u32> {
             Some((range, step)) => (range, step.parse::<u32>().expect("reference step")),
             None => (item, 1),
         };
-        let (low, high) = if range == "*" {
+        let (low, high) = if range == "*" || range == "?" {
             (min, max)
         } else if let Some((a, b)) = range.split_once('-') {
             (value(a), value_end(b))
+        } else if item.contains('/') {
+            // A start with a step runs to the end of the field.
+            (value(range), max)
         } else {
             let v = value(range);
             (v, v)

@@ -142,6 +142,15 @@ pub(crate) fn normalize_field(kind: FieldKind, text: &str) -> Result<String, Str
 }
 
 fn normalize_item(kind: FieldKind, item: &str) -> Result<String, String> {
+    if item == "?" {
+        // Quartz's and EventBridge's "no specific value", croner's alias of `*`.
+        return match kind {
+            FieldKind::DayOfMonth | FieldKind::DayOfWeek => Ok("*".to_owned()),
+            _ => Err(format!(
+                "{kind} '?': '?' (any) is only allowed in day-of-month and day-of-week"
+            )),
+        };
+    }
     let (base, step) = match item.split_once('/') {
         Some((base, step)) => (base, Some(parse_step(kind, item, step)?)),
         None => (item, None),
@@ -159,14 +168,13 @@ fn normalize_item(kind: FieldKind, item: &str) -> Result<String, String> {
         format!("{start}-{end}")
     } else {
         let value = parse_value(kind, item, base, false)?;
-        if step.is_some() {
-            let (min, max) = (kind.min(), kind.max());
-            return Err(format!(
-                "{kind} '{item}': a step needs '*' or a range before it (write '{value}-{max}/…' \
-                 or '*/…'; {min} is the first {kind})"
-            ));
+        match step {
+            // A start and a step (`0/15`, `5/15`): from the start to the field's end, as
+            // croner, Quartz and robfig/cron read it. Written as a range, not `*`, so a
+            // restricted day field stays restricted (ORed with the other day field).
+            Some(_) => format!("{value}-{}", kind.max()),
+            None => value.to_string(),
         }
-        value.to_string()
     };
     Ok(match step {
         Some(step) => format!("{base}/{step}"),
@@ -332,7 +340,6 @@ mod tests {
         assert!(reason("10-5 * * * *").contains("runs backwards"));
         assert!(reason("1,,2 * * * *").contains("empty list item"));
         assert!(reason("1- * * * *").contains("missing a value"));
-        assert!(reason("5/15 * * * *").contains("a step needs '*' or a range"));
         assert!(reason("*/x * * * *").contains("step 'x' is not a number"));
         assert!(reason("+5 * * * *").contains("not supported"));
         assert!(reason("abc * * * *").contains("names are only allowed"));
@@ -342,14 +349,32 @@ mod tests {
     }
 
     #[test]
+    fn any_is_a_star_in_the_day_fields_only() {
+        assert_eq!(fields("0 9 ? * MON-FRI"), fields("0 9 * * MON-FRI"));
+        assert_eq!(fields("0 9 15 * ?"), fields("0 9 15 * *"));
+        assert_eq!(
+            reason("? * * * *"),
+            "minute '?': '?' (any) is only allowed in day-of-month and day-of-week"
+        );
+        assert!(reason("0 ? * * *").starts_with("hour '?'"));
+    }
+
+    #[test]
+    fn a_start_with_a_step_runs_to_the_end_of_the_field() {
+        assert_eq!(fields("0/15 * * * *")[1], "0-59/15");
+        assert_eq!(fields("5/15 * * * *")[1], "5-59/15");
+        assert_eq!(fields("0 8/2 * * *")[2], "8-23/2");
+        assert_eq!(fields("0 0 1/10 * *")[3], "1-31/10");
+        assert_eq!(fields("0 0 * 2/3 *")[4], "2-12/3");
+        assert_eq!(fields("0 0 * * MON/2")[5], "1-7/2");
+        assert_eq!(fields("10/20 * * * * *")[0], "10-59/20");
+        assert!(reason("5/0 * * * *").contains("step must be >= 1"));
+        assert!(reason("5/90 * * * *").contains("larger than 59"));
+    }
+
+    #[test]
     fn croner_extensions_are_rejected_by_name() {
-        for expression in [
-            "0 0 L * *",
-            "0 0 15W * *",
-            "0 0 * * 5#2",
-            "0 0 ? * *",
-            "0 0 1 * +1",
-        ] {
+        for expression in ["0 0 L * *", "0 0 15W * *", "0 0 * * 5#2", "0 0 1 * +1"] {
             assert!(
                 reason(expression).contains("is not supported"),
                 "{expression}: {}",
