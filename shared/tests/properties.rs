@@ -153,9 +153,9 @@ fn cron_expression() -> impl Strategy<Value = String> {
     let fields = (
         field(0, 59, 2, &[]),
         field(0, 23, 3, &[]),
-        any(field(1, 31, 8, &[])),
+        prop_oneof![8 => any(field(1, 31, 8, &[])), 2 => month_day_extension()],
         field(1, 12, 8, &MONTH_NAMES),
-        any(field(0, 7, 6, &DAY_NAMES)),
+        prop_oneof![8 => any(field(0, 7, 6, &DAY_NAMES)), 2 => weekday_extension()],
     );
     let macros = select(vec!["@hourly", "@daily", "@weekly", "@monthly", "@yearly"]);
     prop_oneof![
@@ -212,6 +212,45 @@ fn assert_interval(
     prop_assert!(matches!(schedule.recurrence(), Recurrence::Interval(_)));
     let answer = schedule.next_run(now, failed).expect("a next run");
     assert_reference(answer, RefAnswer::Next(expected), failed, tz, now)
+}
+
+/// Croner's day-of-month extensions, alone or in a list: `L`, `LW`, `15W`, `L,1`.
+fn month_day_extension() -> BoxedStrategy<String> {
+    let one = prop_oneof![
+        Just("L".to_owned()),
+        Just("LW".to_owned()),
+        (1u32..=31).prop_map(|d| format!("{d}W")),
+        // The month's edges, where W must not leave the month.
+        select(vec![1u32, 2, 28, 29, 30, 31]).prop_map(|d| format!("{d}W")),
+    ];
+    prop_oneof![
+        3 => one.clone(),
+        1 => (one, 1u32..=31).prop_map(|(special, d)| format!("{special},{d}")),
+    ]
+    .boxed()
+}
+
+/// Croner's day-of-week extensions: `5L`, `FRIL`, `MON#2`, `0#5`, and lists of them.
+fn weekday_extension() -> BoxedStrategy<String> {
+    let weekday =
+        (0u32..=7, any::<bool>()).prop_map(|(w, named)| match DAY_NAMES.get(w as usize) {
+            Some(name) if named => (*name).to_owned(),
+            _ => w.to_string(),
+        });
+    let one = prop_oneof![
+        weekday.clone().prop_map(|w| format!("{w}L")),
+        (weekday, 1u32..=5).prop_map(|(w, k)| format!("{w}#{k}")),
+    ];
+    prop_oneof![
+        3 => one.clone(),
+        1 => (one.clone(), one).prop_map(|(a, b)| format!("{a},{b}")),
+        1 => (weekday_plain(), 1u32..=5).prop_map(|(w, k)| format!("{w},{w}#{k}")),
+    ]
+    .boxed()
+}
+
+fn weekday_plain() -> impl Strategy<Value = u32> {
+    0u32..=6
 }
 
 fn time_of_day() -> impl Strategy<Value = NaiveTime> {

@@ -845,3 +845,67 @@ fn an_unusable_interval_reschedules_like_an_unusable_cron() {
     assert_eq!(answer.next_run.next_run_time, riyadh("2026-03-02 15:00"));
     assert_eq!(answer.problem, None);
 }
+
+// The cron dialects people bring (croner's meaning), Asia/Riyadh.
+
+#[test]
+fn dialect_rows_last_days_and_nearest_weekdays() {
+    // May 2026: the 31st is a Sunday, the 29th a Friday; the 15th a Friday.
+    let now = riyadh("2026-05-20 10:00");
+    assert_eq!(next("0 9 L * *", None, now), riyadh("2026-05-31 09:00"));
+    assert_eq!(next("0 9 LW * *", None, now), riyadh("2026-05-29 09:00"));
+    // August 2026: the 15th is a Saturday, so 15W is Friday the 14th; the 1st is a
+    // Saturday too, and 1W moves forward to Monday the 3rd (it never leaves the month).
+    let now = riyadh("2026-07-31 10:00");
+    assert_eq!(next("0 9 15W * *", None, now), riyadh("2026-08-14 09:00"));
+    assert_eq!(next("0 9 1W * *", None, now), riyadh("2026-08-03 09:00"));
+    // L in February is the 28th, or the 29th in a leap year.
+    let now = riyadh("2027-02-01 00:00");
+    assert_eq!(next("0 0 L 2 *", None, now), riyadh("2027-02-28 00:00"));
+    let now = riyadh("2028-02-01 00:00");
+    assert_eq!(next("0 0 L 2 *", None, now), riyadh("2028-02-29 00:00"));
+}
+
+#[test]
+fn dialect_rows_nth_and_last_weekdays() {
+    // May 2026 starts on a Friday: the first Monday is the 4th, the last Friday the 29th.
+    let now = riyadh("2026-05-01 00:00");
+    assert_eq!(next("0 9 * * MON#1", None, now), riyadh("2026-05-04 09:00"));
+    assert_eq!(next("0 9 * * 5L", None, now), riyadh("2026-05-29 09:00"));
+    assert_eq!(next("0 9 * * FRIL", None, now), riyadh("2026-05-29 09:00"));
+    // A fifth Friday exists in May 2026 (29th) but not in June: the next is in July (31st).
+    let now = riyadh("2026-05-30 00:00");
+    assert_eq!(next("0 9 * * 5#5", None, now), riyadh("2026-07-31 09:00"));
+    // Both day fields restricted: either one (crontab's OR), as croner reads it.
+    let now = riyadh("2026-05-01 00:00");
+    assert_eq!(
+        next("0 9 20 * MON#1", None, now),
+        riyadh("2026-05-04 09:00")
+    );
+}
+
+#[test]
+fn dialect_rows_any_and_start_with_step() {
+    let now = riyadh("2026-03-02 14:07");
+    assert_eq!(next("0/15 * ? * *", None, now), riyadh("2026-03-02 14:15"));
+    assert_eq!(next("5/15 * * * ?", None, now), riyadh("2026-03-02 14:20"));
+    assert_eq!(next("0 0 8/6 ? * *", None, now), riyadh("2026-03-02 20:00"));
+}
+
+#[test]
+fn dialect_degenerate_dates_are_found_when_the_schedule_is_built() {
+    for cron in ["0 0 30W 2 *", "0 0 31W 4,6,9,11 *"] {
+        let error = Schedule::parse(cron, None, None, None).expect_err("never matches");
+        assert!(
+            matches!(error, ScheduleError::NeverMatches { .. }),
+            "{cron}: {error}"
+        );
+        let answer = schedule(cron, DAY, None)
+            .next_run(riyadh("2026-03-02 14:00"), false)
+            .expect("the window's next opening");
+        assert!(answer.degenerate, "{cron}");
+    }
+    // A fifth Monday of February comes only every 28 years, and is still found.
+    let next = next("0 0 * 2 MON#5", None, riyadh("2026-03-01 00:00"));
+    assert_eq!(next, riyadh("2044-02-29 00:00"));
+}

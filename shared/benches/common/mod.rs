@@ -126,6 +126,27 @@ pub const COMMON: &[Case] = &[
 /// The slowest shapes: degenerate rules, leap days, sparse dates, DST changes.
 pub const HARD: &[Case] = &[
     Case {
+        name: "last_friday_5L",
+        cron: "0 9 * * 5L",
+        window: Some(("08:00", "18:00")),
+        tz: "Asia/Riyadh",
+        now: "2026-03-02T11:00:00Z",
+    },
+    Case {
+        name: "nearest_weekday_15W",
+        cron: "30 8 15W * *",
+        window: Some(("08:00", "18:00")),
+        tz: "Europe/Berlin",
+        now: "2026-03-16T11:00:00Z",
+    },
+    Case {
+        name: "second_monday_and_last_day",
+        cron: "0 10 L * MON#2",
+        window: None,
+        tz: "America/New_York",
+        now: "2026-03-02T11:00:00Z",
+    },
+    Case {
         name: "degenerate_before_window",
         cron: "0 7 * * *",
         window: Some(("08:00", "18:00")),

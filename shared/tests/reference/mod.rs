@@ -13,8 +13,9 @@ use chrono::{
 };
 use chrono_tz::Tz;
 
-/// Dates the reference searches ahead; covers 29 February across 2100.
-const HORIZON_DAYS: u64 = 366 * 9;
+/// Dates the reference searches ahead; covers 29 February across 2100 and a fifth Monday
+/// of February (every 28 years).
+const HORIZON_DAYS: u64 = 366 * 29;
 
 /// A cron expression as plain sets.
 #[derive(Debug, Clone)]
@@ -28,6 +29,13 @@ pub struct RefCron {
     star_dom: bool,
     star_dow: bool,
     fixed: bool,
+    /// Day-of-month `L`, `LW` and the days written `dW`.
+    last_day: bool,
+    last_weekday: bool,
+    nearest: Vec<u32>,
+    /// Day-of-week `w#k` as (weekday, k) and `wL` as weekdays (Sunday = 0).
+    nth: Vec<(u32, u32)>,
+    last_of: Vec<u32>,
 }
 
 /// One window occurrence as instants `[start, end)`.
@@ -71,8 +79,39 @@ impl RefCron {
         // Croner's fixed-time test: one value, not from '*' or a step.
         let plain =
             |text: &str, min, max| !text.contains(['*', '/']) && expand(text, min, max).len() == 1;
+        // The day extensions, read item by item; the other items go to `expand`.
+        let (mut last_day, mut last_weekday, mut nearest) = (false, false, Vec::new());
+        let (mut nth, mut last_of) = (Vec::new(), Vec::new());
+        let mut plain_days = Vec::new();
+        for item in fields[3].split(',') {
+            let upper = item.to_ascii_uppercase();
+            if upper == "L" {
+                last_day = true;
+            } else if upper == "LW" {
+                last_weekday = true;
+            } else if let Some(day) = upper.strip_suffix('W') {
+                nearest.push(value(day));
+            } else {
+                plain_days.push(item);
+            }
+        }
+        let mut plain_weekdays = Vec::new();
+        for item in fields[5].split(',') {
+            let upper = item.to_ascii_uppercase();
+            if let Some((w, k)) = upper.split_once('#') {
+                nth.push((value(w) % 7, k.parse().expect("reference nth")));
+            } else if let Some(w) = upper.strip_suffix('L') {
+                last_of.push(value(w) % 7);
+            } else {
+                plain_weekdays.push(item);
+            }
+        }
         let mut days = [false; 32];
-        for d in set(fields[3], 1, 31) {
+        let listed = |items: &[&str], min, max| match items {
+            [] => Vec::new(),
+            items => set(&items.join(","), min, max),
+        };
+        for d in listed(&plain_days, 1, 31) {
             days[d as usize] = true;
         }
         let mut months = [false; 13];
@@ -80,7 +119,7 @@ impl RefCron {
             months[m as usize] = true;
         }
         let mut weekdays = [false; 7];
-        for w in set(fields[5], 0, 7) {
+        for w in listed(&plain_weekdays, 0, 7) {
             weekdays[(w % 7) as usize] = true;
         }
         RefCron {
@@ -93,12 +132,43 @@ impl RefCron {
             star_dom: fields[3] == "*" || fields[3] == "?",
             star_dow: fields[5] == "*" || fields[5] == "?",
             fixed: plain(fields[0], 0, 59) && plain(fields[1], 0, 59) && plain(fields[2], 0, 23),
+            last_day,
+            last_weekday,
+            nearest,
+            nth,
+            last_of,
         }
     }
 
     fn date_matches(&self, date: NaiveDate) -> bool {
-        let dom = self.days[date.day() as usize];
-        let dow = self.weekdays[date.weekday().num_days_from_sunday() as usize];
+        let (day, weekday) = (date.day(), date.weekday().num_days_from_sunday());
+        let length = month_length(date);
+        let working = |d: u32| {
+            let w = date.with_day(d).expect("a day of the month").weekday();
+            !matches!(w, chrono::Weekday::Sat | chrono::Weekday::Sun)
+        };
+        // The weekday of the month closest to `n` (never leaving the month).
+        let closest = |n: u32| {
+            (1..=length)
+                .filter(|d| working(*d))
+                .min_by_key(|d| d.abs_diff(n))
+        };
+        let dom = self.days[day as usize]
+            || (self.last_day && day == length)
+            || (self.last_weekday && (1..=length).rev().find(|d| working(*d)) == Some(day))
+            || self
+                .nearest
+                .iter()
+                .any(|n| *n <= length && closest(*n) == Some(day));
+        let dow = self.weekdays[weekday as usize]
+            || self
+                .nth
+                .iter()
+                .any(|(w, k)| *w == weekday && (day - 1) / 7 + 1 == *k)
+            || self
+                .last_of
+                .iter()
+                .any(|w| *w == weekday && day + 7 > length);
         self.months[date.month() as usize]
             && match (self.star_dom, self.star_dow) {
                 (_, true) => dom,
@@ -353,6 +423,14 @@ pub fn reference_interval_next(
         }
     }
     best.expect("an allowed day within twelve")
+}
+
+/// The number of days in `date`'s month, by walking to the last one.
+fn month_length(date: NaiveDate) -> u32 {
+    (28..=31)
+        .rev()
+        .find(|d| date.with_day(*d).is_some())
+        .expect("every month has 28 days")
 }
 
 /// A window edge: the first instant after a gap, or the first of two instants.

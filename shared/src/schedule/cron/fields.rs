@@ -7,14 +7,17 @@
 use chrono::{Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike};
 use croner::CronComponent;
 
-use super::syntax::{FieldKind, NormalizedFields};
+use super::day_specials::{DaySpecials, low_bits, weekly_days};
+use super::syntax::{FieldKind, NormalizedFields, plain_items};
 
 /// Seconds in a civil day (DST is applied later, when a wall-clock time becomes an instant).
 pub(crate) const SECONDS_PER_DAY: u32 = 86_400;
 
 /// How far ahead a date search may look. Matching dates of a satisfiable expression are at
-/// most eight years apart (29 February across a skipped century leap year).
-const DATE_SEARCH_YEARS: i32 = 9;
+/// most 28 years apart: the calendar repeats its weekdays every 28 years between skipped
+/// century leap years, so a fifth Monday of February (`0 0 * 2 MON#5`) comes at least that
+/// often, and 29 February at least every eight years.
+const DATE_SEARCH_YEARS: i32 = 29;
 
 /// The allowed values of every field of one expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +37,8 @@ pub(crate) struct FieldSets {
     star_dow: bool,
     /// Seconds, minute and hour are each one plain value (the OCPS "fixed-time" job).
     fixed_time: bool,
+    /// `L`, `W` and `#` in the day fields, whose days depend on the month.
+    specials: DaySpecials,
 }
 
 /// The values one normalised field selects, as a bitmask (weekday 7 folded onto Sunday's
@@ -65,8 +70,20 @@ impl FieldSets {
     pub(crate) fn from_fields(fields: &NormalizedFields) -> Result<FieldSets, String> {
         let mut masks = [0u64; 6];
         let mut fixed = [false; 3];
+        let specials = fields.specials;
         for (index, (kind, text)) in FieldKind::ALL.iter().zip(&fields.fields).enumerate() {
-            let (mask, plain) = field_mask(*kind, text)?;
+            let special = match kind {
+                FieldKind::DayOfMonth => specials.in_day_of_month(),
+                FieldKind::DayOfWeek => specials.in_day_of_week(),
+                _ => false,
+            };
+            let plain_text = plain_items(text);
+            // A day field of special items only (`L`, `5L`) has no plain values.
+            let (mask, plain) = if special && plain_text.is_empty() {
+                (0, false)
+            } else {
+                field_mask(*kind, &plain_text)?
+            };
             masks[index] = mask;
             if let Some(slot) = fixed.get_mut(index) {
                 *slot = plain;
@@ -82,6 +99,7 @@ impl FieldSets {
             star_dom: fields.fields[3] == "*",
             star_dow: fields.fields[5] == "*",
             fixed_time: fixed.iter().all(|f| *f),
+            specials,
         })
     }
 
@@ -96,8 +114,9 @@ impl FieldSets {
         if !has(self.months, date.month()) {
             return false;
         }
-        let dom = has(self.days, date.day());
-        let dow = has(self.weekdays, date.weekday().num_days_from_sunday());
+        let (dom_days, dow_days) = self.month_days(date);
+        let dom = has(dom_days, date.day());
+        let dow = has(dow_days, date.day());
         match (self.star_dom, self.star_dow) {
             (_, true) => dom,
             (true, false) => dow,
@@ -112,10 +131,11 @@ impl FieldSets {
             && has(self.seconds, time.second())
     }
 
-    /// Whether any date can ever match (`0 0 30 2 *` cannot).
+    /// Whether any date can ever match (`0 0 30 2 *` and `0 0 30W 2 *` cannot).
     pub(crate) fn dates_possible(&self) -> bool {
         if !self.star_dow {
-            // Every month has every weekday, and a restricted weekday field always counts.
+            // Every month has every weekday (and, in some year, a fifth of it), and a
+            // restricted weekday field always counts.
             return true;
         }
         (1..=12).filter(|m| has(self.months, *m)).any(|month| {
@@ -124,8 +144,19 @@ impl FieldSets {
             } else {
                 days_in_month(2001, month)
             };
-            self.days & low_bits(longest + 1) != 0
+            self.days & low_bits(longest + 1) != 0 || self.specials.day_of_month_possible(longest)
         })
+    }
+
+    /// The days of `date`'s month that day-of-month and day-of-week select, as bitmasks
+    /// (bit `d` for day `d`).
+    fn month_days(&self, date: NaiveDate) -> (u64, u64) {
+        let last = days_in_month(date.year(), date.month());
+        let first_weekday = (date.weekday().num_days_from_sunday() + 35 + 1 - date.day()) % 7;
+        let dom = (self.days & low_bits(last + 1)) | self.specials.month_days(last, first_weekday);
+        let dow = weekly_days(self.weekdays, last, first_weekday)
+            | self.specials.month_weekdays(last, first_weekday);
+        (dom, dow)
     }
 
     /// Whether a matching time of day lies in `[from, to)` seconds after midnight.
@@ -194,6 +225,15 @@ impl FieldSets {
 
     /// The first matching day of `date`'s month at or after `date`, if any.
     fn next_day_in_month(&self, date: NaiveDate) -> Option<u32> {
+        if self.specials != DaySpecials::default() {
+            let (dom, dow) = self.month_days(date);
+            let days = match (self.star_dom, self.star_dow) {
+                (_, true) => dom,
+                (true, false) => dow,
+                (false, false) => dom | dow,
+            };
+            return next_bit(days, date.day());
+        }
         let (day, last) = (date.day(), days_in_month(date.year(), date.month()));
         let by_dom = next_bit(self.days & low_bits(last + 1), day);
         let by_dow = || {
@@ -239,11 +279,6 @@ fn next_bit(mask: u64, from: u32) -> Option<u32> {
 /// The smallest set bit; masks built by [`FieldSets::from_fields`] are never empty.
 fn first(mask: u64) -> u32 {
     mask.trailing_zeros()
-}
-
-/// Bits `0..n` set.
-fn low_bits(n: u32) -> u64 {
-    if n >= 64 { u64::MAX } else { (1 << n) - 1 }
 }
 
 fn time_of(seconds: u32) -> NaiveTime {

@@ -1,5 +1,7 @@
-//! Cron expressions: standard crontab syntax, parsed with croner, searched over bitmasks.
+//! Cron expressions: crontab syntax with croner's day extensions (`L`, `W`, `#`, `?`, a
+//! start with a step), parsed with croner, searched over bitmasks.
 
+mod day_specials;
 mod fields;
 mod occurrence;
 pub(super) mod syntax;
@@ -63,7 +65,7 @@ impl CronSchedule {
     }
 
     /// The first occurrence strictly after `now`, read in `zone`; `None` when the
-    /// expression never matches within the next nine years.
+    /// expression never matches within the next 29 years.
     pub fn next_after(&self, now: DateTime<Utc>, zone: Zone) -> Option<DateTime<Utc>> {
         occurrence::next_after(&self.sets, zone, now)
     }

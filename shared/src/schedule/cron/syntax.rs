@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use super::day_specials::{DaySpecials, Special};
+
 /// One of the six cron fields, in the order they appear in a 6-field expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FieldKind {
@@ -84,6 +86,8 @@ impl fmt::Display for FieldKind {
 pub(crate) struct NormalizedFields {
     /// Fields in 6-field order; a 5-field expression gets `0` seconds.
     pub(crate) fields: [String; 6],
+    /// The day fields' `L`, `W` and `#` items (also written in `fields`).
+    pub(crate) specials: DaySpecials,
 }
 
 /// Splits and checks an expression; the error text is the reason, without the expression.
@@ -110,10 +114,11 @@ pub(crate) fn normalize(expression: &str) -> Result<NormalizedFields, String> {
         }
     };
     let mut fields: [String; 6] = Default::default();
+    let mut specials = DaySpecials::default();
     for ((slot, kind), text) in fields.iter_mut().zip(FieldKind::ALL).zip(six) {
-        *slot = normalize_field(kind, text)?;
+        *slot = normalize_field_with(kind, text, Some(&mut specials))?;
     }
-    Ok(NormalizedFields { fields })
+    Ok(NormalizedFields { fields, specials })
 }
 
 fn expand_macro(text: &str) -> Result<&'static str, String> {
@@ -129,16 +134,46 @@ fn expand_macro(text: &str) -> Result<&'static str, String> {
     }
 }
 
-/// Checks one field and turns its names into numbers; the error names the field.
+/// Checks one field and turns its names into numbers; the error names the field. The day
+/// fields' `L`, `W` and `#` items are refused here (an interval's `on` days).
 pub(crate) fn normalize_field(kind: FieldKind, text: &str) -> Result<String, String> {
+    normalize_field_with(kind, text, None)
+}
+
+fn normalize_field_with(
+    kind: FieldKind,
+    text: &str,
+    mut specials: Option<&mut DaySpecials>,
+) -> Result<String, String> {
     let mut items = Vec::new();
     for item in text.split(',') {
         if item.is_empty() {
             return Err(format!("{kind} '{text}' has an empty list item"));
         }
-        items.push(normalize_item(kind, item)?);
+        let special = match (kind, specials.as_deref_mut()) {
+            (FieldKind::DayOfMonth, Some(specials)) => {
+                specials.day_of_month_item(item, |day| parse_value(kind, item, day, false))?
+            }
+            (FieldKind::DayOfWeek, Some(specials)) => {
+                specials.day_of_week_item(item, |day| parse_value(kind, item, day, false))?
+            }
+            _ => Special::Plain,
+        };
+        items.push(match special {
+            Special::Item(canonical) => canonical,
+            Special::Plain => normalize_item(kind, item)?,
+        });
     }
     Ok(items.join(","))
+}
+
+/// The items of a normalised field that croner's plain parser reads (without `L`, `W`, `#`).
+pub(crate) fn plain_items(field: &str) -> String {
+    field
+        .split(',')
+        .filter(|item| !item.contains(['L', 'W', '#']))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn normalize_item(kind: FieldKind, item: &str) -> Result<String, String> {
@@ -232,10 +267,14 @@ fn describe_bad_value(kind: FieldKind, item: &str, text: &str) -> String {
         .chars()
         .find(|c| EXTENSIONS.contains(&c.to_ascii_uppercase()))
     {
-        return format!(
-            "{kind} '{item}': '{ch}' is not supported (RES schedules use standard crontab \
-             syntax: numbers, names, '*', ',', '-' and '/')"
-        );
+        let hint = match ch.to_ascii_uppercase() {
+            'L' => "L is allowed in day-of-month (L, LW) and day-of-week (5L)",
+            'W' => "W is allowed in day-of-month (15W, LW)",
+            '#' => "# is allowed in day-of-week (MON#2)",
+            '?' => "? is allowed as a whole day-of-month or day-of-week field",
+            _ => "croner's + prefix is not supported: day-of-month and day-of-week are ORed",
+        };
+        return format!("{kind} '{item}': '{ch}' is not supported here ({hint})");
     }
     if text.chars().all(|c| c.is_ascii_alphabetic()) {
         return match kind {
@@ -373,12 +412,32 @@ mod tests {
     }
 
     #[test]
-    fn croner_extensions_are_rejected_by_name() {
-        for expression in ["0 0 L * *", "0 0 15W * *", "0 0 * * 5#2", "0 0 1 * +1"] {
+    fn croner_day_extensions_are_written_canonically() {
+        assert_eq!(fields("0 0 L * *")[3], "L");
+        assert_eq!(fields("0 0 lw * *")[3], "LW");
+        assert_eq!(fields("0 0 1,15W,L * *")[3], "1,15W,L");
+        assert_eq!(fields("0 0 * * FRIL")[5], "5L");
+        assert_eq!(fields("0 0 * * 7L")[5], "0L");
+        assert_eq!(fields("0 0 * * MON#2,fri#5")[5], "1#2,5#5");
+        assert!(reason("0 0 32W * *").contains("day-of-month 32 is out of range 1-31"));
+        assert!(reason("0 0 * * FUN#1").contains("'FUN' is not a weekday name"));
+    }
+
+    #[test]
+    fn extensions_outside_their_field_are_refused_by_name() {
+        for (expression, hint) in [
+            ("0 0 * * 15W", "W is allowed in day-of-month"),
+            (
+                "0 L * * *",
+                "L is allowed in day-of-month (L, LW) and day-of-week (5L)",
+            ),
+            ("0 0 5#2 * *", "# is allowed in day-of-week"),
+            ("0 0 1 * +1", "+ prefix is not supported"),
+        ] {
+            let reason = reason(expression);
             assert!(
-                reason(expression).contains("is not supported"),
-                "{expression}: {}",
-                reason(expression)
+                reason.contains("is not supported here") && reason.contains(hint),
+                "{expression}: {reason}"
             );
         }
     }
