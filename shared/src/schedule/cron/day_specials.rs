@@ -99,6 +99,11 @@ impl DaySpecials {
         };
         if let Some((base, nth)) = upper.split_once('#') {
             let w = one_weekday(base)?;
+            if nth == "L" {
+                // Croner's other spelling of `5L`.
+                self.last_of |= 1 << w;
+                return Ok(Special::Item(format!("{w}L")));
+            }
             let k: u8 = match nth.parse() {
                 Ok(k @ 1..=5) => k,
                 _ => {
@@ -249,7 +254,7 @@ mod tests {
     #[test]
     fn nth_and_last_weekdays() {
         let mut specials = DaySpecials::default();
-        for item in ["1#1", "5L", "5#5", "0#5"] {
+        for item in ["1#1", "5L", "5#5", "0#5", "5#L"] {
             assert!(matches!(
                 specials.day_of_week_item(item, parse_number),
                 Ok(Special::Item(_))

@@ -1,0 +1,211 @@
+//! The examples of other cron libraries' own test suites, through RES's schedule rules
+//! (the code `res-runner next-run` answers with). Where a library's policy differs from
+//! RES's, the example is left out with the reason; where only the field layout differs
+//! (robfig/cron v1 reads five fields as seconds to month), it is written in RES's layout
+//! with the same meaning.
+
+use chrono::{DateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+use res_shared::schedule::{Schedule, ScheduleError};
+
+fn at(tz: Tz, y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
+    tz.with_ymd_and_hms(y, mo, d, h, mi, s)
+        .earliest()
+        .expect("the example's time exists")
+        .with_timezone(&Utc)
+}
+
+fn next(cron: &str, tz: Tz, after: DateTime<Utc>) -> DateTime<Utc> {
+    Schedule::parse(cron, None, None, Some(tz.name()))
+        .unwrap_or_else(|e| panic!("{cron}: {e}"))
+        .next_run(after, false)
+        .unwrap_or_else(|e| panic!("{cron}: {e}"))
+        .next_run_time
+}
+
+const UTC: Tz = Tz::UTC;
+
+/// robfig/cron v1 `spec_test.go`, `TestNext` (times in UTC).
+#[test]
+fn robfig_next() {
+    let jul9 = |h, mi, s| at(UTC, 2012, 7, 9, h, mi, s);
+    let cases = [
+        (jul9(14, 45, 0), "0 0/15 * * * *", jul9(15, 0, 0)),
+        (jul9(14, 59, 0), "0 0/15 * * * *", jul9(15, 0, 0)),
+        (jul9(14, 59, 59), "0 0/15 * * * *", jul9(15, 0, 0)),
+        (jul9(15, 45, 0), "0 20-35/15 * * * *", jul9(16, 20, 0)),
+        (
+            jul9(23, 46, 0),
+            "0 */15 * * * *",
+            at(UTC, 2012, 7, 10, 0, 0, 0),
+        ),
+        (
+            jul9(23, 45, 0),
+            "0 20-35/15 * * * *",
+            at(UTC, 2012, 7, 10, 0, 20, 0),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 * * * *",
+            at(UTC, 2012, 7, 10, 0, 20, 15),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 1/2 * * *",
+            at(UTC, 2012, 7, 10, 1, 20, 15),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 10-12 * * *",
+            at(UTC, 2012, 7, 10, 10, 20, 15),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 1/2 */2 * *",
+            at(UTC, 2012, 7, 11, 1, 20, 15),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 * 9-20 * *",
+            at(UTC, 2012, 7, 10, 0, 20, 15),
+        ),
+        (
+            jul9(23, 35, 51),
+            "15/35 20-35/15 * 9-20 Jul *",
+            at(UTC, 2012, 7, 10, 0, 20, 15),
+        ),
+        (
+            jul9(23, 35, 0),
+            "0 0 0 9 Apr-Oct ?",
+            at(UTC, 2012, 8, 9, 0, 0, 0),
+        ),
+        (
+            jul9(23, 35, 0),
+            "0 0 0 * Feb Mon",
+            at(UTC, 2013, 2, 4, 0, 0, 0),
+        ),
+        (
+            jul9(23, 35, 0),
+            "0 0 0 * Feb Mon/2",
+            at(UTC, 2013, 2, 1, 0, 0, 0),
+        ),
+        (
+            at(UTC, 2012, 12, 31, 23, 59, 45),
+            "0 * * * * *",
+            at(UTC, 2013, 1, 1, 0, 0, 0),
+        ),
+        (
+            jul9(23, 35, 0),
+            "0 0 0 29 Feb ?",
+            at(UTC, 2016, 2, 29, 0, 0, 0),
+        ),
+    ];
+    for (after, cron, expected) in cases {
+        assert_eq!(next(cron, UTC, after), expected, "{cron} after {after}");
+    }
+    // EDT -> EST: 02:30 happens once on 4 November 2012 (after the repeated hour).
+    let ny = Tz::America__New_York;
+    let after = Utc
+        .with_ymd_and_hms(2012, 11, 4, 4, 0, 0)
+        .single()
+        .expect("instant");
+    let expected = Utc
+        .with_ymd_and_hms(2012, 11, 4, 7, 30, 0)
+        .single()
+        .expect("instant");
+    assert_eq!(next("0 30 2 04 Nov ?", ny, after), expected);
+    // Unsatisfiable: robfig answers the zero time, RES refuses the rule when it is built.
+    for cron in ["0 0 0 30 Feb ?", "0 0 0 31 Apr ?"] {
+        let error = Schedule::parse(cron, None, None, Some("UTC")).expect_err("never matches");
+        assert!(
+            matches!(error, ScheduleError::NeverMatches { .. }),
+            "{cron}"
+        );
+    }
+    // Left out, different policies:
+    // - "0 0 0 */5 Apr,Aug,Oct Mon" and "0 0 0 */5 Oct Mon": robfig counts a day field
+    //   starting with '*' (*/5) as unrestricted and ANDs; RES, like croner, ORs every
+    //   field that is not exactly '*' (Aug 1 2012 is day 1 of */5).
+    // - "0 30 2 11 Mar ?" (a time in the spring-forward gap): robfig skips the day, RES
+    //   runs at the gap's end (OCPS, croner); "0 30 1 04 Nov ?" from 01:45 EDT: robfig
+    //   runs in the second pass of the repeated hour, RES runs a fixed time once, in the
+    //   first pass.
+}
+
+/// robfig/cron v1 `spec_test.go`, `TestActivation`: whether a time is an occurrence,
+/// asked as "is the next run after one second before it this time?".
+#[test]
+fn robfig_activation() {
+    let cases = [
+        (at(UTC, 2012, 7, 9, 15, 0, 0), "0 0/15 * * * *", true),
+        (at(UTC, 2012, 7, 9, 15, 45, 0), "0 0/15 * * * *", true),
+        (at(UTC, 2012, 7, 9, 15, 40, 0), "0 0/15 * * * *", false),
+        (at(UTC, 2012, 7, 9, 15, 5, 0), "0 5/15 * * * *", true),
+        (at(UTC, 2012, 7, 9, 15, 20, 0), "0 5/15 * * * *", true),
+        (at(UTC, 2012, 7, 9, 15, 50, 0), "0 5/15 * * * *", true),
+        (at(UTC, 2012, 7, 15, 15, 0, 0), "0 0/15 * * Jul *", true),
+        (at(UTC, 2012, 7, 15, 15, 0, 0), "0 0/15 * * Jun *", false),
+        (at(UTC, 2012, 7, 15, 8, 30, 0), "0 30 08 ? Jul Sun", true),
+        (at(UTC, 2012, 7, 15, 8, 30, 0), "0 30 08 15 Jul ?", true),
+        (at(UTC, 2012, 7, 16, 8, 30, 0), "0 30 08 ? Jul Sun", false),
+        (at(UTC, 2012, 7, 16, 8, 30, 0), "0 30 08 15 Jul ?", false),
+        (at(UTC, 2012, 7, 9, 15, 0, 0), "@hourly", true),
+        (at(UTC, 2012, 7, 9, 15, 4, 0), "@hourly", false),
+        (at(UTC, 2012, 7, 9, 15, 0, 0), "@daily", false),
+        (at(UTC, 2012, 7, 9, 0, 0, 0), "@daily", true),
+        (at(UTC, 2012, 7, 9, 0, 0, 0), "@weekly", false),
+        (at(UTC, 2012, 7, 8, 0, 0, 0), "@weekly", true),
+        (at(UTC, 2012, 7, 8, 1, 0, 0), "@weekly", false),
+        (at(UTC, 2012, 7, 8, 0, 0, 0), "@monthly", false),
+        (at(UTC, 2012, 7, 1, 0, 0, 0), "@monthly", true),
+        (at(UTC, 2012, 7, 15, 0, 0, 0), "0 * * 1,15 * Sun", true),
+        (at(UTC, 2012, 6, 15, 0, 0, 0), "0 * * 1,15 * Sun", true),
+        (at(UTC, 2012, 8, 1, 0, 0, 0), "0 * * 1,15 * Sun", true),
+        (at(UTC, 2012, 7, 15, 0, 0, 0), "0 * * * * Mon", false),
+        (at(UTC, 2012, 7, 9, 0, 0, 0), "0 * * 1,15 * *", false),
+        (at(UTC, 2012, 7, 15, 0, 0, 0), "0 * * 1,15 * *", true),
+        (at(UTC, 2012, 7, 15, 0, 0, 0), "0 * * */2 * Sun", true),
+    ];
+    for (time, cron, expected) in cases {
+        let fires = next(cron, UTC, time - chrono::TimeDelta::seconds(1)) == time;
+        assert_eq!(fires, expected, "{cron} at {time}");
+    }
+    // Left out: "0 * * */10 * Sun" on Sunday 15 July (robfig ANDs a '*/10' day field).
+}
+
+/// croner's own tests of its day extensions.
+#[test]
+fn croner_day_extensions() {
+    let tz = Tz::Europe__Berlin;
+    assert_eq!(
+        next("0 9 L 2 *", tz, at(tz, 2023, 2, 1, 0, 0, 0)),
+        at(tz, 2023, 2, 28, 9, 0, 0)
+    );
+    assert_eq!(
+        next("0 9 L 2 *", tz, at(tz, 2024, 2, 1, 0, 0, 0)),
+        at(tz, 2024, 2, 29, 9, 0, 0)
+    );
+    for cron in ["0 0 * * FRI#L", "0 0 * * FRIl", "0 0 * * 5L"] {
+        assert_eq!(
+            next(cron, tz, at(tz, 2023, 12, 28, 0, 0, 0)),
+            at(tz, 2023, 12, 29, 0, 0, 0),
+            "{cron}"
+        );
+    }
+    let mut after = at(tz, 2024, 10, 1, 0, 0, 0);
+    let mut last_sundays = Vec::new();
+    for _ in 0..3 {
+        after = next("0 0 0 * * 7L", tz, after);
+        last_sundays.push(after);
+    }
+    assert_eq!(
+        last_sundays,
+        [
+            at(tz, 2024, 10, 27, 0, 0, 0),
+            at(tz, 2024, 11, 24, 0, 0, 0),
+            at(tz, 2024, 12, 29, 0, 0, 0),
+        ]
+    );
+    // Left out: "0 0 * * 6-7#L" — croner puts # on a range; RES takes # and L on one
+    // weekday only (Quartz's and EventBridge's rule), and says so.
+}
