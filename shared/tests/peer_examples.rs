@@ -209,3 +209,134 @@ fn croner_day_extensions() {
     // Left out: "0 0 * * 6-7#L" — croner puts # on a range; RES takes # and L on one
     // weekday only (Quartz's and EventBridge's rule), and says so.
 }
+
+/// The next `n` runs after `start`.
+fn sequence(cron: &str, start: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+    let mut after = start;
+    (0..n)
+        .map(|_| {
+            after = next(cron, UTC, after);
+            after
+        })
+        .collect()
+}
+
+/// croniter's `test_croniter.py` `get_next` examples (naive times, read here as UTC).
+/// croniter's optional seconds field comes last; RES's comes first, so those examples are
+/// written with it in front.
+#[test]
+fn croniter_next() {
+    let t = |y, mo, d, h, mi, s| at(UTC, y, mo, d, h, mi, s);
+    let cases = [
+        // testSecondSec, testSecondRepeat ('* * * * * 15,25', '* * * * * */15').
+        (
+            "15,25 * * * * *",
+            t(2012, 4, 6, 13, 26, 10),
+            vec![
+                t(2012, 4, 6, 13, 26, 15),
+                t(2012, 4, 6, 13, 26, 25),
+                t(2012, 4, 6, 13, 27, 15),
+            ],
+        ),
+        (
+            "*/15 * * * * *",
+            t(2012, 4, 6, 13, 26, 36),
+            vec![
+                t(2012, 4, 6, 13, 26, 45),
+                t(2012, 4, 6, 13, 27, 0),
+                t(2012, 4, 6, 13, 27, 15),
+            ],
+        ),
+        // testMinute, testHour, testDay.
+        (
+            "*/5 * * * *",
+            t(2010, 1, 23, 12, 18, 0),
+            vec![t(2010, 1, 23, 12, 20, 0)],
+        ),
+        (
+            "0 */3 * * *",
+            t(2010, 1, 24, 12, 2, 0),
+            vec![
+                t(2010, 1, 24, 15, 0, 0),
+                t(2010, 1, 24, 18, 0, 0),
+                t(2010, 1, 24, 21, 0, 0),
+                t(2010, 1, 25, 0, 0, 0),
+            ],
+        ),
+        (
+            "0 0 */3 * *",
+            t(2010, 2, 24, 12, 9, 0),
+            vec![
+                t(2010, 2, 25, 0, 0, 0),
+                t(2010, 2, 28, 0, 0, 0),
+                t(2010, 3, 1, 0, 0, 0),
+            ],
+        ),
+        (
+            "0 0 * * *",
+            t(1996, 2, 27, 0, 0, 0),
+            vec![t(1996, 2, 28, 0, 0, 0), t(1996, 2, 29, 0, 0, 0)],
+        ),
+        // testWeekDay: a weekday alone, and ORed with a day of the month.
+        (
+            "0 0 * * sat",
+            t(2010, 2, 25, 0, 0, 0),
+            vec![t(2010, 2, 27, 0, 0, 0), t(2010, 3, 6, 0, 0, 0)],
+        ),
+        (
+            "0 0 1 * wed",
+            t(2010, 1, 25, 0, 0, 0),
+            vec![
+                t(2010, 1, 27, 0, 0, 0),
+                t(2010, 2, 1, 0, 0, 0),
+                t(2010, 2, 3, 0, 0, 0),
+            ],
+        ),
+        // testNthWeekDay.
+        (
+            "0 0 * * sat#1",
+            t(2010, 2, 25, 0, 0, 0),
+            vec![t(2010, 3, 6, 0, 0, 0), t(2010, 4, 3, 0, 0, 0)],
+        ),
+        (
+            "0 0 * * wed#5",
+            t(2010, 1, 25, 0, 0, 0),
+            vec![
+                t(2010, 3, 31, 0, 0, 0),
+                t(2010, 6, 30, 0, 0, 0),
+                t(2010, 9, 29, 0, 0, 0),
+            ],
+        ),
+        // testMonth, testLastDayOfMonth.
+        (
+            "0 0 1 * *",
+            t(2010, 1, 25, 0, 0, 0),
+            vec![t(2010, 2, 1, 0, 0, 0), t(2010, 3, 1, 0, 0, 0)],
+        ),
+        (
+            "0 0 l * *",
+            t(2015, 9, 4, 0, 0, 0),
+            vec![
+                t(2015, 9, 30, 0, 0, 0),
+                t(2015, 10, 31, 0, 0, 0),
+                t(2015, 11, 30, 0, 0, 0),
+                t(2015, 12, 31, 0, 0, 0),
+            ],
+        ),
+        // testSundayToThursdayWithAlphaConversion (a Wednesday).
+        (
+            "30 22 * * sun-thu",
+            t(2010, 8, 25, 15, 56, 0),
+            vec![t(2010, 8, 25, 22, 30, 0)],
+        ),
+    ];
+    for (cron, start, expected) in cases {
+        assert_eq!(
+            sequence(cron, start, expected.len()),
+            expected,
+            "{cron} from {start}"
+        );
+    }
+    // Left out: '0 0 29-L * *' (croniter's range ending at L; RES takes L alone or in a
+    // list) and day_or=False (croniter's AND of the day fields; RES ORs, as crontab).
+}
