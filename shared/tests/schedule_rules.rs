@@ -909,3 +909,23 @@ fn dialect_degenerate_dates_are_found_when_the_schedule_is_built() {
     let next = next("0 0 * 2 MON#5", None, riyadh("2026-03-01 00:00"));
     assert_eq!(next, riyadh("2044-02-29 00:00"));
 }
+
+#[test]
+fn dialect_rows_a_year_field() {
+    let now = riyadh("2026-03-02 14:00");
+    assert_eq!(
+        next("0 0 12 1 1 ? 2030", None, now),
+        riyadh("2030-01-01 12:00")
+    );
+    // Its last year has passed: no run without a window, degenerate with one.
+    let after = riyadh("2030-01-01 12:00");
+    let error = schedule("0 0 12 1 1 ? 2030", None, None)
+        .next_run(after, false)
+        .expect_err("no run left");
+    assert!(matches!(error, ScheduleError::OutOfRange { .. }), "{error}");
+    let answer = schedule("0 0 12 1 1 ? 2030", DAY, None)
+        .next_run(after, false)
+        .expect("the window's next opening");
+    assert!(answer.degenerate);
+    assert_eq!(answer.next_run_time, riyadh("2030-01-02 08:00"));
+}

@@ -157,7 +157,7 @@ impl Schedule {
                 .checked_add_signed(FAILED_RUN_RETRY)
                 .map(|next_run_time| NextRun {
                     next_run_time,
-                    degenerate: self.degenerate,
+                    degenerate: self.degenerate || self.exhausted(now),
                 })
                 .ok_or_else(out_of_range);
         }
@@ -181,6 +181,17 @@ impl Schedule {
             after = cron_time.next_run_time;
         }
         Err(out_of_range())
+    }
+
+    /// Whether a windowed cron's year field has no occurrence left after `now`, which
+    /// makes the rule degenerate from then on (judged here, not when it is built).
+    fn exhausted(&self, now: DateTime<Utc>) -> bool {
+        match &self.recurrence {
+            Recurrence::Cron(cron) => {
+                self.window.is_some() && cron.next_after(now, self.zone).is_none()
+            }
+            Recurrence::Interval(_) => false,
+        }
     }
 
     /// A cron time moved by the offset, kept inside its window occurrence: a run the
@@ -231,7 +242,17 @@ impl Schedule {
         }
         let mut after = now;
         for _ in 0..MAX_WINDOW_HOPS {
-            let candidate = cron.next_after(after, self.zone).ok_or_else(out_of_range)?;
+            let Some(candidate) = cron.next_after(after, self.zone) else {
+                // A year field whose years have passed: no occurrence will ever fall in
+                // the window again, which is what a degenerate rule is.
+                return window
+                    .next_start_after(now, self.zone)
+                    .map(|next_run_time| NextRun {
+                        next_run_time,
+                        degenerate: true,
+                    })
+                    .ok_or_else(out_of_range);
+            };
             match window
                 .locate(candidate, self.zone)
                 .ok_or_else(out_of_range)?

@@ -36,6 +36,8 @@ pub struct RefCron {
     /// Day-of-week `w#k` as (weekday, k) and `wL` as weekdays (Sunday = 0).
     nth: Vec<(u32, u32)>,
     last_of: Vec<u32>,
+    /// The seventh field's years, when given.
+    years: Option<Vec<u32>>,
 }
 
 /// One window occurrence as instants `[start, end)`.
@@ -74,7 +76,11 @@ impl RefCron {
         if fields.len() == 5 {
             fields.insert(0, "0");
         }
-        assert_eq!(fields.len(), 6, "reference parser got '{expression}'");
+        let years = (fields.len() == 7).then(|| expand(fields[6], 1970, 2199));
+        assert!(
+            fields.len() == 6 || fields.len() == 7,
+            "reference parser got '{expression}'"
+        );
         let set = |text: &str, min: u32, max: u32| expand(text, min, max);
         // Croner's fixed-time test: one value, not from '*' or a step.
         let plain =
@@ -137,6 +143,7 @@ impl RefCron {
             nearest,
             nth,
             last_of,
+            years,
         }
     }
 
@@ -169,7 +176,11 @@ impl RefCron {
                 .last_of
                 .iter()
                 .any(|w| *w == weekday && day + 7 > length);
-        self.months[date.month() as usize]
+        let year = u32::try_from(date.year()).expect("a year after 0");
+        self.years
+            .as_ref()
+            .is_none_or(|years| years.contains(&year))
+            && self.months[date.month() as usize]
             && match (self.star_dom, self.star_dow) {
                 (_, true) => dom,
                 (true, false) => dow,

@@ -39,6 +39,52 @@ pub(crate) struct FieldSets {
     fixed_time: bool,
     /// `L`, `W` and `#` in the day fields, whose days depend on the month.
     specials: DaySpecials,
+    /// The years allowed by a seventh field; `None` allows every year.
+    years: Option<YearSet>,
+}
+
+/// Years 1970-2225 as bits (the year field allows 1970-2199).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct YearSet([u64; 4]);
+
+impl YearSet {
+    const FIRST: i32 = 1970;
+
+    fn from_field(text: &str) -> Result<YearSet, String> {
+        let kind = FieldKind::Year;
+        let mut component = CronComponent::new(kind.min(), kind.max(), 0, 0);
+        component
+            .parse(text)
+            .map_err(|error| format!("{kind} '{text}': {error}"))?;
+        let mut bits = [0u64; 4];
+        for year in component.values() {
+            let offset = usize::from(year - kind.min());
+            bits[offset / 64] |= 1 << (offset % 64);
+        }
+        Ok(YearSet(bits))
+    }
+
+    fn contains(&self, year: i32) -> bool {
+        let Ok(offset) = usize::try_from(year - YearSet::FIRST) else {
+            return false;
+        };
+        self.0
+            .get(offset / 64)
+            .is_some_and(|word| word & (1 << (offset % 64)) != 0)
+    }
+
+    /// The first allowed year at or after `year`.
+    fn next_from(&self, year: i32) -> Option<i32> {
+        let start = year.max(YearSet::FIRST);
+        (start..YearSet::FIRST + 256).find(|y| self.contains(*y))
+    }
+
+    /// The last allowed year.
+    fn last(&self) -> Option<i32> {
+        (YearSet::FIRST..YearSet::FIRST + 256)
+            .rev()
+            .find(|y| self.contains(*y))
+    }
 }
 
 /// The values one normalised field selects, as a bitmask (weekday 7 folded onto Sunday's
@@ -100,6 +146,11 @@ impl FieldSets {
             star_dow: fields.fields[5] == "*",
             fixed_time: fixed.iter().all(|f| *f),
             specials,
+            years: fields
+                .year
+                .as_deref()
+                .map(YearSet::from_field)
+                .transpose()?,
         })
     }
 
@@ -111,7 +162,9 @@ impl FieldSets {
     /// Whether a wall-clock date matches the date fields (day-of-month OR day-of-week when
     /// both are restricted, as crontab does).
     pub(crate) fn date_matches(&self, date: NaiveDate) -> bool {
-        if !has(self.months, date.month()) {
+        if !has(self.months, date.month())
+            || self.years.is_some_and(|years| !years.contains(date.year()))
+        {
             return false;
         }
         let (dom_days, dow_days) = self.month_days(date);
@@ -167,7 +220,11 @@ impl FieldSets {
     /// The first matching wall-clock time at or after `start`, within the search horizon.
     pub(crate) fn next_on_or_after(&self, start: NaiveDateTime) -> Option<NaiveDateTime> {
         let start_date = start.date();
-        let limit = start_date.year().checked_add(DATE_SEARCH_YEARS)?;
+        // A year field bounds the search by its last year instead.
+        let limit = match self.years {
+            Some(years) => years.last()?,
+            None => start_date.year().checked_add(DATE_SEARCH_YEARS)?,
+        };
         let date = self.next_date_on_or_after(start_date, limit)?;
         if date == start_date
             && let Some(time) = self.next_time_of_day(start.num_seconds_from_midnight())
@@ -210,6 +267,12 @@ impl FieldSets {
     /// The first matching date at or after `date`, no later than the year `limit`.
     fn next_date_on_or_after(&self, mut date: NaiveDate, limit: i32) -> Option<NaiveDate> {
         while date.year() <= limit {
+            if let Some(years) = self.years
+                && !years.contains(date.year())
+            {
+                date = NaiveDate::from_ymd_opt(years.next_from(date.year())?, 1, 1)?;
+                continue;
+            }
             let month = date.month();
             if !has(self.months, month) {
                 date = self.first_of_next_allowed_month(date)?;
@@ -395,6 +458,27 @@ mod tests {
         assert!(!sets("*/30 * * * *").is_fixed_time());
         assert!(!sets("0 2,3 * * *").is_fixed_time());
         assert!(!sets("* 30 2 * * *").is_fixed_time());
+    }
+
+    #[test]
+    fn a_year_field_limits_the_years() {
+        let once = sets("0 0 12 1 1 ? 2030");
+        assert_eq!(
+            once.next_on_or_after(at("2026-03-02 00:00:00")),
+            Some(at("2030-01-01 12:00:00"))
+        );
+        assert_eq!(once.next_on_or_after(at("2030-01-01 12:00:01")), None);
+        let every_fourth = sets("0 0 0 29 2 ? 2028-2060/4");
+        // Leap days of the allowed years only: 2028, 2032, …
+        assert_eq!(
+            every_fourth.next_on_or_after(at("2028-03-01 00:00:00")),
+            Some(at("2032-02-29 00:00:00"))
+        );
+        // Beyond the 29-year horizon of an unbounded search: the year field bounds it.
+        assert_eq!(
+            sets("0 0 0 1 1 ? 2150").next_on_or_after(at("2026-01-01 00:00:00")),
+            Some(at("2150-01-01 00:00:00"))
+        );
     }
 
     #[test]

@@ -16,7 +16,8 @@ pub(crate) use fields::{FieldSets, SECONDS_PER_DAY, field_mask};
 use super::error::ScheduleError;
 use super::zone::Zone;
 
-/// A parsed cron expression: 5 fields, or 6 with leading seconds, or an `@` macro.
+/// A parsed cron expression: 5 fields, 6 with leading seconds, 7 with seconds and a
+/// trailing year (Quartz), or an `@` macro.
 ///
 /// Day-of-month and day-of-week are ORed when both are restricted; weekday 0 and 7 are
 /// Sunday. DST follows the Open Cron Pattern Specification, as croner does: a fixed-time

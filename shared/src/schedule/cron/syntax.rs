@@ -16,6 +16,8 @@ pub(crate) enum FieldKind {
     DayOfMonth,
     Month,
     DayOfWeek,
+    /// Quartz's optional seventh field.
+    Year,
 }
 
 impl FieldKind {
@@ -33,6 +35,7 @@ impl FieldKind {
     pub(crate) fn min(self) -> u16 {
         match self {
             FieldKind::DayOfMonth | FieldKind::Month => 1,
+            FieldKind::Year => 1970,
             _ => 0,
         }
     }
@@ -45,6 +48,8 @@ impl FieldKind {
             FieldKind::DayOfMonth => 31,
             FieldKind::Month => 12,
             FieldKind::DayOfWeek => 7,
+            // EventBridge's last year (Quartz stops at 2099).
+            FieldKind::Year => 2199,
         }
     }
 
@@ -77,6 +82,7 @@ impl fmt::Display for FieldKind {
             FieldKind::DayOfMonth => "day-of-month",
             FieldKind::Month => "month",
             FieldKind::DayOfWeek => "day-of-week",
+            FieldKind::Year => "year",
         })
     }
 }
@@ -88,6 +94,8 @@ pub(crate) struct NormalizedFields {
     pub(crate) fields: [String; 6],
     /// The day fields' `L`, `W` and `#` items (also written in `fields`).
     pub(crate) specials: DaySpecials,
+    /// The seventh field, when given.
+    pub(crate) year: Option<String>,
 }
 
 /// Splits and checks an expression; the error text is the reason, without the expression.
@@ -102,13 +110,14 @@ pub(crate) fn normalize(expression: &str) -> Result<NormalizedFields, String> {
         trimmed
     };
     let parts: Vec<&str> = expanded.split_whitespace().collect();
-    let six: [&str; 6] = match parts.as_slice() {
-        [m, h, dom, mon, dow] => ["0", m, h, dom, mon, dow],
-        [s, m, h, dom, mon, dow] => [s, m, h, dom, mon, dow],
+    let (six, year): ([&str; 6], Option<&str>) = match parts.as_slice() {
+        [m, h, dom, mon, dow] => (["0", m, h, dom, mon, dow], None),
+        [s, m, h, dom, mon, dow] => ([s, m, h, dom, mon, dow], None),
+        [s, m, h, dom, mon, dow, year] => ([s, m, h, dom, mon, dow], Some(year)),
         other => {
             return Err(format!(
-                "expected 5 fields (minute hour day-of-month month day-of-week) or 6 with a \
-                 leading seconds field, found {}",
+                "expected 5 fields (minute hour day-of-month month day-of-week), 6 with a \
+                 leading seconds field, or 7 with seconds and a trailing year, found {}",
                 other.len()
             ));
         }
@@ -118,7 +127,15 @@ pub(crate) fn normalize(expression: &str) -> Result<NormalizedFields, String> {
     for ((slot, kind), text) in fields.iter_mut().zip(FieldKind::ALL).zip(six) {
         *slot = normalize_field_with(kind, text, Some(&mut specials))?;
     }
-    Ok(NormalizedFields { fields, specials })
+    let year = year
+        .map(|text| normalize_field(FieldKind::Year, text))
+        .transpose()?
+        .filter(|year| year != "*");
+    Ok(NormalizedFields {
+        fields,
+        specials,
+        year,
+    })
 }
 
 fn expand_macro(text: &str) -> Result<&'static str, String> {
@@ -373,7 +390,7 @@ mod tests {
     #[test]
     fn structural_errors_are_specific() {
         assert!(reason("* * * *").contains("found 4"));
-        assert!(reason("* * * * * * *").contains("found 7"));
+        assert!(reason("* * * * * * * *").contains("found 8"));
         assert_eq!(reason(""), "the expression is empty");
         assert_eq!(reason("   "), "the expression is empty");
         assert!(reason("10-5 * * * *").contains("runs backwards"));
@@ -409,6 +426,22 @@ mod tests {
         assert_eq!(fields("10/20 * * * * *")[0], "10-59/20");
         assert!(reason("5/0 * * * *").contains("step must be >= 1"));
         assert!(reason("5/90 * * * *").contains("larger than 59"));
+    }
+
+    #[test]
+    fn a_seventh_field_is_the_year() {
+        let normalized = normalize("0 0 12 1 1 ? 2030-2035/5").expect("valid");
+        assert_eq!(normalized.year.as_deref(), Some("2030-2035/5"));
+        assert_eq!(normalize("0 0 12 1 1 ? *").expect("valid").year, None);
+        assert_eq!(
+            reason("0 0 12 1 1 ? 1969"),
+            "year 1969 is out of range 1970-2199"
+        );
+        assert_eq!(
+            reason("0 0 12 1 1 ? 2200"),
+            "year 2200 is out of range 1970-2199"
+        );
+        assert!(reason("0 0 12 1 1 ? 2031-2030").contains("runs backwards"));
     }
 
     #[test]
