@@ -128,8 +128,8 @@ fn cron_in_words(fields: &[String; 6]) -> Option<String> {
     let time = time_in_words(minute, hour)?;
     let days = match (dom, dow) {
         ("*", "*") => None,
-        ("*", dow) => Some(weekdays_in_words(dow)?),
-        (dom, "*") => Some(format!("on day {} of the month", number(dom)?)),
+        ("*", dow) => Some(weekdays_in_words(dow).or_else(|| nth_weekday_in_words(dow))?),
+        (dom, "*") => Some(month_day_in_words(dom)?),
         _ => return None,
     };
     Some(match (days, time) {
@@ -199,6 +199,30 @@ fn weekdays_in_words(dow: &str) -> Option<String> {
     Some(format!("on {}", days?.join(", ")))
 }
 
+/// `15`, `L`, `LW`, `15W` as words.
+fn month_day_in_words(dom: &str) -> Option<String> {
+    Some(match dom {
+        "L" => "on the last day of the month".to_owned(),
+        "LW" => "on the last weekday of the month".to_owned(),
+        d => match d.strip_suffix('W') {
+            Some(n) => format!("on the weekday nearest day {} of the month", number(n)?),
+            None => format!("on day {} of the month", number(d)?),
+        },
+    })
+}
+
+/// `5L` and `1#2` as words: "on the last Friday of the month", "on the 2nd Monday …".
+fn nth_weekday_in_words(dow: &str) -> Option<String> {
+    const ORDINALS: [&str; 5] = ["1st", "2nd", "3rd", "4th", "5th"];
+    let (weekday, which) = match (dow.strip_suffix('L'), dow.split_once('#')) {
+        (Some(w), _) => (w, "last"),
+        (None, Some((w, k))) => (w, *ORDINALS.get(number(k)?.checked_sub(1)? as usize)?),
+        (None, None) => return None,
+    };
+    let name = WEEKDAY_NAMES.get(number(weekday)? as usize % 7)?;
+    Some(format!("on the {which} {name} of the month"))
+}
+
 fn number(field: &str) -> Option<u32> {
     field.parse().ok()
 }
@@ -264,6 +288,26 @@ mod tests {
         );
         assert_eq!(words("@daily", None), "daily at 00:00 Asia/Riyadh");
         assert_eq!(words("0/15 * * * ?", None), "every 15 minutes Asia/Riyadh");
+        assert_eq!(
+            words("0 9 L * *", None),
+            "on the last day of the month at 09:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 9 LW * *", None),
+            "on the last weekday of the month at 09:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 9 15W * *", None),
+            "on the weekday nearest day 15 of the month at 09:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 9 * * FRIL", None),
+            "on the last Friday of the month at 09:00 Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 9 * * MON#2", None),
+            "on the 2nd Monday of the month at 09:00 Asia/Riyadh"
+        );
         assert_eq!(
             words("0 0 0/2 ? * *", None),
             "every 2 hours at :00 Asia/Riyadh"

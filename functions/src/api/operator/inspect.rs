@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{Schedule, describe_blocker, describe_schedule};
+use res_shared::schedule::{IntervalSchedule, Schedule, describe_blocker, describe_schedule};
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
     RuleCondition, RuleDescription, ShowExecutionRequest,
@@ -122,9 +122,14 @@ fn description(
     let offset = rule.offset();
     let schedule = match &rule.cron_expression {
         Some(cron) if rule.jitter_seconds > 0 => format!(
-            "{}; each run {} s after its cron time (jitter {} s)",
+            "{}; each run {} s after its {} time (jitter {} s)",
             describe_schedule(cron, window.as_ref(), zone),
             offset.num_seconds(),
+            if IntervalSchedule::is_interval(cron) {
+                "grid"
+            } else {
+                "cron"
+            },
             rule.jitter_seconds
         ),
         Some(cron) => describe_schedule(cron, window.as_ref(), zone),
