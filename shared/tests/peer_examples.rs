@@ -340,3 +340,191 @@ fn croniter_next() {
     // Left out: '0 0 29-L * *' (croniter's range ending at L; RES takes L alone or in a
     // list) and day_or=False (croniter's AND of the day fields; RES ORs, as crontab).
 }
+
+/// More of croniter's `get_next` examples: bug reports, month lists, ranges with steps.
+#[test]
+fn croniter_next_bugs_and_ranges() {
+    let t = |y, mo, d, h, mi, s| at(UTC, y, mo, d, h, mi, s);
+    let cases = [
+        // testISOWeekday: 7 is Sunday.
+        (
+            "0 0 * * 7",
+            t(2010, 2, 25, 0, 0, 0),
+            vec![t(2010, 2, 28, 0, 0, 0), t(2010, 3, 7, 0, 0, 0)],
+        ),
+        // testBug2, testBug3 (sub-second start), testBug57 (start with a step).
+        (
+            "0 * * 3 *",
+            t(2012, 1, 1, 0, 0, 0),
+            vec![
+                t(2012, 3, 1, 0, 0, 0),
+                t(2012, 3, 1, 1, 0, 0),
+                t(2012, 3, 1, 2, 0, 0),
+            ],
+        ),
+        (
+            "00 03 16,30 * *",
+            t(2013, 3, 1, 12, 17, 34) + chrono::TimeDelta::microseconds(257_877),
+            vec![
+                t(2013, 3, 16, 3, 0, 0),
+                t(2013, 3, 30, 3, 0, 0),
+                t(2013, 4, 16, 3, 0, 0),
+            ],
+        ),
+        (
+            "0 4/6 * * *",
+            t(2012, 2, 24, 0, 0, 0),
+            vec![t(2012, 2, 24, 4, 0, 0)],
+        ),
+        (
+            "0 0/6 * * *",
+            t(2012, 2, 24, 0, 0, 0),
+            vec![t(2012, 2, 24, 6, 0, 0)],
+        ),
+        // test_multiple_months.
+        (
+            "0 0 1 3,6,9,12 *",
+            t(2016, 3, 1, 0, 0, 0),
+            vec![t(2016, 6, 1, 0, 0, 0)],
+        ),
+        (
+            "0 0 1 3,6,9,12 *",
+            t(2016, 2, 15, 0, 0, 0),
+            vec![t(2016, 3, 1, 0, 0, 0)],
+        ),
+        (
+            "0 0 1 3,6,9,12 *",
+            t(2016, 12, 3, 10, 0, 0),
+            vec![t(2017, 3, 1, 0, 0, 0)],
+        ),
+        // test_rangeGenerator.
+        (
+            "1-9/2 0 1 * *",
+            t(2013, 3, 4, 0, 0, 0),
+            vec![
+                t(2013, 4, 1, 0, 1, 0),
+                t(2013, 4, 1, 0, 3, 0),
+                t(2013, 4, 1, 0, 5, 0),
+                t(2013, 4, 1, 0, 7, 0),
+                t(2013, 4, 1, 0, 9, 0),
+            ],
+        ),
+    ];
+    for (cron, start, expected) in cases {
+        assert_eq!(
+            sequence(cron, start, expected.len()),
+            expected,
+            "{cron} from {start}"
+        );
+    }
+    // test_bug34: croniter fails to find a date; RES refuses the rule when it is built.
+    let error = Schedule::parse("* * 31 2 *", None, None, Some("UTC")).expect_err("never");
+    assert!(matches!(error, ScheduleError::NeverMatches { .. }));
+}
+
+/// croniter's time-zone examples around clock changes, where its policy is RES's (an
+/// interval expression skips the gap and runs in both passes of the overlap).
+#[test]
+fn croniter_daylight_saving() {
+    let in_zone = |tz: Tz, cron: &str, start: DateTime<Utc>, n: usize| {
+        let mut after = start;
+        (0..n)
+            .map(|_| {
+                after = next(cron, tz, after);
+                after
+            })
+            .collect::<Vec<_>>()
+    };
+    let offset = |tz: Tz, t: DateTime<Utc>| {
+        use chrono::Offset;
+        t.with_timezone(&tz).offset().fix().local_minus_utc()
+    };
+    // testTimezoneWinterTime: Athens falls back at 04:00 EEST to 03:00 EET.
+    let athens = Tz::Europe__Athens;
+    let runs = in_zone(athens, "*/30 * * * *", at(athens, 2013, 10, 27, 2, 0, 0), 7);
+    let walls: Vec<(String, i32)> = runs
+        .iter()
+        .map(|t| {
+            (
+                t.with_timezone(&athens).format("%H:%M").to_string(),
+                offset(athens, *t),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, i32)> = [
+        ("02:30", 10800),
+        ("03:00", 10800),
+        ("03:30", 10800),
+        ("03:00", 7200),
+        ("03:30", 7200),
+        ("04:00", 7200),
+        ("04:30", 7200),
+    ]
+    .iter()
+    .map(|(w, o)| ((*w).to_owned(), *o))
+    .collect();
+    assert_eq!(walls, expected);
+    // testTimezoneSummerTime: 03:00 EET jumps to 04:00 EEST.
+    let runs = in_zone(athens, "*/30 * * * *", at(athens, 2013, 3, 31, 1, 0, 0), 5);
+    let walls: Vec<String> = runs
+        .iter()
+        .map(|t| t.with_timezone(&athens).format("%H:%M%z").to_string())
+        .collect();
+    assert_eq!(
+        walls,
+        [
+            "01:30+0200",
+            "02:00+0200",
+            "02:30+0200",
+            "04:00+0300",
+            "04:30+0300"
+        ]
+    );
+    // test_std_dst: Warsaw, 2017.
+    let warsaw = Tz::Europe__Warsaw;
+    assert_eq!(
+        next("0 0 * * *", warsaw, at(warsaw, 2017, 3, 26, 0, 0, 0)),
+        at(warsaw, 2017, 3, 27, 0, 0, 0)
+    );
+    assert_eq!(
+        next("0 * * * *", warsaw, at(warsaw, 2017, 3, 26, 1, 0, 0)),
+        at(warsaw, 2017, 3, 26, 3, 0, 0)
+    );
+    assert_eq!(
+        next("0 0 * * *", warsaw, at(warsaw, 2017, 10, 29, 0, 0, 0)),
+        at(warsaw, 2017, 10, 30, 0, 0, 0)
+    );
+    assert_eq!(
+        next("0 * * * *", warsaw, at(warsaw, 2017, 10, 29, 1, 59, 0)),
+        at(warsaw, 2017, 10, 29, 2, 0, 0)
+    );
+    for hour in [3, 4, 5] {
+        assert_eq!(
+            next("0 * * * *", warsaw, at(warsaw, 2017, 10, 29, hour, 0, 0)),
+            at(warsaw, 2017, 10, 29, hour + 1, 0, 0)
+        );
+    }
+    // test_std_dst2: São Paulo falls back at midnight (18 Feb 2018 00:00 → 17 Feb 23:00).
+    let sao_paulo = Tz::America__Sao_Paulo;
+    let midnight = Utc
+        .with_ymd_and_hms(2018, 2, 18, 3, 0, 0)
+        .single()
+        .expect("instant");
+    for hour in [21, 22, 23] {
+        assert_eq!(
+            next(
+                "0 0 * * *",
+                sao_paulo,
+                at(sao_paulo, 2018, 2, 17, hour, 0, 0)
+            ),
+            midnight,
+            "from {hour}:00"
+        );
+    }
+    assert_eq!(
+        next("0 0 * * *", sao_paulo, midnight),
+        Utc.with_ymd_and_hms(2018, 2, 19, 3, 0, 0)
+            .single()
+            .expect("instant")
+    );
+}
