@@ -528,3 +528,80 @@ fn croniter_daylight_saving() {
             .expect("instant")
     );
 }
+
+/// croner's own iteration examples (its tests run in the local zone; here Berlin).
+#[test]
+fn croner_iterations() {
+    let tz = Tz::Europe__Berlin;
+    let t = |y, mo, d, h, mi, s| at(tz, y, mo, d, h, mi, s);
+    let from = |cron: &str, start: DateTime<Utc>, n: usize| {
+        let mut after = start;
+        (0..n)
+            .map(|_| {
+                after = next(cron, tz, after);
+                after
+            })
+            .collect::<Vec<_>>()
+    };
+    // test_wrap_month_and_year.
+    assert_eq!(
+        from("0 0 15 * * *", t(2023, 12, 31, 16, 0, 0), 1),
+        [t(2024, 1, 1, 15, 0, 0)]
+    );
+    // test_weekday_pattern_correct_weekdays.
+    assert_eq!(
+        from("0 0 0 * * 5,6", t(2022, 2, 17, 0, 0, 0), 6),
+        [
+            t(2022, 2, 18, 0, 0, 0),
+            t(2022, 2, 19, 0, 0, 0),
+            t(2022, 2, 25, 0, 0, 0),
+            t(2022, 2, 26, 0, 0, 0),
+            t(2022, 3, 4, 0, 0, 0),
+            t(2022, 3, 5, 0, 0, 0),
+        ]
+    );
+    // test_weekday_pattern_combined_with_day_of_month: the 2nd or a Saturday.
+    assert_eq!(
+        from("59 59 23 2 * 6", t(2022, 1, 31, 0, 0, 0), 6),
+        [
+            t(2022, 2, 2, 23, 59, 59),
+            t(2022, 2, 5, 23, 59, 59),
+            t(2022, 2, 12, 23, 59, 59),
+            t(2022, 2, 19, 23, 59, 59),
+            t(2022, 2, 26, 23, 59, 59),
+            t(2022, 3, 2, 23, 59, 59),
+        ]
+    );
+    // test_weekday_pattern_alone.
+    assert_eq!(
+        from("15 9 * * mon", t(2022, 2, 28, 23, 59, 0), 3),
+        [
+            t(2022, 3, 7, 9, 15, 0),
+            t(2022, 3, 14, 9, 15, 0),
+            t(2022, 3, 21, 9, 15, 0)
+        ]
+    );
+    // test_handling_different_month_lengths.
+    for (start, last) in [
+        (t(2023, 2, 1, 0, 0, 0), t(2023, 2, 28, 0, 0, 0)),
+        (t(2024, 2, 1, 0, 0, 0), t(2024, 2, 29, 0, 0, 0)),
+        (t(2023, 4, 1, 0, 0, 0), t(2023, 4, 30, 0, 0, 0)),
+    ] {
+        assert_eq!(from("0 0 L * *", start, 1), [last]);
+    }
+    // test_cron_iterator_non_standard_intervals_with_offset.
+    assert_eq!(
+        from("7-59/29 2-23/13 * * *", t(2023, 1, 1, 0, 0, 0), 2),
+        [t(2023, 1, 1, 2, 7, 0), t(2023, 1, 1, 2, 36, 0)]
+    );
+    // Left out: test_unusual_cron_expression_end_month_start_month_mon ("0 0 */31,1-7
+    // */1 MON"): RES refuses a step wider than its field ('*/31' in day-of-month selects
+    // only the 1st), and says so.
+    let error = Schedule::parse("0 0 */31,1-7 */1 MON", None, None, None).expect_err("refused");
+    assert!(
+        error
+            .to_string()
+            .contains("day-of-month step 31 is larger than 30"),
+        "{error}"
+    );
+}
