@@ -17,8 +17,8 @@ use reference::{
     reference_next_run, transitions,
 };
 use res_shared::schedule::{
-    CronSchedule, Deadline, FAILED_RUN_RETRY, NextRun, OperationWindow, Recurrence, Schedule,
-    ScheduleError, Zone,
+    CronSchedule, Deadline, FAILED_RUN_RETRY, NextRun, OperationWindow, OverlapPolicy, Recurrence,
+    Schedule, ScheduleError, Zone, reschedule_run,
 };
 
 const ZONES: [Tz; 7] = [
@@ -503,6 +503,54 @@ proptest! {
         }),
     ) {
         assert_interval(&interval, window, tz, now, false)?;
+    }
+
+    #[test]
+    fn buffer_one_agrees_with_the_reference(
+        (tz, started) in zone_and_instant(),
+        run_seconds in prop_oneof![0i64..600, 0i64..4 * 3600],
+        cron in prop_oneof![cron_expression(), interval_expression()],
+        window in window(),
+    ) {
+        prop_assume!(build(&cron, window, tz).is_ok());
+        let finished = started + TimeDelta::seconds(run_seconds);
+        let reference_window = ref_window(window);
+        let reference = |now| {
+            if cron.starts_with("@every") {
+                Some(RefAnswer::Next(reference_interval_next(
+                    &RefInterval::parse(&cron),
+                    reference_window.as_ref(),
+                    tz,
+                    now,
+                )))
+            } else {
+                reference_next_run(&RefCron::parse(&cron), reference_window.as_ref(), tz, now)
+            }
+        };
+        // One more run at the finish when an occurrence came due by then and the finish
+        // is inside the window; otherwise the schedule's next run after the finish.
+        let came_due = matches!(reference(started), Some(RefAnswer::Next(t)) if t <= finished);
+        let finish_in_window = reference_window.as_ref().is_none_or(|w| w.contains(tz, finished));
+        let expected = if came_due && finish_in_window {
+            RefAnswer::Next(finished)
+        } else {
+            let Some(answer) = reference(finished) else {
+                return Ok(());
+            };
+            answer
+        };
+        let (from, to) = (window.map(|w| text(w.0)), window.map(|w| text(w.1)));
+        let answer = reschedule_run(
+            Some(&cron),
+            OperationWindow::parse(from.as_deref(), to.as_deref()).expect("valid window"),
+            Some(tz.name()),
+            TimeDelta::zero(),
+            (OverlapPolicy::BufferOne, started),
+            finished,
+            false,
+        );
+        prop_assert_eq!(answer.problem, None);
+        assert_reference(answer.next_run, expected, false, tz, finished)?;
     }
 
     #[test]

@@ -6,6 +6,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use super::error::ScheduleError;
 use super::next_run::{FAILED_RUN_RETRY, NextRun, Schedule};
+use super::overlap::{OverlapPolicy, buffered_run};
 use super::recurrence::Recurrence;
 use super::window::OperationWindow;
 use super::zone::Zone;
@@ -63,6 +64,34 @@ pub fn reschedule(
                 problem: Some(problem),
             }
         }
+    }
+}
+
+/// [`reschedule`] for a run that was live from `started` to `now` under the rule's overlap
+/// `policy`: with `buffer_one`, an occurrence that came due while it ran starts one more
+/// run at `now` (see [`buffered_run`]); otherwise, and after a failed run, the same answer
+/// as [`reschedule`].
+pub fn reschedule_run(
+    cron: Option<&str>,
+    window: Option<OperationWindow>,
+    tz: Option<&str>,
+    offset: TimeDelta,
+    (policy, started): (OverlapPolicy, DateTime<Utc>),
+    now: DateTime<Utc>,
+    last_run_failed: bool,
+) -> Rescheduled {
+    let buffered = match cron {
+        Some(cron) if !last_run_failed => schedule(cron, window, tz)
+            .ok()
+            .and_then(|s| buffered_run(&s.with_offset(offset), policy, started, now)),
+        _ => None,
+    };
+    match buffered {
+        Some(next_run) => Rescheduled {
+            next_run,
+            problem: None,
+        },
+        None => reschedule(cron, window, tz, offset, now, last_run_failed),
     }
 }
 
