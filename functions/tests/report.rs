@@ -656,3 +656,77 @@ async fn a_jittered_rule_runs_its_offset_after_the_cron_time_and_its_plan_says_s
         .await;
     assert_eq!(plan().await, 0);
 }
+
+/// A claimed run of an every-10-minutes rule made to have started 25 minutes ago, under
+/// `policy` set on the branch rule; returns (last_run_time, next_run_time) of its report.
+async fn long_run_reported(policy: &str) -> (DateTime<Utc>, DateTime<Utc>) {
+    let c = claimed_with(RuleSpec {
+        cron: Some("*/10 * * * *"),
+        ..RuleSpec::default()
+    })
+    .await;
+    sqlx::query("UPDATE branch_rules SET overlap_policy = $2 WHERE id = $1")
+        .bind(c.rule)
+        .bind(policy)
+        .execute(&c.app.pool)
+        .await
+        .expect("policy");
+    sqlx::query("UPDATE executions SET scheduled_at = now() - interval '25 minutes' WHERE id = $1")
+        .bind(c.execution)
+        .execute(&c.app.pool)
+        .await
+        .expect("a long run");
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let described = c
+        .app
+        .call(
+            DescribeRuleRequest::NAME,
+            &c.app.service,
+            json!({"branch_rule_id": c.rule}),
+        )
+        .await;
+    assert_eq!(
+        described.body["overlap_policy"], policy,
+        "{}",
+        described.body
+    );
+    let words = described.body["schedule"].as_str().unwrap_or_default();
+    assert_eq!(
+        words.ends_with("followed by one more at once (buffer_one)"),
+        policy == "buffer_one",
+        "{words}"
+    );
+    (
+        time(&reply.body["last_run_time"]),
+        time(&reply.body["next_run_time"]),
+    )
+}
+
+#[tokio::test]
+async fn buffer_one_runs_once_more_at_once_after_a_run_that_outlasted_its_period() {
+    // Two occurrences came due during the 25 minutes: one more run, due now.
+    let (last, next) = long_run_reported("buffer_one").await;
+    assert_eq!(next, last);
+    // skip (the default): the occurrences that passed are dropped.
+    let (last, next) = long_run_reported("skip").await;
+    let expected = Schedule::parse("*/10 * * * *", None, None, Some("Asia/Riyadh"))
+        .and_then(|s| s.next_run(last, false))
+        .expect("the shared rules answer");
+    assert_eq!(next, expected.next_run_time);
+    assert!(next > last);
+}
+
+#[tokio::test]
+async fn an_unknown_overlap_policy_is_refused_by_the_database() {
+    let c = claimed().await;
+    let refused =
+        sqlx::query("UPDATE branch_rules SET overlap_policy = 'buffer_all' WHERE id = $1")
+            .bind(c.rule)
+            .execute(&c.app.pool)
+            .await;
+    assert!(
+        refused.is_err(),
+        "the check constraint keeps the two spellings"
+    );
+}

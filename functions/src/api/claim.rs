@@ -354,6 +354,7 @@ mod tests {
             root_id: Uuid::nil(),
             runner_id: "r".to_owned(),
             offline: false,
+            scheduled_at: now(),
         }
     }
 

@@ -1,7 +1,9 @@
 //! SQL for `branch_rules`, read with the settings that decide its schedule.
 
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
-use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone, jitter_offset};
+use res_shared::schedule::{
+    OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone, jitter_offset,
+};
 use res_shared::wire::RuleCondition;
 use uuid::Uuid;
 
@@ -43,6 +45,21 @@ pub(crate) struct LockedRule {
     pub(crate) created_at: DateTime<Utc>,
     /// The branch rule's jitter, else the brand rule's, else 0.
     pub(crate) jitter_seconds: i32,
+    /// The branch rule's overlap policy, else the brand rule's, else skip.
+    #[sqlx(try_from = "String")]
+    pub(crate) overlap_policy: Overlap,
+}
+
+/// An overlap policy read from the database (a CHECK constraint keeps it valid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Overlap(pub(crate) OverlapPolicy);
+
+impl TryFrom<String> for Overlap {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Overlap, String> {
+        text.parse().map(Overlap)
+    }
 }
 
 impl LockedRule {
@@ -109,7 +126,8 @@ macro_rules! rule_from {
                 b.is_active AS branch_is_active, r.status AS rule_status, \
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now, \
-                br.created_at, COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds",
+                br.created_at, COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
+                COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy",
             $columns,
             " FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \

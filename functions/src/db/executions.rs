@@ -34,6 +34,8 @@ pub(crate) struct ExecutionRow {
     pub(crate) runner_id: String,
     /// Recorded from an offline run's report.
     pub(crate) offline: bool,
+    /// When it was claimed: the run is live from then.
+    pub(crate) scheduled_at: DateTime<Utc>,
 }
 
 /// The most recent execution of a rule, locked (a live one is always the most recent:
@@ -44,7 +46,7 @@ pub(crate) async fn latest_for_rule(
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id, runner_id, offline \
+                resume_at, root_id, runner_id, offline, scheduled_at \
          FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
          FOR NO KEY UPDATE",
     )
@@ -57,7 +59,7 @@ pub(crate) async fn latest_for_rule(
 pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
     sqlx::query_as(
         "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id, runner_id, offline \
+                resume_at, root_id, runner_id, offline, scheduled_at \
          FROM executions WHERE id = $1 FOR NO KEY UPDATE",
     )
     .bind(id)

@@ -33,6 +33,7 @@ macro_rules! workflow_select {
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, \
                 COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
+                COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy, \
                 br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
                 CASE WHEN held.status = 'paused' THEN held.resume_at END AS resume_at \
          FROM branch_rules br \
@@ -205,6 +206,7 @@ struct EntryRow {
     cron_expression: Option<String>,
     timezone: String,
     jitter_seconds: i32,
+    overlap_policy: String,
     run_count: i64,
     failure_count: i64,
     is_last_run_failed: bool,
@@ -234,6 +236,8 @@ impl EntryRow {
             timezone: self.timezone,
             // The column's check keeps it in 0..=3600.
             jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
+            // The column's check keeps it to the two spellings.
+            overlap_policy: self.overlap_policy.parse().unwrap_or_default(),
             run_count: self.run_count,
             failure_count: self.failure_count,
             is_last_run_failed: self.is_last_run_failed,

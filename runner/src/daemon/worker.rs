@@ -244,6 +244,8 @@ fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::pla
 }
 
 async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutcome {
+    // The claim was just made: the run is live from about now, as the cloud counts it.
+    let claimed_at = Utc::now();
     let id = job.branch_rule_id;
     let cancel = daemon.abort.child_token();
     let heartbeat = tokio::spawn(heartbeat(
@@ -293,7 +295,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
             format!("no report for status {:?}", report.status),
         );
     };
-    let next = report_run(daemon, request).await;
+    let next = report_run(daemon, request, claimed_at).await;
     JobOutcome {
         execution_id: Some(claim.execution_id),
         status: JobStatus::Ran(report.status),
@@ -303,9 +305,13 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     }
 }
 
-/// Sends a report now, or keeps it in the outbox and schedules locally. Returns the next
-/// run time the rule got.
-async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<DateTime<Utc>> {
+/// Sends a report now, or keeps it in the outbox and schedules locally (for a run live
+/// since `started`). Returns the next run time the rule got.
+async fn report_run(
+    daemon: &Daemon,
+    request: SetNextRunTimeRequest,
+    started: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     let id = request.branch_rule_id;
     let failed = request.is_last_run_failed;
     let finished_at = request
@@ -350,7 +356,7 @@ async fn report_run(daemon: &Daemon, request: SetNextRunTimeRequest) -> Option<D
         let plan = daemon.plan.read();
         plan.workflows
             .get(&id)
-            .map(|entry| local_run::local_next_run(entry, finished_at, failed))
+            .map(|entry| local_run::local_next_run(entry, started, finished_at, failed))
     }?;
     daemon.plan.apply_report(&answer, failed, true, Utc::now());
     Some(answer.next_run_time)
@@ -402,7 +408,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         finished_at: report.finished_at,
         violations: services.take(),
     });
-    let next = report_run(daemon, request).await;
+    let next = report_run(daemon, request, started_at).await;
     JobOutcome {
         execution_id: Some(execution_id),
         status: JobStatus::Ran(report.status),

@@ -2,7 +2,9 @@
 //! the next run while the cloud is unreachable — with the shared crate, so both sides agree.
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{Deadline, Rescheduled, jitter_offset, reschedule, window_deadline};
+use res_shared::schedule::{
+    Deadline, OverlapPolicy, Rescheduled, jitter_offset, reschedule_run, window_deadline,
+};
 use res_shared::wire::SetNextRunTimeResponse;
 
 use super::Entry;
@@ -17,14 +19,15 @@ pub(crate) fn deadline(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc
     }
 }
 
-/// The next run as `branch_rules_set_NextRunTime` would compute it at `now`: the same
-/// function of the shared crate, so cloud and site agree.
+/// The next run as `branch_rules_set_NextRunTime` would compute it at `now` for a run
+/// live since `started`: the same function of the shared crate, so cloud and site agree.
 pub(crate) fn local_next_run(
     entry: &Entry,
+    started: DateTime<Utc>,
     now: DateTime<Utc>,
     failed: bool,
 ) -> SetNextRunTimeResponse {
-    let next = rescheduled(entry, now, failed);
+    let next = rescheduled(entry, (entry.workflow.overlap_policy, started), now, failed);
     SetNextRunTimeResponse {
         branch_rule_id: entry.workflow.id,
         next_run_time: next.next_run.next_run_time,
@@ -39,15 +42,23 @@ pub(crate) fn local_next_run(
 /// The occurrence after `now` (another runner took the one that was due): what the cloud
 /// will say once that runner reports, computed here in case the cloud is gone by then.
 pub(crate) fn next_occurrence(entry: &Entry, now: DateTime<Utc>) -> DateTime<Utc> {
-    rescheduled(entry, now, false).next_run.next_run_time
+    rescheduled(entry, (OverlapPolicy::Skip, now), now, false)
+        .next_run
+        .next_run_time
 }
 
-fn rescheduled(entry: &Entry, now: DateTime<Utc>, failed: bool) -> Rescheduled {
-    reschedule(
+fn rescheduled(
+    entry: &Entry,
+    run: (OverlapPolicy, DateTime<Utc>),
+    now: DateTime<Utc>,
+    failed: bool,
+) -> Rescheduled {
+    reschedule_run(
         entry.workflow.cron_expression.as_deref(),
         window(entry),
         Some(&entry.workflow.timezone),
         jitter_offset(entry.workflow.id, entry.workflow.jitter_seconds),
+        run,
         now,
         failed,
     )
@@ -80,7 +91,37 @@ mod tests {
             local: Local::default(),
         };
         // Id 42 under a 60 s jitter: 42 s after each hour.
-        let next = local_next_run(&entry, now, false);
+        let next = local_next_run(&entry, now, now, false);
         assert_eq!(next.next_run_time, now + TimeDelta::hours(1));
+    }
+
+    fn every_ten_minutes(policy: &str) -> Entry {
+        let now: DateTime<Utc> = "2026-03-02T10:00:00Z".parse().expect("instant");
+        let workflow = serde_json::from_value(serde_json::json!({
+            "id": Uuid::from_u128(7), "branch_id": Uuid::nil(), "rule_id": Uuid::nil(),
+            "brand_rule_id": null, "is_active": true, "is_archived": false,
+            "is_force_stopped": false, "is_currently_running": false, "next_run_time": now,
+            "last_run_time": null, "operation_time_from": null, "operation_time_to": null,
+            "cron_expression": "*/10 * * * *", "timezone": "UTC", "overlap_policy": policy,
+            "workflow_config": null, "run_count": 0, "failure_count": 0,
+            "is_last_run_failed": false, "updated_at": now
+        }))
+        .expect("a workflow");
+        Entry {
+            workflow,
+            local: Local::default(),
+        }
+    }
+
+    #[test]
+    fn offline_a_run_that_outlasts_its_period_follows_the_overlap_policy() {
+        let started: DateTime<Utc> = "2026-03-02T10:00:00Z".parse().expect("instant");
+        let finished = started + TimeDelta::minutes(25);
+        // buffer_one: 10:10 and 10:20 came due during the run — one more run, at once.
+        let buffered = local_next_run(&every_ten_minutes("buffer_one"), started, finished, false);
+        assert_eq!(buffered.next_run_time, finished);
+        // skip: the occurrences that passed are dropped.
+        let skipped = local_next_run(&every_ten_minutes("skip"), started, finished, false);
+        assert_eq!(skipped.next_run_time, started + TimeDelta::minutes(30));
     }
 }

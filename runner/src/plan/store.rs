@@ -187,7 +187,11 @@ impl PlanStore {
     /// (A claimed run's report is left alone: the rule is not claimed again before it is
     /// delivered, and its end is not in the report.)
     pub(crate) fn replay_offline_report(&self, request: &SetNextRunTimeRequest) {
-        let Some(finished_at) = request.offline.as_ref().map(|o| o.finished_at) else {
+        let Some((started_at, finished_at)) = request
+            .offline
+            .as_ref()
+            .map(|o| (o.started_at, o.finished_at))
+        else {
             return;
         };
         let failed = request.is_last_run_failed;
@@ -203,7 +207,7 @@ impl PlanStore {
             {
                 return;
             }
-            local_run::local_next_run(entry, finished_at, failed)
+            local_run::local_next_run(entry, started_at, finished_at, failed)
         };
         tracing::info!(branch_rule_id = %request.branch_rule_id, "the plan catches up with a report kept in the outbox");
         self.apply_report(&answer, failed, true, Utc::now());

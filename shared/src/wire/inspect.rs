@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::ExecutionSummary;
-use crate::schedule::Blocker;
+use crate::schedule::{Blocker, OverlapPolicy};
 
 /// Most next run times `rules_describe` lists.
 pub const MAX_NEXT_RUNS: u32 = 20;
@@ -124,8 +124,13 @@ pub struct RuleDescription {
     /// The blockers in words, as `res-runner plan why` prints them; empty when ready.
     pub why_not: Vec<String>,
     pub cron_expression: Option<String>,
-    /// The schedule in words, with its window and zone.
+    /// The schedule in words, with its window and zone (and the overlap policy when it is
+    /// not the default).
     pub schedule: String,
+    /// What happens to occurrences that come due while a run is live.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "skip"))]
+    pub overlap_policy: OverlapPolicy,
     pub timezone: String,
     #[serde(with = "super::time::option")]
     pub next_run_time: Option<DateTime<Utc>>,

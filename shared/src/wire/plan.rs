@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::schedule::RuleStatus;
+use crate::schedule::{OverlapPolicy, RuleStatus};
 
 /// `get-execution-plan-v2` request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,6 +181,10 @@ pub struct PlanEntry {
     /// `schedule::jitter_offset(id, jitter_seconds)` after its cron time.
     #[serde(default)]
     pub jitter_seconds: u32,
+    /// The branch rule's overlap policy, else the brand rule's (`skip` when absent).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "skip"))]
+    pub overlap_policy: OverlapPolicy,
     /// The rule's workflow (nodes, edges, consolidation logic), as stored: workflows of
     /// one rule share it, and it is parsed when the workflow is loaded.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]

@@ -63,6 +63,7 @@ mod tests {
             root_id: Uuid::new_v4(),
             runner_id: "r".to_owned(),
             offline: false,
+            scheduled_at: Utc::now(),
         }
     }
 

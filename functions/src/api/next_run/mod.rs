@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use res_shared::schedule::{
-    AfterRun, DEFAULT_FAILURE_THRESHOLD, Rescheduled, after_run, reschedule,
+    AfterRun, DEFAULT_FAILURE_THRESHOLD, Rescheduled, after_run, reschedule_run,
 };
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
@@ -264,11 +264,19 @@ async fn write_report(
         .unwrap_or(DEFAULT_FAILURE_THRESHOLD);
     let failures_before = u32::try_from(rule.consecutive_failures).unwrap_or(0);
     let policy = after_run(failures_before, failed, threshold);
-    let next = reschedule(
+    // The run was live from its claim (or its offline start): under buffer_one an
+    // occurrence that came due meanwhile starts one more run at once.
+    let started = match mode {
+        Some(Mode::Claimed(execution)) => execution.scheduled_at,
+        Some(Mode::Offline(_)) => offline.map_or(from, |o| o.started_at),
+        None => from,
+    };
+    let next = reschedule_run(
         rule.cron_expression.as_deref(),
         rule.window(),
         Some(&rule.timezone),
         rule.offset(),
+        (rule.overlap_policy.0, started),
         from,
         policy.retry_soon,
     );

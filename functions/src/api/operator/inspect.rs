@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{IntervalSchedule, Schedule, describe_blocker, describe_schedule};
+use res_shared::schedule::{
+    IntervalSchedule, OverlapPolicy, Schedule, describe_blocker, describe_schedule,
+};
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
     RuleCondition, RuleDescription, ShowExecutionRequest,
@@ -164,7 +166,14 @@ fn description(
         why_not: blockers.iter().map(describe_blocker).collect(),
         blockers,
         cron_expression: rule.cron_expression.clone(),
-        schedule,
+        schedule: match rule.overlap_policy.0 {
+            OverlapPolicy::Skip => schedule,
+            OverlapPolicy::BufferOne => format!(
+                "{schedule}; a run that outlasts its period is followed by one more at once \
+                 (buffer_one)"
+            ),
+        },
+        overlap_policy: rule.overlap_policy.0,
         timezone: zone.name().to_owned(),
         next_run_time: rule.next_run_time,
         next_runs,
