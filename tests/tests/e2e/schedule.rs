@@ -78,3 +78,61 @@ async fn an_every_2s_rule_runs_on_the_grid_anchored_to_its_window_opening() {
     let (next_run_time, _, _, _) = system.rule_row(rule).await;
     assert_eq!(next_run_time, Some(opening + TimeDelta::days(1)));
 }
+
+/// Runs an every-3-seconds rule whose detector takes 4 s under `policy` for about 20 s;
+/// returns each run's (claimed, finished) instants, oldest first.
+async fn long_runs(policy: &str) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    let system = System::start().await;
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("*/3 * * * * *"),
+                next_run_time: Some(Utc::now()),
+                ..RuleSpec::default()
+            },
+            &detector(4.0, 0),
+        )
+        .await;
+    sqlx::query("UPDATE branch_rules SET overlap_policy = $2 WHERE id = $1")
+        .bind(rule)
+        .bind(policy)
+        .execute(&system.pool)
+        .await
+        .expect("policy");
+    let mut runner = system.runner("site-1", &[]);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(runner.stop());
+    sqlx::query_as(
+        "SELECT scheduled_at, finished_at FROM executions \
+         WHERE branch_rule_id = $1 AND status = 'completed' ORDER BY scheduled_at",
+    )
+    .bind(rule)
+    .fetch_all(&system.pool)
+    .await
+    .expect("executions")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_outlasts_its_period_is_followed_at_once_only_under_buffer_one() {
+    // buffer_one: every run after the first starts right as the previous one finishes.
+    let runs = long_runs("buffer_one").await;
+    assert!(runs.len() >= 3, "{runs:?}");
+    for pair in runs.windows(2) {
+        let gap = (pair[1].0 - pair[0].1).num_milliseconds();
+        assert!(
+            (0..1_000).contains(&gap),
+            "the buffered run started {gap} ms after the previous finished: {runs:?}"
+        );
+    }
+    // skip: the occurrences that passed are dropped, so every later run starts on the
+    // schedule's own 3 s grid, never merely because the previous one finished.
+    let runs = long_runs("skip").await;
+    assert!(runs.len() >= 3, "{runs:?}");
+    for (claimed, _) in runs.iter().skip(1) {
+        let past_grid = claimed.timestamp_subsec_millis() + (claimed.second() % 3) * 1_000;
+        assert!(
+            past_grid < 900,
+            "a run claimed {past_grid} ms after its 3 s grid time: {runs:?}"
+        );
+    }
+}
