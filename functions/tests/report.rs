@@ -56,6 +56,17 @@ async fn claimed() -> Claimed {
 }
 
 impl Claimed {
+    /// `rules_describe` of the claimed rule, as the service key sees it.
+    async fn describe(&self) -> Reply {
+        self.app
+            .call(
+                DescribeRuleRequest::NAME,
+                &self.app.service,
+                json!({"branch_rule_id": self.rule}),
+            )
+            .await
+    }
+
     async fn heartbeat(&self, token: &str) -> Reply {
         self.app
             .call(
@@ -627,14 +638,7 @@ async fn a_jittered_rule_runs_its_offset_after_the_cron_time_and_its_plan_says_s
             .clone()
     };
     assert_eq!(plan().await, 600, "the site computes the same offset");
-    let described = c
-        .app
-        .call(
-            DescribeRuleRequest::NAME,
-            &c.app.service,
-            json!({"branch_rule_id": c.rule}),
-        )
-        .await;
+    let described = c.describe().await;
     let words = described.body["schedule"]
         .as_str()
         .unwrap_or_default()
@@ -678,14 +682,7 @@ async fn long_run_reported(policy: &str) -> (DateTime<Utc>, DateTime<Utc>) {
         .expect("a long run");
     let reply = c.report(c.finish_body(false)).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    let described = c
-        .app
-        .call(
-            DescribeRuleRequest::NAME,
-            &c.app.service,
-            json!({"branch_rule_id": c.rule}),
-        )
-        .await;
+    let described = c.describe().await;
     assert_eq!(
         described.body["overlap_policy"], policy,
         "{}",
