@@ -1,11 +1,13 @@
 //! Offline by default, never twice: two runners serve one branch; while the functions are
 //! away only the branch's offline owner runs its rules, a restart of the owner changes
 //! nothing, and when the functions are back every offline run is recorded once and the
-//! other runner does not claim what the owner already ran.
+//! other runner does not claim what the owner already ran. The owner's offline next runs
+//! are the cloud's answers to the same reports, for interval and buffer_one rules too.
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
+use res_tests::functions::RuleSpec;
 use res_tests::processes::{Runner, eventually};
 use uuid::Uuid;
 
@@ -207,4 +209,166 @@ async fn when_the_owner_dies_the_other_runner_takes_the_branch_over_once_it_is_s
     })
     .await;
     assert!(other.stop());
+}
+
+/// `(execution id, next run)` from each of `runner`'s log lines with `message` and,
+/// when given, `marker`.
+fn next_runs(runner: &Runner, message: &str, marker: &str) -> Vec<(Uuid, DateTime<Utc>)> {
+    // `name=value` up to the next ` key=` (a time may hold a space: `06:00:03.1 UTC`).
+    let field = |line: &str, name: &str| -> Option<String> {
+        let start = line.find(&format!(" {name}="))? + name.len() + 2;
+        let rest = &line[start..];
+        let end = rest
+            .match_indices(' ')
+            .map(|(i, _)| i)
+            .find(|&i| {
+                let key = rest[i + 1..].split('=').next().unwrap_or_default();
+                rest[i + 1..].contains('=')
+                    && !key.is_empty()
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            })
+            .unwrap_or(rest.len());
+        let value = &rest[..end];
+        Some(
+            value
+                .strip_prefix("Some(")
+                .and_then(|v| v.strip_suffix(')'))
+                .unwrap_or(value)
+                .to_owned(),
+        )
+    };
+    let instant = |text: &str| {
+        DateTime::parse_from_rfc3339(text)
+            .map(|t| t.with_timezone(&Utc))
+            .or_else(|_| {
+                chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S%.f UTC")
+                    .map(|t| t.and_utc())
+            })
+            .unwrap_or_else(|e| panic!("a time in the log, {text}: {e}"))
+    };
+    runner
+        .log()
+        .lines()
+        .filter(|l| l.contains(message) && l.contains(marker))
+        .filter_map(|line| {
+            let id = field(line, "execution_id")?.parse().ok()?;
+            Some((id, instant(&field(line, "next_run_time")?)))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_owners_offline_next_runs_equal_the_clouds_for_intervals_and_buffer_one() {
+    let mut system = System::start().await;
+    // Every run happens offline, so each report's answer depends only on the run: the
+    // rules first come due once the owner is known and the functions are away (a claimed
+    // run reported late is scheduled from when its report arrives, and the cloud never
+    // moves a rule earlier).
+    let first_due = Utc::now() + TimeDelta::seconds(20);
+    let spec = |cron| RuleSpec {
+        cron: Some(cron),
+        next_run_time: Some(first_due),
+        ..RuleSpec::default()
+    };
+    // An interval in a two-hour window around now (Asia/Riyadh), a cron rule and an
+    // interval whose detectors outlast their periods under buffer_one.
+    let riyadh = chrono::FixedOffset::east_opt(3 * 3600).expect("offset");
+    let wall = |t: DateTime<Utc>| t.with_timezone(&riyadh).format("%H:%M:%S").to_string();
+    let (from, to) = (
+        wall(Utc::now() - TimeDelta::hours(1)),
+        wall(Utc::now() + TimeDelta::hours(1)),
+    );
+    let interval = system
+        .rule(
+            RuleSpec {
+                window: Some((&from, &to)),
+                ..spec("@every 2s")
+            },
+            &detector(0.2, 0),
+        )
+        .await;
+    let cron_buffered = system.rule(spec("*/3 * * * * *"), &detector(4.0, 0)).await;
+    let interval_buffered = system.rule(spec("@every 2s"), &detector(3.0, 0)).await;
+    for rule in [cron_buffered, interval_buffered] {
+        sqlx::query("UPDATE branch_rules SET overlap_policy = 'buffer_one' WHERE id = $1")
+            .bind(rule)
+            .execute(&system.pool)
+            .await
+            .expect("policy");
+    }
+    let mut owner = system.runner("site-a", &[("WORKERS", "4")]);
+    eventually(
+        "site-a is the branch's offline owner",
+        LONG_WAIT,
+        || async { owner_seen_by(&owner, system.branch).await == Some(("site-a".into(), false)) },
+    )
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    assert!(
+        Utc::now() < first_due,
+        "the owner was known only after the rules came due; the runs would not all be offline"
+    );
+    eventually(
+        "each rule runs offline at least three times",
+        LONG_WAIT,
+        || async { offline_runs(&owner) >= 12 },
+    )
+    .await;
+    system.functions.restart().await;
+    eventually("the outbox is delivered", LONG_WAIT, || async {
+        owner
+            .status()
+            .await
+            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+    })
+    .await;
+    assert!(owner.stop());
+
+    // Each offline run's next run as the owner computed it, and as the cloud answered its
+    // report when the outbox was delivered: the same instant.
+    let local = next_runs(&owner, "job finished", "offline=true");
+    let cloud: std::collections::HashMap<Uuid, DateTime<Utc>> =
+        next_runs(&owner, "outbox: report delivered", "")
+            .into_iter()
+            .collect();
+    let mut compared = std::collections::HashMap::<Uuid, usize>::new();
+    for (execution, computed_here) in &local {
+        let Some(answered) = cloud.get(execution) else {
+            continue;
+        };
+        assert_eq!(
+            computed_here, answered,
+            "offline execution {execution}: the owner's next run and the cloud's"
+        );
+        let rule: Uuid = sqlx::query_scalar("SELECT branch_rule_id FROM executions WHERE id = $1")
+            .bind(execution)
+            .fetch_one(&system.pool)
+            .await
+            .expect("the offline run is recorded");
+        *compared.entry(rule).or_default() += 1;
+    }
+    for (rule, what) in [
+        (interval, "the windowed interval"),
+        (cron_buffered, "the buffer_one cron"),
+        (interval_buffered, "the buffer_one interval"),
+    ] {
+        assert!(
+            compared.get(&rule).copied().unwrap_or(0) >= 2,
+            "{what}: {compared:?} of {local:?}"
+        );
+    }
+    // The buffered rules ran back to back offline too: their local next runs were the
+    // finish itself, not the next grid time.
+    let back_to_back: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM executions e JOIN executions f \
+           ON f.branch_rule_id = e.branch_rule_id AND f.offline AND e.offline \
+          AND f.started_at > e.finished_at \
+          AND f.started_at < e.finished_at + interval '500 milliseconds' \
+         WHERE e.branch_rule_id = ANY($1)",
+    )
+    .bind(vec![cron_buffered, interval_buffered])
+    .fetch_one(&system.pool)
+    .await
+    .expect("count");
+    assert!(back_to_back >= 2, "{back_to_back} buffered offline runs");
 }
