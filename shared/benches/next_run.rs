@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use common::{COMMON, Case, HARD};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use res_shared::schedule::{CronSchedule, Schedule};
+use res_shared::schedule::{
+    CronSchedule, OperationWindow, OverlapPolicy, Schedule, reschedule, reschedule_run,
+};
 
 fn parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("parse");
@@ -131,12 +133,85 @@ fn intervals(c: &mut Criterion) {
     group.finish();
 }
 
+/// What a report costs: the plain reschedule beside reschedule_run under each overlap
+/// policy, for a run that finished before its next occurrence and for one that outlasted it
+/// (buffered under buffer_one), each for a cron rule and an interval rule in a window.
+fn overlap(c: &mut Criterion) {
+    let at = |t: &str| -> chrono::DateTime<chrono::Utc> { t.parse().expect("instant") };
+    let window = OperationWindow::parse(Some("08:00"), Some("18:00")).expect("window");
+    let finished = at("2026-03-02T11:07:13Z");
+    let mut group = c.benchmark_group("reschedule");
+    for rule in ["*/30 * * * *", "@every 90m"] {
+        // 08:00 Riyadh is 05:00 UTC: the cron's occurrences are :00 and :30, the
+        // interval's 05:00 + 90 min steps (11:00 UTC).
+        for (run, started) in [
+            ("short_run", at("2026-03-02T11:06:13Z")),
+            ("outlasted", at("2026-03-02T10:50:00Z")),
+        ] {
+            group.bench_function(BenchmarkId::new(format!("reschedule/{run}"), rule), |b| {
+                b.iter(|| {
+                    reschedule(
+                        Some(black_box(rule)),
+                        window,
+                        Some("Asia/Riyadh"),
+                        chrono::TimeDelta::zero(),
+                        black_box(finished),
+                        false,
+                    )
+                })
+            });
+            // The cases are what they say: only an outlasted run under buffer_one runs again
+            // at its finish; every other answer is the plain reschedule's.
+            let plain = reschedule(
+                Some(rule),
+                window,
+                Some("Asia/Riyadh"),
+                chrono::TimeDelta::zero(),
+                finished,
+                false,
+            );
+            for policy in [OverlapPolicy::Skip, OverlapPolicy::BufferOne] {
+                let answer = reschedule_run(
+                    Some(rule),
+                    window,
+                    Some("Asia/Riyadh"),
+                    chrono::TimeDelta::zero(),
+                    (policy, started),
+                    finished,
+                    false,
+                );
+                if policy == OverlapPolicy::BufferOne && run == "outlasted" {
+                    assert_eq!(answer.next_run.next_run_time, finished, "{rule} {run}");
+                } else {
+                    assert_eq!(answer, plain, "{rule} {run} {policy:?}");
+                    assert!(plain.next_run.next_run_time > finished, "{rule} {run}");
+                }
+                let name = format!("reschedule_run_{}/{run}", policy.as_str());
+                group.bench_function(BenchmarkId::new(name, rule), |b| {
+                    b.iter(|| {
+                        reschedule_run(
+                            Some(black_box(rule)),
+                            window,
+                            Some("Asia/Riyadh"),
+                            chrono::TimeDelta::zero(),
+                            (policy, black_box(started)),
+                            black_box(finished),
+                            false,
+                        )
+                    })
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(1))
         .sample_size(50);
-    targets = parse, common_rules, hard_rules, intervals
+    targets = parse, common_rules, hard_rules, intervals, overlap
 }
 criterion_main!(benches);

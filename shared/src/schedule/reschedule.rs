@@ -35,13 +35,62 @@ pub fn reschedule(
     now: DateTime<Utc>,
     last_run_failed: bool,
 ) -> Rescheduled {
-    let schedule = match cron {
-        Some(cron) => schedule(cron, window, tz).map_err(|error| error.to_string()),
+    answer(
+        rule_schedule(cron, window, tz, offset),
+        now,
+        last_run_failed,
+    )
+}
+
+/// [`reschedule`] for a run that was live from `started` to `now` under the rule's overlap
+/// `policy`: with `buffer_one`, an occurrence that came due while it ran starts one more
+/// run at `now` (see [`buffered_run`]); otherwise, and after a failed run, the same answer
+/// as [`reschedule`]. The schedule is built once for both questions.
+pub fn reschedule_run(
+    cron: Option<&str>,
+    window: Option<OperationWindow>,
+    tz: Option<&str>,
+    offset: TimeDelta,
+    (policy, started): (OverlapPolicy, DateTime<Utc>),
+    now: DateTime<Utc>,
+    last_run_failed: bool,
+) -> Rescheduled {
+    let schedule = rule_schedule(cron, window, tz, offset);
+    if !last_run_failed
+        && let Ok(schedule) = &schedule
+        && let Some(next_run) = buffered_run(schedule, policy, started, now)
+    {
+        return Rescheduled {
+            next_run,
+            problem: None,
+        };
+    }
+    answer(schedule, now, last_run_failed)
+}
+
+/// The rule's schedule with its jitter, or what is wrong with it.
+fn rule_schedule(
+    cron: Option<&str>,
+    window: Option<OperationWindow>,
+    tz: Option<&str>,
+    offset: TimeDelta,
+) -> Result<Schedule, String> {
+    match cron {
+        Some(cron) => schedule(cron, window, tz)
+            .map(|schedule| schedule.with_offset(offset))
+            .map_err(|error| error.to_string()),
         None => Err("the rule has no cron expression".to_owned()),
-    };
+    }
+}
+
+/// The schedule's next run after `now`, or the fixed delay when there is none.
+fn answer(
+    schedule: Result<Schedule, String>,
+    now: DateTime<Utc>,
+    last_run_failed: bool,
+) -> Rescheduled {
     let computed = schedule.and_then(|schedule| {
         schedule
-            .with_offset(offset)
             .next_run(now, last_run_failed)
             .map_err(|error| error.to_string())
     });
@@ -64,34 +113,6 @@ pub fn reschedule(
                 problem: Some(problem),
             }
         }
-    }
-}
-
-/// [`reschedule`] for a run that was live from `started` to `now` under the rule's overlap
-/// `policy`: with `buffer_one`, an occurrence that came due while it ran starts one more
-/// run at `now` (see [`buffered_run`]); otherwise, and after a failed run, the same answer
-/// as [`reschedule`].
-pub fn reschedule_run(
-    cron: Option<&str>,
-    window: Option<OperationWindow>,
-    tz: Option<&str>,
-    offset: TimeDelta,
-    (policy, started): (OverlapPolicy, DateTime<Utc>),
-    now: DateTime<Utc>,
-    last_run_failed: bool,
-) -> Rescheduled {
-    let buffered = match cron {
-        Some(cron) if !last_run_failed => schedule(cron, window, tz)
-            .ok()
-            .and_then(|s| buffered_run(&s.with_offset(offset), policy, started, now)),
-        _ => None,
-    };
-    match buffered {
-        Some(next_run) => Rescheduled {
-            next_run,
-            problem: None,
-        },
-        None => reschedule(cron, window, tz, offset, now, last_run_failed),
     }
 }
 
