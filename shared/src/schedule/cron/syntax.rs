@@ -163,9 +163,17 @@ fn normalize_field_with(
     mut specials: Option<&mut DaySpecials>,
 ) -> Result<String, String> {
     let mut items = Vec::new();
+    let listed = text.contains(',');
     for item in text.split(',') {
         if item.is_empty() {
             return Err(format!("{kind} '{text}' has an empty list item"));
+        }
+        // crontab reads `*,0` as every value, yet counts the field as unrestricted only
+        // when it starts with `*`; croner refuses it. No agreed meaning: refused.
+        if listed && (item == "*" || item == "?") {
+            return Err(format!(
+                "{kind} '{text}': '{item}' means any value and stands alone, not as an item of a list"
+            ));
         }
         let special = match (kind, specials.as_deref_mut()) {
             (FieldKind::DayOfMonth, Some(specials)) => {
@@ -395,6 +403,11 @@ mod tests {
         assert_eq!(reason("   "), "the expression is empty");
         assert!(reason("10-5 * * * *").contains("runs backwards"));
         assert!(reason("1,,2 * * * *").contains("empty list item"));
+        assert_eq!(
+            reason("* * * * *,0"),
+            "day-of-week '*,0': '*' means any value and stands alone, not as an item of a list"
+        );
+        assert!(reason("0 0 ?,5 * *").contains("day-of-month '?,5': '?' means any value"));
         assert!(reason("1- * * * *").contains("missing a value"));
         assert!(reason("*/x * * * *").contains("step 'x' is not a number"));
         assert!(reason("+5 * * * *").contains("not supported"));
