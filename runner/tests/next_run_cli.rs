@@ -131,7 +131,11 @@ fn now_defaults_to_the_current_time() {
 
 #[test]
 fn bad_input_exits_two_and_names_the_problem() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--cron", "-90 * * * *"],
+            "invalid cron '-90 * * * *': minute '-90' is missing a value",
+        ),
         (
             &["--cron", "*/0 * * * *"],
             "invalid cron '*/0 * * * *': minute step must be >= 1",

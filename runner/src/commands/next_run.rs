@@ -21,8 +21,11 @@ const EXIT_BAD_INPUT: u8 = 2;
   res-runner next-run --cron '0 * * * *' --jitter 300 --rule-id 6f1c2a9e-3b7d-4c1a-9e2f-0a1b2c3d4e5f
   echo '{\"cron\": \"0 * * * *\", \"now\": \"2026-03-02T20:00:00Z\"}' | res-runner next-run --batch")]
 pub struct NextRunArgs {
-    /// Cron expression: 5 fields, 6 with leading seconds, or @hourly/@daily/@weekly/@monthly/@yearly.
-    #[arg(long, required_unless_present = "batch")]
+    /// Cron expression (5 fields, 6 with leading seconds, 7 with a trailing year, or
+    /// @hourly/@daily/@weekly/@monthly/@yearly) or interval (@every 90m [on mon-fri]).
+    // A leading '-' is the expression's (`-90 * * * *` is refused for its minute, not
+    // taken for an unknown option).
+    #[arg(long, required_unless_present = "batch", allow_hyphen_values = true)]
     cron: Option<String>,
     /// Operation window start, local wall-clock HH:MM[:SS] (give --to too).
     #[arg(long)]
