@@ -1,6 +1,9 @@
 //! `res-runner next-run` as a technician runs it: a real child process, its output and
 //! its exit code.
 
+#[path = "next_run_cli/peer_examples.rs"]
+mod peer_examples;
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

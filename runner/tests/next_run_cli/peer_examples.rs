@@ -1,5 +1,6 @@
 //! The examples of other cron libraries' own test suites, asked of `res-runner next-run
-//! --batch` as a child process. The examples live in `peer_examples/*.txt`, one per line:
+//! --batch` as a child process. The examples live in `peer_examples/*.txt` beside this
+//! file, one per line:
 //!
 //! ```text
 //! # a comment (whole lines only)
@@ -14,12 +15,11 @@
 //! one it is the zone's wall-clock time and must not be ambiguous. Examples whose library
 //! follows another policy than RES's are left out in comments that name the policy.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::{Value, json};
+
+use super::{runner_with_stdin, stderr, stdout};
 
 /// What one example expects.
 enum Expect {
@@ -117,26 +117,9 @@ fn ask(questions: &[(&str, Tz, DateTime<Utc>)]) -> Vec<Answer> {
             )
         })
         .collect();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_res-runner"))
-        .args(["next-run", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("res-runner starts");
-    child
-        .stdin
-        .take()
-        .expect("piped stdin")
-        .write_all(input.as_bytes())
-        .expect("stdin accepts the batch");
-    let output = child.wait_with_output().expect("res-runner finishes");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let answers: Vec<Answer> = String::from_utf8_lossy(&output.stdout)
+    let output = runner_with_stdin(&["next-run", "--batch"], &input);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let answers: Vec<Answer> = stdout(&output)
         .lines()
         .map(|line| {
             let answer: Value = serde_json::from_str(line).expect("one JSON answer per line");
@@ -157,7 +140,10 @@ fn ask(questions: &[(&str, Tz, DateTime<Utc>)]) -> Vec<Answer> {
 /// (each round asks for the run after the previous answer) and fails with every
 /// disagreement, by line.
 fn check(file: &str) {
-    let path = format!("{}/tests/peer_examples/{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/tests/next_run_cli/peer_examples/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let examples = parse(&text);
     assert!(!examples.is_empty(), "{path} has no examples");
