@@ -142,63 +142,52 @@ fn overlap(c: &mut Criterion) {
     let finished = at("2026-03-02T11:07:13Z");
     let mut group = c.benchmark_group("reschedule");
     for rule in ["*/30 * * * *", "@every 90m"] {
-        // 08:00 Riyadh is 05:00 UTC: the cron's occurrences are :00 and :30, the
-        // interval's 05:00 + 90 min steps (11:00 UTC).
-        for (run, started) in [
-            ("short_run", at("2026-03-02T11:06:13Z")),
-            ("outlasted", at("2026-03-02T10:50:00Z")),
-        ] {
-            group.bench_function(BenchmarkId::new(format!("reschedule/{run}"), rule), |b| {
-                b.iter(|| {
-                    reschedule(
-                        Some(black_box(rule)),
-                        window,
-                        Some("Asia/Riyadh"),
-                        chrono::TimeDelta::zero(),
-                        black_box(finished),
-                        false,
-                    )
-                })
-            });
-            // The cases are what they say: only an outlasted run under buffer_one runs again
-            // at its finish; every other answer is the plain reschedule's.
-            let plain = reschedule(
+        let plain = |finished| {
+            let zero = chrono::TimeDelta::zero();
+            reschedule(
                 Some(rule),
                 window,
                 Some("Asia/Riyadh"),
-                chrono::TimeDelta::zero(),
+                zero,
                 finished,
                 false,
-            );
+            )
+        };
+        let run = |policy, started, finished| {
+            let zero = chrono::TimeDelta::zero();
+            let tz = Some("Asia/Riyadh");
+            reschedule_run(
+                Some(rule),
+                window,
+                tz,
+                zero,
+                (policy, started),
+                finished,
+                false,
+            )
+        };
+        // 08:00 Riyadh is 05:00 UTC: the cron's occurrences are :00 and :30, the
+        // interval's 05:00 + 90 min steps (11:00 UTC).
+        for (kind, started) in [
+            ("short_run", at("2026-03-02T11:06:13Z")),
+            ("outlasted", at("2026-03-02T10:50:00Z")),
+        ] {
+            group.bench_function(BenchmarkId::new(format!("reschedule/{kind}"), rule), |b| {
+                b.iter(|| plain(black_box(finished)))
+            });
             for policy in [OverlapPolicy::Skip, OverlapPolicy::BufferOne] {
-                let answer = reschedule_run(
-                    Some(rule),
-                    window,
-                    Some("Asia/Riyadh"),
-                    chrono::TimeDelta::zero(),
-                    (policy, started),
-                    finished,
-                    false,
-                );
-                if policy == OverlapPolicy::BufferOne && run == "outlasted" {
-                    assert_eq!(answer.next_run.next_run_time, finished, "{rule} {run}");
+                // The cases are what they say: only an outlasted run under buffer_one runs
+                // again at its finish; every other answer is the plain reschedule's.
+                let answer = run(policy, started, finished);
+                if policy == OverlapPolicy::BufferOne && kind == "outlasted" {
+                    assert_eq!(answer.next_run.next_run_time, finished, "{rule} {kind}");
                 } else {
-                    assert_eq!(answer, plain, "{rule} {run} {policy:?}");
-                    assert!(plain.next_run.next_run_time > finished, "{rule} {run}");
+                    assert_eq!(answer, plain(finished), "{rule} {kind} {policy:?}");
+                    assert!(answer.next_run.next_run_time > finished, "{rule} {kind}");
                 }
-                let name = format!("reschedule_run_{}/{run}", policy.as_str());
+                let name = format!("reschedule_run_{}/{kind}", policy.as_str());
                 group.bench_function(BenchmarkId::new(name, rule), |b| {
-                    b.iter(|| {
-                        reschedule_run(
-                            Some(black_box(rule)),
-                            window,
-                            Some("Asia/Riyadh"),
-                            chrono::TimeDelta::zero(),
-                            (policy, black_box(started)),
-                            black_box(finished),
-                            false,
-                        )
-                    })
+                    b.iter(|| run(policy, black_box(started), black_box(finished)))
                 });
             }
         }
