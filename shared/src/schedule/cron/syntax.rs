@@ -301,6 +301,20 @@ fn describe_bad_value(kind: FieldKind, item: &str, text: &str) -> String {
         };
         return format!("{kind} '{item}': '{ch}' is not supported here ({hint})");
     }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        // Too long for parse_number: far past any field's maximum.
+        return format!(
+            "{kind} '{item}': {text} is out of range {}-{}",
+            kind.min(),
+            kind.max()
+        );
+    }
+    if text.eq_ignore_ascii_case("H") || text.eq_ignore_ascii_case("R") {
+        return format!(
+            "{kind} '{item}': hashed and random values (H, R) are not supported; \
+             a rule's jitter_seconds spreads its runs instead"
+        );
+    }
     if text.chars().all(|c| c.is_ascii_alphabetic()) {
         return match kind {
             FieldKind::Month => format!("{kind} '{item}': '{text}' is not a month name (JAN-DEC)"),
@@ -403,6 +417,9 @@ mod tests {
         assert_eq!(reason("   "), "the expression is empty");
         assert!(reason("10-5 * * * *").contains("runs backwards"));
         assert!(reason("1,,2 * * * *").contains("empty list item"));
+        assert!(reason("0-10000000 * * * *").contains("10000000 is out of range 0-59"));
+        assert!(reason("H * * * *").contains("minute 'H': hashed and random values"));
+        assert!(reason("0 R * * *").contains("hour 'R': hashed and random values"));
         assert_eq!(
             reason("* * * * *,0"),
             "day-of-week '*,0': '*' means any value and stands alone, not as an item of a list"
