@@ -51,14 +51,9 @@ impl YearSet {
     const FIRST: i32 = 1970;
 
     fn from_field(text: &str) -> Result<YearSet, String> {
-        let kind = FieldKind::Year;
-        let mut component = CronComponent::new(kind.min(), kind.max(), 0, 0);
-        component
-            .parse(text)
-            .map_err(|error| format!("{kind} '{text}': {error}"))?;
         let mut bits = [0u64; 4];
-        for year in component.values() {
-            let offset = usize::from(year - kind.min());
+        for year in component(FieldKind::Year, text)?.values() {
+            let offset = usize::from(year - FieldKind::Year.min());
             bits[offset / 64] |= 1 << (offset % 64);
         }
         Ok(YearSet(bits))
@@ -87,14 +82,20 @@ impl YearSet {
     }
 }
 
-/// The values one normalised field selects, as a bitmask (weekday 7 folded onto Sunday's
-/// bit 0), and whether it is a single plain value (croner's own definition of a fixed-time
-/// field, so DST handling matches it).
-pub(crate) fn field_mask(kind: FieldKind, text: &str) -> Result<(u64, bool), String> {
+/// One normalised field read by croner's field parser; the error names the field.
+fn component(kind: FieldKind, text: &str) -> Result<CronComponent, String> {
     let mut component = CronComponent::new(kind.min(), kind.max(), 0, 0);
     component
         .parse(text)
         .map_err(|error| format!("{kind} '{text}': {error}"))?;
+    Ok(component)
+}
+
+/// The values one normalised field selects, as a bitmask (weekday 7 folded onto Sunday's
+/// bit 0), and whether it is a single plain value (croner's own definition of a fixed-time
+/// field, so DST handling matches it).
+pub(crate) fn field_mask(kind: FieldKind, text: &str) -> Result<(u64, bool), String> {
+    let component = component(kind, text)?;
     let mut mask = 0u64;
     for value in component.values() {
         let bit = if kind == FieldKind::DayOfWeek && value == 7 {
@@ -167,14 +168,7 @@ impl FieldSets {
         {
             return false;
         }
-        let (dom_days, dow_days) = self.month_days(date);
-        let dom = has(dom_days, date.day());
-        let dow = has(dow_days, date.day());
-        match (self.star_dom, self.star_dow) {
-            (_, true) => dom,
-            (true, false) => dow,
-            (false, false) => dom || dow,
-        }
+        has(self.matching_days(date), date.day())
     }
 
     /// Whether a wall-clock time of day matches the second, minute and hour fields.
@@ -201,15 +195,22 @@ impl FieldSets {
         })
     }
 
-    /// The days of `date`'s month that day-of-month and day-of-week select, as bitmasks
-    /// (bit `d` for day `d`).
-    fn month_days(&self, date: NaiveDate) -> (u64, u64) {
+    /// The days of `date`'s month the date fields select (bit `d` for day `d`): the
+    /// day-of-month days OR the day-of-week days when both are restricted, as crontab does.
+    fn matching_days(&self, date: NaiveDate) -> u64 {
         let last = days_in_month(date.year(), date.month());
         let first_weekday = (date.weekday().num_days_from_sunday() + 35 + 1 - date.day()) % 7;
-        let dom = (self.days & low_bits(last + 1)) | self.specials.month_days(last, first_weekday);
-        let dow = weekly_days(self.weekdays, last, first_weekday)
-            | self.specials.month_weekdays(last, first_weekday);
-        (dom, dow)
+        let dom =
+            || (self.days & low_bits(last + 1)) | self.specials.month_days(last, first_weekday);
+        let dow = || {
+            weekly_days(self.weekdays, last, first_weekday)
+                | self.specials.month_weekdays(last, first_weekday)
+        };
+        match (self.star_dom, self.star_dow) {
+            (_, true) => dom(),
+            (true, false) => dow(),
+            (false, false) => dom() | dow(),
+        }
     }
 
     /// Whether a matching time of day lies in `[from, to)` seconds after midnight.
@@ -289,13 +290,7 @@ impl FieldSets {
     /// The first matching day of `date`'s month at or after `date`, if any.
     fn next_day_in_month(&self, date: NaiveDate) -> Option<u32> {
         if self.specials != DaySpecials::default() {
-            let (dom, dow) = self.month_days(date);
-            let days = match (self.star_dom, self.star_dow) {
-                (_, true) => dom,
-                (true, false) => dow,
-                (false, false) => dom | dow,
-            };
-            return next_bit(days, date.day());
+            return next_bit(self.matching_days(date), date.day());
         }
         let (day, last) = (date.day(), days_in_month(date.year(), date.month()));
         let by_dom = next_bit(self.days & low_bits(last + 1), day);
