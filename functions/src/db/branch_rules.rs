@@ -50,7 +50,8 @@ pub(crate) struct LockedRule {
     pub(crate) overlap_policy: Overlap,
 }
 
-/// An overlap policy read from the database (a CHECK constraint keeps it valid).
+/// An overlap policy read from the database (a CHECK constraint keeps it valid); the
+/// rule and plan rows decode it alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Overlap(pub(crate) OverlapPolicy);
 

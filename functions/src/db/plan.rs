@@ -16,6 +16,7 @@ use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::Tx;
+use super::branch_rules::Overlap;
 use crate::access::Scope;
 
 /// The workflow columns and joins both workflow queries share (a literal, so queries stay
@@ -206,7 +207,8 @@ struct EntryRow {
     cron_expression: Option<String>,
     timezone: String,
     jitter_seconds: i32,
-    overlap_policy: String,
+    #[sqlx(try_from = "String")]
+    overlap_policy: Overlap,
     run_count: i64,
     failure_count: i64,
     is_last_run_failed: bool,
@@ -236,8 +238,7 @@ impl EntryRow {
             timezone: self.timezone,
             // The column's check keeps it in 0..=3600.
             jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
-            // The column's check keeps it to the two spellings.
-            overlap_policy: self.overlap_policy.parse().unwrap_or_default(),
+            overlap_policy: self.overlap_policy.0,
             run_count: self.run_count,
             failure_count: self.failure_count,
             is_last_run_failed: self.is_last_run_failed,
