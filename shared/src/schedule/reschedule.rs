@@ -75,12 +75,16 @@ fn rule_schedule(
     tz: Option<&str>,
     offset: TimeDelta,
 ) -> Result<Schedule, String> {
-    match cron {
-        Some(cron) => schedule(cron, window, tz)
-            .map(|schedule| schedule.with_offset(offset))
-            .map_err(|error| error.to_string()),
-        None => Err("the rule has no cron expression".to_owned()),
-    }
+    let cron = cron.ok_or("the rule has no cron expression")?;
+    let build = || -> Result<Schedule, ScheduleError> {
+        let schedule = Schedule::new(
+            Recurrence::parse(cron)?,
+            window,
+            Zone::parse_or_default(tz)?,
+        )?;
+        Ok(schedule.with_offset(offset))
+    };
+    build().map_err(|error| error.to_string())
 }
 
 /// The schedule's next run after `now`, or the fixed delay when there is none.
@@ -114,16 +118,4 @@ fn answer(
             }
         }
     }
-}
-
-fn schedule(
-    cron: &str,
-    window: Option<OperationWindow>,
-    tz: Option<&str>,
-) -> Result<Schedule, ScheduleError> {
-    Schedule::new(
-        Recurrence::parse(cron)?,
-        window,
-        Zone::parse_or_default(tz)?,
-    )
 }
