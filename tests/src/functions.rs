@@ -4,7 +4,7 @@ use res_shared::wire::{Call, ClaimRequest};
 use std::time::Duration;
 
 use crate::postgres::{TestDatabase, server};
-use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db::api_keys::KeyScope;
 use res_functions::router::metrics_router;
@@ -357,21 +357,17 @@ impl<'a> Seed<'a> {
         .execute(self.pool)
         .await
         .expect("connection");
-        let time = |t: &str| {
-            NaiveTime::parse_from_str(t, "%H:%M:%S")
-                .or_else(|_| NaiveTime::parse_from_str(t, "%H:%M"))
-                .expect("HH:MM[:SS]")
-        };
+        // As text, so PostgreSQL reads it as it reads any stored window (`24:00` included).
         sqlx::query_scalar(
             "INSERT INTO branch_rules (branch_id, rule_id, next_run_time, operation_time_from, \
                                        operation_time_to) \
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+             VALUES ($1, $2, $3, $4::text::time, $5::text::time) RETURNING id",
         )
         .bind(branch)
         .bind(rule)
         .bind(spec.next_run_time)
-        .bind(spec.window.map(|w| time(w.0)))
-        .bind(spec.window.map(|w| time(w.1)))
+        .bind(spec.window.map(|w| w.0))
+        .bind(spec.window.map(|w| w.1))
         .fetch_one(self.pool)
         .await
         .expect("branch rule")

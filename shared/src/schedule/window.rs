@@ -140,8 +140,14 @@ impl OperationWindow {
 }
 
 impl fmt::Display for OperationWindow {
+    /// `08:00–18:00`; a window ending at midnight ends at `24:00`, as it was written.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}–{}", format_time(self.from), format_time(self.to))
+        let to = if self.to == NaiveTime::MIN {
+            "24:00".to_owned()
+        } else {
+            format_time(self.to)
+        };
+        write!(f, "{}–{to}", format_time(self.from))
     }
 }
 
@@ -157,8 +163,24 @@ fn whole_seconds(time: NaiveTime) -> NaiveTime {
     time.with_nanosecond(0).unwrap_or(time)
 }
 
+/// Reads a window end as PostgreSQL writes a `time` (`08:00:00`, `08:00:00.5`), including
+/// its `24:00:00`, which is midnight at the end of the day: the same reading the native
+/// column decode gives (microseconds since midnight, wrapped), so a row read through JSON
+/// text and one read natively agree.
+pub fn read_stored_time(text: &str) -> Option<NaiveTime> {
+    let text = text.trim();
+    if let Some(rest) = text.strip_prefix("24:00") {
+        return rest
+            .bytes()
+            .all(|b| matches!(b, b'0' | b':' | b'.'))
+            .then_some(NaiveTime::MIN);
+    }
+    text.parse::<NaiveTime>().ok()
+}
+
 /// Parses a wall-clock time `HH:MM` or `HH:MM:SS`; `24:00` means midnight at the end of the
-/// day, which for a window is the same instant as `00:00` of the next.
+/// day, which for a window is the same instant as `00:00` of the next, and so is accepted
+/// only as an end (`to`): as a start it would read as the day's first minute.
 pub fn parse_wall_time(field: &'static str, text: &str) -> Result<NaiveTime, ScheduleError> {
     let invalid = |reason: &str| ScheduleError::WindowTime {
         field,
@@ -187,7 +209,13 @@ pub fn parse_wall_time(field: &'static str, text: &str) -> Result<NaiveTime, Sch
         number(second, 2..=2, "second")?,
     );
     if hour == 24 && minute == 0 && second == 0 {
-        return Ok(NaiveTime::MIN);
+        return if field == "from" {
+            Err(invalid(
+                "24:00 is the end of the day, so only a window's end (to); start at 00:00",
+            ))
+        } else {
+            Ok(NaiveTime::MIN)
+        };
     }
     if hour > 23 {
         return Err(invalid(
@@ -208,7 +236,7 @@ mod tests {
     use super::*;
 
     fn time(text: &str) -> NaiveTime {
-        parse_wall_time("from", text).expect("valid time")
+        parse_wall_time("to", text).expect("valid time")
     }
 
     #[test]
@@ -262,6 +290,36 @@ mod tests {
         assert!(error("ab:00").contains("hour 'ab'"));
         assert!(error("").contains("expected HH:MM"));
         assert!(error("24:01").contains("hour must be 00-23"));
+        assert_eq!(
+            error("24:00"),
+            "invalid from '24:00': 24:00 is the end of the day, so only a window's end (to); \
+             start at 00:00"
+        );
+    }
+
+    #[test]
+    fn stored_times_read_as_the_native_column_does() {
+        let eight = NaiveTime::from_hms_opt(8, 0, 0).expect("time");
+        assert_eq!(read_stored_time("08:00:00"), Some(eight));
+        assert_eq!(
+            read_stored_time("08:00:00.25"),
+            NaiveTime::from_hms_milli_opt(8, 0, 0, 250)
+        );
+        assert_eq!(read_stored_time("24:00:00"), Some(NaiveTime::MIN));
+        assert_eq!(read_stored_time("24:00"), Some(NaiveTime::MIN));
+        assert_eq!(read_stored_time("00:00:00"), Some(NaiveTime::MIN));
+        assert_eq!(read_stored_time("24:00:01"), None);
+        assert_eq!(read_stored_time("25:00:00"), None);
+    }
+
+    #[test]
+    fn windows_ending_at_midnight_say_24_00() {
+        let late = OperationWindow::parse(Some("22:00"), Some("24:00"))
+            .expect("valid")
+            .expect("restricted");
+        assert!(late.is_overnight(), "it ends at the next day's 00:00");
+        assert_eq!(late.day_ranges(), [(79_200, 86_400), (0, 0)]);
+        assert_eq!(late.to_string(), "22:00–24:00");
     }
 
     #[test]

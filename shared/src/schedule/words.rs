@@ -23,7 +23,7 @@ pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zon
         .and_then(|n| cron_in_words(&n.fields))
         .unwrap_or_else(|| format!("on the cron schedule `{}`", cron.trim()));
     let window = match window {
-        Some(w) => format!(", {}–{}", w.from().format("%H:%M"), w.to().format("%H:%M")),
+        Some(w) => format!(", {w}"),
         None => String::new(),
     };
     format!("{when}{window} {}", zone.name())
@@ -49,7 +49,7 @@ fn interval_in_words(
         mask => format!(", {}", days_in_words(mask)),
     };
     let window = match window {
-        Some(w) => format!(", {}–{}", w.from().format("%H:%M"), w.to().format("%H:%M")),
+        Some(w) => format!(", {w}"),
         None => String::new(),
     };
     format!("{when}{days}{window} {}", zone.name())

@@ -24,6 +24,7 @@ mod runner;
 mod seconds;
 mod time;
 mod violation;
+mod wall_time;
 
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{

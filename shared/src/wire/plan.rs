@@ -169,9 +169,11 @@ pub struct PlanEntry {
     pub last_run_time: Option<DateTime<Utc>>,
     /// Window start, local time of `timezone`.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "08:00:00"))]
+    #[serde(with = "super::wall_time::option", default)]
     pub operation_time_from: Option<NaiveTime>,
     /// Window end (exclusive), local time of `timezone`.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "18:00:00"))]
+    #[serde(with = "super::wall_time::option", default)]
     pub operation_time_to: Option<NaiveTime>,
     /// The brand rule's expression, else the rule's.
     pub cron_expression: Option<String>,
