@@ -727,3 +727,81 @@ async fn an_unknown_overlap_policy_is_refused_by_the_database() {
         "the check constraint keeps the two spellings"
     );
 }
+
+#[tokio::test]
+async fn a_late_report_keeps_the_runners_times_and_is_scheduled_from_its_end() {
+    let claimed = claimed_with(RuleSpec {
+        cron: Some("*/5 * * * * *"),
+        ..RuleSpec::default()
+    })
+    .await;
+    let claimed_at: DateTime<Utc> =
+        sqlx::query_scalar("SELECT scheduled_at FROM executions WHERE id = $1")
+            .bind(claimed.execution)
+            .fetch_one(&claimed.app.pool)
+            .await
+            .expect("the claim");
+    // The report waited (an outbox during an outage): it arrives seconds after the run ended.
+    tokio::time::sleep(std::time::Duration::from_millis(5_500)).await;
+    let (started, finished) = (
+        claimed_at + TimeDelta::milliseconds(100),
+        claimed_at + TimeDelta::milliseconds(1_100),
+    );
+    let mut body = claimed.finish_body(false);
+    body["started_at"] = json!(started);
+    body["finished_at"] = json!(finished);
+    let answer = claimed.report(body).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let (stored_start, stored_end): (DateTime<Utc>, DateTime<Utc>) =
+        sqlx::query_as("SELECT started_at, finished_at FROM executions WHERE id = $1")
+            .bind(claimed.execution)
+            .fetch_one(&claimed.app.pool)
+            .await
+            .expect("times");
+    assert_eq!(
+        (
+            stored_start.timestamp_micros(),
+            stored_end.timestamp_micros()
+        ),
+        (started.timestamp_micros(), finished.timestamp_micros()),
+        "the runner's times, not the arrival"
+    );
+    let expected = res_shared::schedule::Schedule::parse("*/5 * * * * *", None, None, None)
+        .expect("schedule")
+        .next_run(stored_end, false)
+        .expect("next run")
+        .next_run_time;
+    assert_eq!(
+        time(&answer.body["next_run_time"]),
+        expected,
+        "scheduled from the run's end, as the runner did locally"
+    );
+}
+
+#[tokio::test]
+async fn reported_times_are_held_between_the_claim_and_now() {
+    let claimed = claimed().await;
+    let claimed_at: DateTime<Utc> =
+        sqlx::query_scalar("SELECT scheduled_at FROM executions WHERE id = $1")
+            .bind(claimed.execution)
+            .fetch_one(&claimed.app.pool)
+            .await
+            .expect("the claim");
+    let mut body = claimed.finish_body(false);
+    body["started_at"] = json!(claimed_at - TimeDelta::hours(2));
+    body["finished_at"] = json!(Utc::now() + TimeDelta::hours(3));
+    let answer = claimed.report(body).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let (start, end, now): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>) =
+        sqlx::query_as("SELECT started_at, finished_at, now() FROM executions WHERE id = $1")
+            .bind(claimed.execution)
+            .fetch_one(&claimed.app.pool)
+            .await
+            .expect("times");
+    assert_eq!(
+        start.timestamp_micros(),
+        claimed_at.timestamp_micros(),
+        "not before the claim"
+    );
+    assert!(end <= now, "not in the future: {end} > {now}");
+}

@@ -240,3 +240,151 @@ async fn an_offline_run_is_recorded_once_with_its_violations() {
     assert_eq!(backwards.status, 422, "{}", backwards.body);
     assert!(backwards.body.to_string().contains("offline.finished_at"));
 }
+
+/// A crashed offline run's record and its rule's counters.
+#[derive(sqlx::FromRow)]
+struct CrashedRecord {
+    status: String,
+    started_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+    violations: i64,
+    run_count: i64,
+    failure_count: i64,
+    next_run_time: Option<DateTime<Utc>>,
+}
+
+#[tokio::test]
+async fn an_offline_run_cut_off_by_a_kill_is_recorded_crashed_and_retried_in_its_chain() {
+    let app = TestApp::start().await;
+    let (branch, rule) = Seed::new(&app.pool)
+        .due_rule(RuleSpec {
+            cron: Some("0 * * * *"),
+            ..RuleSpec::default()
+        })
+        .await;
+    let token = app.runner_token(&[branch]).await;
+    let due_before: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT next_run_time FROM branch_rules WHERE id = $1")
+            .bind(rule)
+            .fetch_one(&app.pool)
+            .await
+            .expect("row");
+    let now = app.db_now().await;
+    let (started, alive) = (now - TimeDelta::seconds(40), now - TimeDelta::seconds(30));
+    let crashed = Uuid::new_v4();
+    let report = |execution: Uuid, status: &str, token_text: &str| {
+        json!({
+            "branch_rule_id": rule, "is_last_run_failed": true,
+            "execution_id": execution, "claim_token": token_text, "status": status,
+            "error": "the runner stopped during this offline run",
+            "offline": {"runner_id": "site-1", "started_at": started, "finished_at": alive,
+                        "violations": [{"kind": "queue", "details": {"people": 9},
+                                        "idempotency_key": format!("{execution}:violation:1")}]}
+        })
+    };
+
+    // `crashed` belongs to offline reports only.
+    let claimed_crash = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            json!({"branch_rule_id": rule, "is_last_run_failed": true,
+                   "execution_id": Uuid::new_v4(), "claim_token": "t", "status": "crashed"}),
+        )
+        .await;
+    assert_eq!(claimed_crash.status, 422, "{}", claimed_crash.body);
+    assert!(claimed_crash.body.to_string().contains("status 'crashed'"));
+
+    let first = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            report(crashed, "crashed", "offline-1"),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let again = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            report(crashed, "crashed", "offline-1"),
+        )
+        .await;
+    assert_eq!(again.body, first.body, "the outbox may deliver twice");
+    let record: CrashedRecord = sqlx::query_as(
+        "SELECT e.status, e.started_at, e.finished_at, \
+                (SELECT count(*) FROM violations WHERE execution_id = e.id) AS violations, \
+                br.run_count, br.failure_count, br.next_run_time \
+         FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1",
+    )
+    .bind(crashed)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the crashed run's record");
+    assert_eq!(record.status, "crashed");
+    assert_eq!(
+        (record.started_at, record.finished_at),
+        (started, alive),
+        "its own times"
+    );
+    assert_eq!(
+        record.violations, 1,
+        "what it found before the kill is kept"
+    );
+    assert_eq!(
+        (record.run_count, record.failure_count),
+        (0, 0),
+        "a crash is not a run or a failure"
+    );
+    assert_eq!(
+        record.next_run_time, due_before,
+        "still due: retried at once"
+    );
+
+    // The offline retry continues the chain; so would a claim.
+    let retry = Uuid::new_v4();
+    let mut body = report(retry, "completed", "offline-2");
+    body["is_last_run_failed"] = json!(false);
+    body["offline"]["started_at"] = json!(now - TimeDelta::seconds(20));
+    body["offline"]["finished_at"] = json!(now - TimeDelta::seconds(10));
+    let retried = app.call(SetNextRunTimeRequest::NAME, &token, body).await;
+    assert_eq!(retried.status, 200, "{}", retried.body);
+    let (attempt, retry_of, root): (i32, Option<Uuid>, Uuid) =
+        sqlx::query_as("SELECT attempt, retry_of, root_id FROM executions WHERE id = $1")
+            .bind(retry)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the retry");
+    assert_eq!((attempt, retry_of, root), (2, Some(crashed), crashed));
+}
+
+#[tokio::test]
+async fn a_claim_after_a_crashed_offline_run_retries_it() {
+    let app = TestApp::start().await;
+    let (branch, rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let now = app.db_now().await;
+    let crashed = Uuid::new_v4();
+    let reported = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            json!({"branch_rule_id": rule, "is_last_run_failed": true,
+                   "execution_id": crashed, "claim_token": "offline-1", "status": "crashed",
+                   "offline": {"runner_id": "site-1", "started_at": now - TimeDelta::seconds(9),
+                               "finished_at": now - TimeDelta::seconds(5)}}),
+        )
+        .await;
+    assert_eq!(reported.status, 200, "{}", reported.body);
+    let claim = app
+        .call(
+            ClaimRequest::NAME,
+            &token,
+            json!({"branch_rule_id": rule, "runner_id": "site-1"}),
+        )
+        .await;
+    assert_eq!(claim.status, 200, "due at once: {}", claim.body);
+    assert_eq!(claim.body["retry_of"], json!(crashed));
+    assert_eq!(claim.body["attempt"], 2);
+    assert_eq!(claim.body["root_execution_id"], json!(crashed));
+}

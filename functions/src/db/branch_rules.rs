@@ -342,3 +342,14 @@ pub(crate) async fn record_run(
             .ok_or_else(|| sqlx::Error::Protocol("last_run_time was not set".into()))
     })
 }
+
+/// A rule's `(last_run_time, run_count)`, unchanged (a crashed offline run counts as no run).
+pub(crate) async fn run_counters(
+    tx: &mut Tx,
+    id: Uuid,
+) -> Result<(Option<DateTime<Utc>>, i64), sqlx::Error> {
+    sqlx::query_as("SELECT last_run_time, run_count FROM branch_rules WHERE id = $1")
+        .bind(id)
+        .fetch_one(&mut **tx)
+        .await
+}

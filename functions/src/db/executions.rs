@@ -228,30 +228,42 @@ pub(crate) async fn crash_earlier_boots(
 /// execution with that id exists.
 pub(crate) async fn insert_offline(
     tx: &mut Tx,
-    id: Uuid,
-    branch_rule_id: Uuid,
-    runner_id: &str,
-    claim_token: &str,
-    status: &str,
-    (started_at, finished_at): (DateTime<Utc>, DateTime<Utc>),
+    run: &OfflineRecord<'_>,
 ) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query(
         "INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                 claim_token, lease_seconds, lease_expires_at, scheduled_at, \
-                                 started_at, finished_at, offline, trigger) \
-         VALUES ($1, $1, $2, $3, $5, 1, $4, 0, $7, $6, $6, $7, true, 'offline') \
+                                 retry_of, claim_token, lease_seconds, lease_expires_at, \
+                                 scheduled_at, started_at, finished_at, offline, trigger) \
+         VALUES ($1, COALESCE($9, $1), $2, $3, $5, $8, $10, $4, 0, $7, $6, $6, $7, true, 'offline') \
          ON CONFLICT (id) DO NOTHING",
     )
-    .bind(id)
-    .bind(branch_rule_id)
-    .bind(runner_id)
-    .bind(claim_token)
-    .bind(status)
-    .bind(started_at)
-    .bind(finished_at)
+    .bind(run.id)
+    .bind(run.branch_rule_id)
+    .bind(run.runner_id)
+    .bind(run.claim_token)
+    .bind(run.status)
+    .bind(run.started_at)
+    .bind(run.finished_at)
+    .bind(run.retries.map_or(1, |e| e.attempt.saturating_add(1)))
+    .bind(run.retries.map(|e| e.root_id))
+    .bind(run.retries.map(|e| e.id))
     .execute(&mut **tx)
     .await?;
     Ok(inserted.rows_affected() == 1)
+}
+
+/// An offline run recorded from its report.
+pub(crate) struct OfflineRecord<'a> {
+    pub(crate) id: Uuid,
+    pub(crate) branch_rule_id: Uuid,
+    pub(crate) runner_id: &'a str,
+    /// The runner-chosen token that identifies the report when it repeats.
+    pub(crate) claim_token: &'a str,
+    pub(crate) status: &'a str,
+    pub(crate) started_at: DateTime<Utc>,
+    pub(crate) finished_at: DateTime<Utc>,
+    /// The crashed execution this run retries (its chain continues).
+    pub(crate) retries: Option<&'a ExecutionRow>,
 }
 
 /// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
@@ -336,15 +348,16 @@ pub(crate) struct Finish<'a> {
     pub(crate) metrics: Option<&'a Value>,
     /// The answer, replayed if the report repeats.
     pub(crate) report: &'a Value,
-    /// When it ended, if not now (a late report of an offline run).
-    pub(crate) finished_at: Option<DateTime<Utc>>,
+    /// When it started and ended, as its runner reported them (else: the first heartbeat,
+    /// and now).
+    pub(crate) times: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
 }
 
 /// Finishes an execution in one write.
 pub(crate) async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
     sqlx::query(
         "UPDATE executions SET status = $2, finished_at = COALESCE($7, now()), \
-                started_at = COALESCE(started_at, now()), result = $3, error = $4, \
+                started_at = COALESCE($8, started_at, now()), result = $3, error = $4, \
                 metrics = $5, report = $6 \
          WHERE id = $1",
     )
@@ -354,7 +367,8 @@ pub(crate) async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result
     .bind(finish.error)
     .bind(finish.metrics)
     .bind(finish.report)
-    .bind(finish.finished_at)
+    .bind(finish.times.1)
+    .bind(finish.times.0)
     .execute(&mut **tx)
     .await
     .map(drop)

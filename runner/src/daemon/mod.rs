@@ -8,6 +8,7 @@ pub(crate) mod delivery;
 pub(crate) mod detectors;
 pub(crate) mod marker;
 pub(crate) mod memory;
+pub(crate) mod offline_journal;
 pub(crate) mod outage;
 pub(crate) mod outbox;
 pub mod pool;
@@ -54,6 +55,8 @@ pub struct Daemon {
     pub(crate) job_added: Notify,
     /// Undelivered reports and violations.
     pub(crate) outbox: Arc<Outbox>,
+    /// Offline runs in progress, so a kill leaves a record of them.
+    pub(crate) journal: Arc<offline_journal::Journal>,
     /// Held while the outbox is being delivered.
     pub(crate) delivering: tokio::sync::Mutex<()>,
     /// The functions answer again after failing.
@@ -85,6 +88,34 @@ pub struct Daemon {
     pub(crate) last_stop: String,
 }
 
+/// Turns the offline runs an earlier process was killed during into `crashed` reports in the
+/// outbox (before anything new runs, so they are delivered first), then forgets them. A run
+/// whose own report was stored just before the kill is not reported twice.
+fn report_unfinished_offline_runs(
+    journal: &offline_journal::Journal,
+    outbox: &Outbox,
+) -> std::io::Result<()> {
+    let reported: std::collections::HashSet<Uuid> = outbox
+        .kept_reports()?
+        .iter()
+        .filter_map(|r| r.execution_id)
+        .collect();
+    for run in journal.unfinished()? {
+        if !reported.contains(&run.execution_id) {
+            outbox.push(&outbox::Item::Report(run.crashed_report()))?;
+            tracing::warn!(
+                branch_rule_id = %run.branch_rule_id,
+                execution_id = %run.execution_id,
+                started_at = %run.started_at,
+                last_seen = %run.alive_at,
+                "an offline run was cut off by the last stop: reported as crashed, retried next"
+            );
+        }
+        journal.remove(run.execution_id)?;
+    }
+    Ok(())
+}
+
 impl Daemon {
     /// Sets the daemon up: state directory, plan (crash recovery), outbox, engine. Nothing
     /// runs yet.
@@ -112,6 +143,10 @@ impl Daemon {
         };
         tracing::info!(plan = %plan_at_start, "execution plan loaded");
         let outbox = Arc::new(Outbox::open(&config.state_dir.join("outbox"))?);
+        let journal = Arc::new(offline_journal::Journal::open(
+            &config.state_dir.join("offline-runs"),
+        )?);
+        report_unfinished_offline_runs(&journal, &outbox)?;
         if outbox.depth() > 0 {
             tracing::info!(
                 items = outbox.depth(),
@@ -168,6 +203,7 @@ impl Daemon {
             client,
             plan,
             outbox,
+            journal,
             engine,
             plan_at_start,
             last_stop,

@@ -10,6 +10,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use super::offline_journal::{Journal, Started};
 use super::outbox::{Item, Outbox};
 use crate::cloud::{CloudError, FunctionsClient};
 use crate::workflow::services::{ExecutionServices, ServiceError};
@@ -160,21 +161,44 @@ impl ExecutionServices for ClaimedServices {
 }
 
 /// Services of a run made without a claim: violations are collected and travel with the
-/// run's report; pausing is impossible (the engine waits in place when it can).
-#[derive(Debug, Default)]
+/// run's report, and each is written to the run's journal entry as it is found, so a kill
+/// before the report loses none; pausing is impossible (the engine waits in place when it
+/// can).
+#[derive(Debug)]
 pub(crate) struct OfflineServices {
-    violations: Mutex<Vec<OfflineViolation>>,
+    journal: Arc<Journal>,
+    entry: Mutex<Started>,
 }
 
 impl OfflineServices {
+    /// Services of the run `entry` describes, written to `journal` before anything runs.
+    pub(crate) fn start(journal: Arc<Journal>, entry: Started) -> std::io::Result<Self> {
+        journal.write(&entry)?;
+        Ok(OfflineServices {
+            journal,
+            entry: Mutex::new(entry),
+        })
+    }
+
+    fn entry(&self) -> std::sync::MutexGuard<'_, Started> {
+        self.entry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that the run is still alive at `now`.
+    pub(crate) fn touch(&self, now: DateTime<Utc>) -> std::io::Result<()> {
+        let mut entry = self.entry();
+        entry.alive_at = now;
+        self.journal.write(&entry)
+    }
+
     /// The violations found.
     pub(crate) fn take(&self) -> Vec<OfflineViolation> {
-        std::mem::take(
-            &mut self
-                .violations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        std::mem::take(&mut self.entry().violations)
+    }
+
+    /// The run is reported (or will never be): its entry goes.
+    pub(crate) fn finish(&self) -> std::io::Result<()> {
+        self.journal.remove(self.entry().execution_id)
     }
 }
 
@@ -186,14 +210,16 @@ impl ExecutionServices for OfflineServices {
         idempotency_key: String,
     ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
         Box::pin(async move {
-            self.violations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(OfflineViolation {
-                    kind: kind.to_owned(),
-                    details,
-                    idempotency_key,
-                });
+            let mut entry = self.entry();
+            entry.violations.push(OfflineViolation {
+                kind: kind.to_owned(),
+                details,
+                idempotency_key,
+            });
+            entry.alive_at = Utc::now();
+            if let Err(error) = self.journal.write(&entry) {
+                tracing::warn!(%error, "cannot write the violation to the offline run's journal entry; it travels with the report only");
+            }
             Ok(Uuid::new_v4())
         })
     }

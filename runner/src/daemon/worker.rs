@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::Daemon;
 use super::config::OfflineExecution;
+use super::offline_journal::{self, Started};
 use super::outbox::Item;
 use super::pool::Handler;
 use super::queue::Job;
@@ -317,7 +318,9 @@ async fn report_run(
     let finished_at = request
         .offline
         .as_ref()
-        .map_or_else(Utc::now, |o| o.finished_at);
+        .map(|o| o.finished_at)
+        .or(request.finished_at)
+        .unwrap_or_else(Utc::now);
     // Behind a backlog the report waits its turn, so reports arrive in order.
     if daemon.outbox.depth() == 0 {
         match daemon.client.call(&request).await {
@@ -371,7 +374,29 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     daemon.activity.claimed(id, execution_id);
     let lag = (started_at - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
     daemon.metrics.dispatch_lag_seconds.observe(lag);
-    let services = OfflineServices::default();
+    // The run's start is on disk before its detector starts: were this runner killed
+    // mid-run, its next start reports the run as crashed instead of losing it.
+    let entry = Started {
+        branch_rule_id: id,
+        execution_id,
+        claim_token: claim_token.clone(),
+        runner_id: daemon.config.runner_id.clone(),
+        started_at,
+        alive_at: started_at,
+        violations: Vec::new(),
+    };
+    let services = match OfflineServices::start(Arc::clone(&daemon.journal), entry) {
+        Ok(services) => Arc::new(services),
+        Err(error) => {
+            tracing::error!(%error, "cannot record the offline run's start; not running it");
+            daemon.plan.set_running(id, false, Utc::now());
+            return JobOutcome::skipped(
+                JobStatus::Unreported,
+                format!("cannot record the offline run's start: {error}"),
+            );
+        }
+    };
+    let keep_alive = tokio::spawn(keep_journal_alive(Arc::clone(&services)));
     let report = match load_prepared(daemon, id) {
         Ok((prepared, entry)) => {
             let execution = Execution {
@@ -387,7 +412,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
             };
             daemon
                 .engine
-                .run(&execution, &services, daemon.abort.child_token())
+                .run(&execution, &*services, daemon.abort.child_token())
                 .instrument(tracing::info_span!("execution", %execution_id, offline = true))
                 .await
         }
@@ -395,13 +420,19 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
             ExecutionReport::failed_before_start(execution_id, execution_id, 1, message)
         }
     };
+    // Stopped and awaited before the entry goes, so it cannot write the entry back.
+    keep_alive.abort();
+    let _ = keep_alive.await;
     let Some(mut request) = report.next_run_request(id, &claim_token) else {
+        forget_offline_run(&services);
         daemon.plan.set_running(id, false, Utc::now());
         return JobOutcome::skipped(
             JobStatus::Unreported,
             format!("no report for status {:?}", report.status),
         );
     };
+    // An offline run's times travel in `offline`.
+    (request.started_at, request.finished_at) = (None, None);
     request.offline = Some(OfflineRun {
         runner_id: daemon.config.runner_id.clone(),
         started_at,
@@ -409,12 +440,32 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         violations: services.take(),
     });
     let next = report_run(daemon, request, started_at).await;
+    // The report is delivered or in the outbox now: the run is no longer in progress.
+    forget_offline_run(&services);
     JobOutcome {
         execution_id: Some(execution_id),
         status: JobStatus::Ran(report.status),
         next_run_time: next,
         offline: true,
         error: report.error.map(|e| e.message),
+    }
+}
+
+/// Keeps an offline run's journal entry saying it is alive, until aborted.
+async fn keep_journal_alive(services: Arc<OfflineServices>) {
+    let mut tick = tokio::time::interval(offline_journal::REFRESH);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if let Err(error) = services.touch(Utc::now()) {
+            tracing::warn!(%error, "cannot refresh the offline run's journal entry");
+        }
+    }
+}
+
+fn forget_offline_run(services: &OfflineServices) {
+    if let Err(error) = services.finish() {
+        tracing::error!(%error, "cannot remove the offline run's journal entry; the next start reports it again (harmless: the same report is answered the same)");
     }
 }
 

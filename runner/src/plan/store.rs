@@ -6,7 +6,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{PlanResponse, SetNextRunTimeRequest, SetNextRunTimeResponse};
+use res_shared::wire::{FinishStatus, PlanResponse, SetNextRunTimeRequest, SetNextRunTimeResponse};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -187,6 +187,10 @@ impl PlanStore {
     /// (A claimed run's report is left alone: the rule is not claimed again before it is
     /// delivered, and its end is not in the report.)
     pub(crate) fn replay_offline_report(&self, request: &SetNextRunTimeRequest) {
+        // A crashed run reschedules nothing: the rule stays due for its retry.
+        if request.status == Some(FinishStatus::Crashed) {
+            return;
+        }
         let Some((started_at, finished_at)) = request
             .offline
             .as_ref()

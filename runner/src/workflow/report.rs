@@ -177,6 +177,8 @@ impl ExecutionReport {
             }),
             result: serde_json::to_value(&result).ok(),
             metrics: metrics.and_then(|m| serde_json::to_value(m).ok()),
+            started_at: Some(self.started_at),
+            finished_at: Some(self.finished_at),
             offline: None,
         })
     }

@@ -104,6 +104,10 @@ pub enum FinishStatus {
     /// Ran past its deadline.
     Timeout,
     OperationWindowExceeded,
+    /// An offline run its runner saw stop without finishing (killed, power lost): reported
+    /// at the runner's next start, in an offline report only. It reschedules nothing, so
+    /// the rule is retried at once, in the crashed run's `retry_of` chain.
+    Crashed,
 }
 
 impl From<FinishStatus> for ExecutionStatus {
@@ -114,6 +118,7 @@ impl From<FinishStatus> for ExecutionStatus {
             FinishStatus::Cancelled => ExecutionStatus::Cancelled,
             FinishStatus::Timeout => ExecutionStatus::Timeout,
             FinishStatus::OperationWindowExceeded => ExecutionStatus::OperationWindowExceeded,
+            FinishStatus::Crashed => ExecutionStatus::Crashed,
         }
     }
 }

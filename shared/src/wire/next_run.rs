@@ -34,6 +34,22 @@ pub struct SetNextRunTimeRequest {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metrics: Option<serde_json::Value>,
+    /// When a claimed run started and ended (runner clock): the execution keeps them and
+    /// the next run is computed from the end, however late the report arrives (an outbox
+    /// delivered after an outage). Held between the claim and the database's now. Offline
+    /// runs give theirs in `offline`.
+    #[serde(
+        default,
+        with = "super::time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(
+        default,
+        with = "super::time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub finished_at: Option<DateTime<Utc>>,
     /// Set when the run happened without a claim (the functions were unreachable and the
     /// runner is its branches' only runner): the execution is recorded from this report,
     /// with `execution_id` and `claim_token` chosen by the runner.

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, TimeDelta, Utc};
 use nix::sys::signal::Signal;
+use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 use uuid::Uuid;
 
@@ -179,4 +181,144 @@ async fn a_second_level_schedule_runs_every_time_despite_recent_seconds() {
         "{} runs in 12 s of a */2 seconds schedule",
         later - first
     );
+}
+
+/// An execution's place in time: (id, status, started_at, scheduled_at, finished_at).
+type Interval = (
+    Uuid,
+    String,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+/// Requests the functions answered with a 500 since their last start, from their metrics.
+async fn internal_errors(metrics_url: &str) -> u64 {
+    let text = reqwest::get(metrics_url)
+        .await
+        .expect("the metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with("res_functions_requests_total") && l.contains("status=\"500\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|n| n as u64)
+        .sum()
+}
+
+/// Rules due every 2 s inside a `00:00`–`24:00` window (a window value that once made every
+/// delta answer 500), two runners, each killed with `kill -9` online and the owner again
+/// during an outage: the functions answer no 500, no two executions of one rule overlap in
+/// the database, and every detector run has its execution record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_loses_no_record() {
+    let metrics_port = res_tests::processes::free_port();
+    let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let mut system = System::start_with(&[
+        "--metrics-bind",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--sweep-interval",
+        "1",
+    ])
+    .await;
+    let starts = system.dir.join("detector-starts");
+    std::fs::create_dir_all(&starts).expect("dir");
+    let mut rules = Vec::new();
+    for i in 0..4 {
+        // The detector notes the execution it runs for before it works.
+        let script = format!(
+            "input=$(cat); echo \"$input\" | grep -o '\"execution_id\":\"[^\"]*\"' | head -1 \
+             | cut -d'\"' -f4 >> {dir}/{i}; sleep 1.2; \
+             echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 0}}'",
+            dir = starts.display()
+        );
+        let spec = RuleSpec {
+            cron: Some("*/2 * * * * *"),
+            window: Some(("00:00", "24:00")),
+            next_run_time: Some(Utc::now() - TimeDelta::seconds(10)),
+            ..RuleSpec::default()
+        };
+        rules.push((i, system.rule(spec, &script).await));
+    }
+    let lease = [("LEASE_SECONDS", "6")];
+    let mut owner = system.runner("site-a", &lease);
+    eventually("site-a runs", WAIT, || async {
+        owner
+            .status()
+            .await
+            .is_some_and(|s| s["cloud_reachable"] == true)
+    })
+    .await;
+    let mut other = system.runner("site-b", &lease);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    // kill -9 online, mid-run more often than not; leases and the sweeper recover.
+    other.kill();
+    other.restart();
+    owner.kill();
+    owner.restart();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut errors = internal_errors(&metrics_url).await;
+
+    // The functions go away; the owner runs offline and is killed mid-run.
+    assert!(system.functions.stop());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    owner.kill();
+    owner.restart();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    system.functions.restart().await;
+    for runner in [&owner, &other] {
+        eventually("outboxes delivered", Duration::from_secs(90), || async {
+            runner
+                .status()
+                .await
+                .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        })
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(owner.stop() && other.stop());
+    // Leases of runs cut off by the stops run out and are swept.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    errors += internal_errors(&metrics_url).await;
+    assert_eq!(errors, 0, "the functions answered 500");
+
+    for (i, rule) in rules {
+        let runs: Vec<Interval> = sqlx::query_as(
+            "SELECT id, status, started_at, scheduled_at, finished_at FROM executions \
+                 WHERE branch_rule_id = $1 ORDER BY COALESCE(started_at, scheduled_at)",
+        )
+        .bind(rule)
+        .fetch_all(&system.pool)
+        .await
+        .expect("executions");
+        assert!(runs.len() >= 4, "rule {rule} ran: {runs:?}");
+        for run in &runs {
+            assert!(
+                !matches!(run.1.as_str(), "scheduled" | "running"),
+                "every run ended: {runs:?}"
+            );
+        }
+        for pair in runs.windows(2) {
+            let end = pair[0].4.expect("an ended run has an end");
+            let next_start = pair[1].2.unwrap_or(pair[1].3);
+            assert!(
+                next_start >= end - TimeDelta::milliseconds(1),
+                "rule {rule}: {:?} overlaps {:?} in {runs:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        let recorded: std::collections::HashSet<Uuid> = runs.iter().map(|r| r.0).collect();
+        let detected = std::fs::read_to_string(starts.join(i.to_string())).unwrap_or_default();
+        for id in detected.lines() {
+            let id: Uuid = id.trim().parse().expect("an execution id");
+            assert!(
+                recorded.contains(&id),
+                "rule {rule}: the detector ran for {id}, which has no record: {runs:?}"
+            );
+        }
+        assert!(detected.lines().count() >= 4, "{detected}");
+    }
 }

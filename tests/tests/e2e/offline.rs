@@ -42,6 +42,8 @@ async fn owner_seen_by(runner: &Runner, branch: Uuid) -> Option<(String, bool)> 
 /// An execution as the assertions read it.
 #[derive(Debug, sqlx::FromRow)]
 struct Run {
+    id: Uuid,
+    retry_of: Option<Uuid>,
     status: String,
     offline: bool,
     started_at: Option<DateTime<Utc>>,
@@ -127,38 +129,57 @@ async fn with_the_functions_away_only_the_branchs_owner_runs_its_rules_and_nothi
     let mut recorded_offline = 0;
     for rule in &rules {
         let runs: Vec<Run> = sqlx::query_as(
-            "SELECT status, offline, started_at, finished_at, runner_id FROM executions \
-             WHERE branch_rule_id = $1 ORDER BY started_at",
+            "SELECT id, status, offline, started_at, finished_at, runner_id, retry_of \
+             FROM executions WHERE branch_rule_id = $1 ORDER BY started_at",
         )
         .bind(rule)
         .fetch_all(&system.pool)
         .await
         .expect("executions");
-        assert!(runs.iter().all(|r| r.status == "completed"), "{runs:?}");
+        // The owner's kill may cut an offline run off: it is recorded crashed, and the next
+        // run retries it. Nothing else ends otherwise.
+        for (i, run) in runs.iter().enumerate() {
+            match run.status.as_str() {
+                "completed" => {}
+                "crashed" if run.offline => assert_eq!(
+                    runs.get(i + 1).and_then(|next| next.retry_of),
+                    Some(run.id),
+                    "the run after a crashed one retries it: {runs:?}"
+                ),
+                _ => panic!("rule {rule}: {run:?} in {runs:?}"),
+            }
+        }
         for run in runs.iter().filter(|r| r.offline) {
             assert_eq!(
                 run.runner_id, "site-a",
                 "offline runs are the owner's: {runs:?}"
             );
-            recorded_offline += 1;
+            recorded_offline += usize::from(run.status == "completed");
         }
         // Every run starts at or after the first due time after the previous run ended:
         // a second run of one occurrence (a claim over an offline run not yet reported)
-        // would start before it.
+        // would start before it. A crashed run's retry starts at once, after it.
         for pair in runs.windows(2) {
             let (Some(finished), Some(started)) = (pair[0].finished_at, pair[1].started_at) else {
                 panic!("a run without times: {runs:?}");
             };
+            let earliest = if pair[0].status == "crashed" {
+                finished
+            } else {
+                next_due_after(finished) - TimeDelta::milliseconds(100)
+            };
             assert!(
-                started >= next_due_after(finished) - TimeDelta::milliseconds(100),
-                "rule {rule}: {:?} started {started} before the occurrence after {finished}: {runs:?}",
+                started >= earliest,
+                "rule {rule}: {:?} started {started} before {earliest}: {runs:?}",
                 pair[1]
             );
         }
-        assert_eq!(
-            system.violations(*rule).await,
-            runs.len(),
-            "one violation per run"
+        // A run cut off after its violation was found keeps it.
+        let completed = runs.iter().filter(|r| r.status == "completed").count();
+        let violations = system.violations(*rule).await;
+        assert!(
+            (completed..=runs.len()).contains(&violations),
+            "one violation per completed run, at most one per crashed run: {violations} for {runs:?}"
         );
     }
     assert_eq!(
@@ -371,4 +392,119 @@ async fn the_owners_offline_next_runs_equal_the_clouds_for_intervals_and_buffer_
     .await
     .expect("count");
     assert!(back_to_back >= 2, "{back_to_back} buffered offline runs");
+}
+
+/// The offline runs in progress a runner has on disk.
+fn journal_entries(runner: &Runner) -> Vec<serde_json::Value> {
+    std::fs::read_dir(runner.state_dir.join("offline-runs"))
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter_map(|e| std::fs::read(e.path()).ok())
+                .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[derive(Debug, sqlx::FromRow)]
+struct Attempt {
+    id: Uuid,
+    status: String,
+    offline: bool,
+    attempt: i32,
+    retry_of: Option<Uuid>,
+    started_at: Option<DateTime<Utc>>,
+    finished_at: Option<DateTime<Utc>>,
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offline_run_killed_mid_run_is_recorded_crashed_and_retried_when_the_functions_return() {
+    let mut system = System::start().await;
+    // The detector takes 6 s: a kill lands inside a run.
+    let rule = system.rule(due("*/3 * * * * *"), &detector(6.0, 1)).await;
+    let mut owner = system.runner("site-a", &[]);
+    eventually("site-a owns the branch", LONG_WAIT, || async {
+        owner_seen_by(&owner, system.branch).await == Some(("site-a".into(), false))
+    })
+    .await;
+    // Whatever ran online finishes before the outage.
+    eventually("nothing runs online", LONG_WAIT, || async {
+        owner
+            .status()
+            .await
+            .is_some_and(|s| s["running"].as_array().is_some_and(Vec::is_empty))
+    })
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    eventually("an offline run is under way", LONG_WAIT, || async {
+        !journal_entries(&owner).is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    owner.kill();
+    let entries = journal_entries(&owner);
+    assert_eq!(entries.len(), 1, "one run was cut off: {entries:?}");
+    let cut_off: Uuid = serde_json::from_value(entries[0]["execution_id"].clone()).expect("id");
+    let started: DateTime<Utc> =
+        serde_json::from_value(entries[0]["started_at"].clone()).expect("start");
+
+    system.functions.restart().await;
+    owner.restart();
+    let attempts = || async {
+        sqlx::query_as::<_, Attempt>(
+            "SELECT id, status, offline, attempt, retry_of, started_at, finished_at \
+             FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at",
+        )
+        .bind(rule)
+        .fetch_all(&system.pool)
+        .await
+        .expect("executions")
+    };
+    eventually(
+        "the cut-off run is recorded and its retry finished",
+        LONG_WAIT,
+        || async {
+            attempts()
+                .await
+                .iter()
+                .any(|a| a.retry_of == Some(cut_off) && a.status == "completed")
+        },
+    )
+    .await;
+    let runs = attempts().await;
+    let crashed = runs
+        .iter()
+        .find(|a| a.id == cut_off)
+        .unwrap_or_else(|| panic!("the cut-off run has a record: {runs:?}"));
+    assert_eq!(crashed.status, "crashed", "{runs:?}");
+    assert!(crashed.offline);
+    assert_eq!(
+        crashed.started_at.map(|t| t.timestamp_micros()),
+        Some(started.timestamp_micros()),
+        "its own start (PostgreSQL keeps microseconds)"
+    );
+    // Its end is when it was last seen alive (refreshed every 5 s): not before its start.
+    assert!(
+        crashed
+            .finished_at
+            .is_some_and(|f| f.timestamp_micros() >= started.timestamp_micros()),
+        "{crashed:?}"
+    );
+    let retry = runs
+        .iter()
+        .find(|a| a.retry_of == Some(cut_off))
+        .expect("a retry");
+    assert_eq!(retry.attempt, crashed.attempt + 1, "{runs:?}");
+    assert!(
+        retry.started_at >= crashed.finished_at,
+        "the retry starts after the crash: {runs:?}"
+    );
+    assert!(
+        journal_entries(&owner).is_empty(),
+        "nothing left in progress"
+    );
+    assert!(owner.stop());
+    let rejected = owner.state_dir.join("outbox").join("rejected");
+    assert_eq!(std::fs::read_dir(&rejected).map_or(0, |d| d.count()), 0);
 }

@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use res_shared::schedule::{
     AfterRun, DEFAULT_FAILURE_THRESHOLD, Rescheduled, after_run, reschedule_run,
 };
@@ -64,6 +65,13 @@ fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), A
     }
     if let Some(metrics) = &request.metrics {
         require_object("metrics", metrics)?;
+    }
+    if request.status == Some(FinishStatus::Crashed) && request.offline.is_none() {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            "status 'crashed' reports an offline run its runner saw stop without finishing \
+             (give offline); a claimed run that stops is crashed when its lease runs out",
+        ));
     }
     match (request.execution_id, &request.claim_token) {
         (Some(_), None) => Err(ApiError::bad_request(
@@ -196,14 +204,22 @@ async fn resolve(
                 },
                 (None, Some(offline)) => {
                     check_offline(offline, rule)?;
+                    // A run after a crashed one retries it, as a claim would (`claim::decide`).
+                    let retried = db::executions::latest_for_rule(tx, rule.id)
+                        .await?
+                        .filter(|e| e.status == ExecutionStatus::Crashed);
                     let inserted = db::executions::insert_offline(
                         tx,
-                        id,
-                        rule.id,
-                        &offline.runner_id,
-                        token,
-                        status_name,
-                        (offline.started_at, offline.finished_at),
+                        &db::executions::OfflineRecord {
+                            id,
+                            branch_rule_id: rule.id,
+                            runner_id: &offline.runner_id,
+                            claim_token: token,
+                            status: status_name,
+                            started_at: offline.started_at,
+                            finished_at: offline.finished_at,
+                            retries: retried.as_ref(),
+                        },
                     )
                     .await?;
                     if !inserted {
@@ -250,6 +266,9 @@ async fn write_report(
     mode: Option<&Mode>,
     status_name: &str,
 ) -> Result<SetNextRunTimeResponse, ApiError> {
+    if let (Some(FinishStatus::Crashed), Some(Mode::Offline(id))) = (request.status, mode) {
+        return record_crashed(tx, rule, request, *id).await;
+    }
     let failed = request.is_last_run_failed;
     // An offline run is scheduled from when it ended, as the runner did locally; a report
     // arriving late never moves the rule earlier than it already is.
@@ -257,7 +276,19 @@ async fn write_report(
         .offline
         .as_ref()
         .filter(|_| matches!(mode, Some(Mode::Offline(_))));
-    let from = offline.map_or(rule.db_now, |o| o.finished_at.min(rule.db_now));
+    // A claimed run is scheduled from when its runner says it ended (held between its
+    // claim and now), so a report delivered late gets the answer it would have got on time.
+    let claimed = match mode {
+        Some(Mode::Claimed(execution)) => {
+            reported_times(request, execution.scheduled_at, rule.db_now)
+        }
+        _ => None,
+    };
+    let times = match (offline, claimed) {
+        (Some(o), _) => Some((o.started_at, o.finished_at.min(rule.db_now))),
+        (None, claimed) => claimed,
+    };
+    let from = times.map_or(rule.db_now, |(_, finished)| finished);
     let threshold = rule
         .failure_threshold
         .and_then(|t| u32::try_from(t).ok())
@@ -325,7 +356,10 @@ async fn write_report(
                 error: request.error.as_deref(),
                 metrics: request.metrics.as_ref(),
                 report: &report,
-                finished_at: offline.map(|o| o.finished_at),
+                times: (
+                    times.map(|(started, _)| started),
+                    times.map(|(_, finished)| finished),
+                ),
             },
         )
         .await?;
@@ -334,6 +368,72 @@ async fn write_report(
         }
     }
     tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = offline.is_some(), "rescheduled");
+    Ok(answer)
+}
+
+/// A claimed run's `(started, finished)` as its report gives them, held inside what the
+/// cloud knows: not before the claim, not after now (a runner's clock may run ahead), and
+/// the start not after the end. `None` when the report gives no end (an older runner).
+fn reported_times(
+    request: &SetNextRunTimeRequest,
+    claimed_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    let finished = request.finished_at?.clamp(claimed_at, now.max(claimed_at));
+    let started = request
+        .started_at
+        .unwrap_or(claimed_at)
+        .clamp(claimed_at, finished);
+    Some((started, finished))
+}
+
+/// An offline run that stopped without finishing: recorded as crashed with its times and
+/// violations, the rule left as it was (still due, so it is retried at once, as after an
+/// expired lease), and nothing counted as a run or a failure.
+async fn record_crashed(
+    tx: &mut db::Tx,
+    rule: &LockedRule,
+    request: &SetNextRunTimeRequest,
+    id: Uuid,
+) -> Result<SetNextRunTimeResponse, ApiError> {
+    let offline = request.offline.as_ref();
+    let (last_run_time, run_count) = db::branch_rules::run_counters(tx, rule.id).await?;
+    let answer = SetNextRunTimeResponse {
+        branch_rule_id: rule.id,
+        next_run_time: rule.next_run_time.unwrap_or(rule.db_now),
+        // A rule that never finished a run answers with when this one stopped.
+        last_run_time: last_run_time
+            .or(offline.map(|o| o.finished_at))
+            .unwrap_or(rule.db_now),
+        is_currently_running: false,
+        run_count,
+        degenerate: false,
+        warnings: Vec::new(),
+    };
+    let report = serde_json::to_value(&answer)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
+    db::executions::finish(
+        tx,
+        id,
+        &Finish {
+            status: ExecutionStatus::Crashed.as_str(),
+            result: request.result.as_ref(),
+            error: request.error.as_deref(),
+            metrics: request.metrics.as_ref(),
+            report: &report,
+            times: (
+                offline.map(|o| o.started_at),
+                offline.map(|o| o.finished_at),
+            ),
+        },
+    )
+    .await?;
+    for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
+        record_offline_violation(tx, rule.id, id, violation).await?;
+    }
+    tracing::warn!(
+        "an offline run stopped without finishing: recorded as crashed, the rule is due for its retry"
+    );
     Ok(answer)
 }
 
@@ -376,7 +476,7 @@ async fn superseded(
             error: request.error.as_deref(),
             metrics: request.metrics.as_ref(),
             report: &note,
-            finished_at: None,
+            times: (None, None),
         },
     )
     .await?;

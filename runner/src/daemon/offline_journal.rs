@@ -1,0 +1,193 @@
+//! Offline runs in progress, on disk: a run without a claim has no lease for the cloud to
+//! see expire, so its start is written here (atomically) before its detector starts, kept
+//! fresh while it runs, and removed once its report is stored. An entry found at start
+//! belongs to a run this runner was killed during (`kill -9`, power loss); it becomes a
+//! `crashed` report in the outbox, so the run leaves a record and is retried in its chain
+//! (reference 004: "find runs with status=active, mark crashed, create a recovery run").
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{FinishStatus, OfflineRun, OfflineViolation, SetNextRunTimeRequest};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::plan::file::write_atomic;
+
+/// How often a running offline run's entry is rewritten: a crashed run's recorded end is at
+/// most this long before the runner actually stopped.
+pub(crate) const REFRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// One offline run in progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Started {
+    pub(crate) branch_rule_id: Uuid,
+    pub(crate) execution_id: Uuid,
+    /// The runner-chosen token its report carries, so a repeated report is recognised.
+    pub(crate) claim_token: String,
+    pub(crate) runner_id: String,
+    pub(crate) started_at: DateTime<Utc>,
+    /// The last time the run was seen alive.
+    pub(crate) alive_at: DateTime<Utc>,
+    /// Violations its business actions found so far.
+    #[serde(default)]
+    pub(crate) violations: Vec<OfflineViolation>,
+}
+
+impl Started {
+    /// The report of this run, stopped without finishing: crashed from its start to when
+    /// it was last seen alive, with what it had found.
+    pub(crate) fn crashed_report(&self) -> SetNextRunTimeRequest {
+        SetNextRunTimeRequest {
+            branch_rule_id: self.branch_rule_id,
+            is_last_run_failed: true,
+            execution_id: Some(self.execution_id),
+            claim_token: Some(self.claim_token.clone()),
+            status: Some(FinishStatus::Crashed),
+            result: None,
+            error: Some(format!(
+                "the runner stopped during this offline run (killed or lost power); last seen \
+                 running at {}",
+                self.alive_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )),
+            metrics: None,
+            started_at: None,
+            finished_at: None,
+            offline: Some(OfflineRun {
+                runner_id: self.runner_id.clone(),
+                started_at: self.started_at,
+                finished_at: self.alive_at.max(self.started_at),
+                violations: self.violations.clone(),
+            }),
+        }
+    }
+}
+
+/// The directory of entries, one file per run.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    dir: PathBuf,
+}
+
+impl Journal {
+    /// Opens (creating) the journal in `dir`.
+    pub(crate) fn open(dir: &Path) -> io::Result<Journal> {
+        fs::create_dir_all(dir)?;
+        Ok(Journal {
+            dir: dir.to_owned(),
+        })
+    }
+
+    fn path(&self, execution_id: Uuid) -> PathBuf {
+        self.dir.join(format!("{execution_id}.json"))
+    }
+
+    /// Writes (or rewrites) a run's entry durably.
+    pub(crate) fn write(&self, started: &Started) -> io::Result<()> {
+        let bytes = serde_json::to_vec(started).map_err(io::Error::other)?;
+        write_atomic(&self.path(started.execution_id), &bytes)
+    }
+
+    /// Removes a run's entry once its report is stored.
+    pub(crate) fn remove(&self, execution_id: Uuid) -> io::Result<()> {
+        match fs::remove_file(self.path(execution_id)) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// The runs left unfinished by an earlier process, oldest first; an unreadable entry is
+    /// moved to `rejected/` for a person to look at.
+    pub(crate) fn unfinished(&self) -> io::Result<Vec<Started>> {
+        let mut runs = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Started>(&bytes).ok())
+            {
+                Some(started) => runs.push(started),
+                None => {
+                    let aside = self.dir.join("rejected");
+                    fs::create_dir_all(&aside)?;
+                    let name = path.file_name().map(ToOwned::to_owned).unwrap_or_default();
+                    fs::rename(&path, aside.join(name))?;
+                    tracing::error!(path = %path.display(), "unreadable offline run entry moved aside");
+                }
+            }
+        }
+        runs.sort_by_key(|r| (r.started_at, r.execution_id));
+        Ok(runs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(at: &str) -> Started {
+        let at: DateTime<Utc> = at.parse().expect("time");
+        Started {
+            branch_rule_id: Uuid::new_v4(),
+            execution_id: Uuid::new_v4(),
+            claim_token: "offline-abc".into(),
+            runner_id: "site-1".into(),
+            started_at: at,
+            alive_at: at + chrono::TimeDelta::seconds(7),
+            violations: vec![OfflineViolation {
+                kind: "queue".into(),
+                details: serde_json::json!({"length": 9}),
+                idempotency_key: "k1".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn a_run_left_unfinished_is_reported_crashed_with_its_times_and_findings() {
+        let run = started("2026-11-25T09:00:00Z");
+        let report = run.crashed_report();
+        assert_eq!(report.status, Some(FinishStatus::Crashed));
+        assert_eq!(report.execution_id, Some(run.execution_id));
+        assert_eq!(report.claim_token.as_deref(), Some("offline-abc"));
+        let offline = report.offline.expect("an offline report");
+        assert_eq!(offline.started_at, run.started_at);
+        assert_eq!(offline.finished_at, run.alive_at);
+        assert_eq!(offline.violations, run.violations);
+        assert!(
+            report
+                .error
+                .is_some_and(|e| e.contains("last seen running at 2026-11-25T09:00:07Z"))
+        );
+    }
+
+    #[test]
+    fn entries_survive_a_reopen_until_removed_and_bad_ones_are_set_aside() {
+        let dir = std::env::temp_dir().join(format!("res-journal-{}", Uuid::new_v4()));
+        let journal = Journal::open(&dir).expect("opens");
+        let (late, early) = (
+            started("2026-11-25T09:05:00Z"),
+            started("2026-11-25T09:00:00Z"),
+        );
+        journal.write(&late).expect("written");
+        journal.write(&early).expect("written");
+        fs::write(dir.join("garbage.json"), b"{").expect("garbage");
+        let reopened = Journal::open(&dir).expect("reopens");
+        assert_eq!(
+            reopened.unfinished().expect("lists"),
+            vec![early.clone(), late.clone()]
+        );
+        assert!(dir.join("rejected").join("garbage.json").exists());
+        reopened.remove(early.execution_id).expect("removed");
+        reopened
+            .remove(early.execution_id)
+            .expect("removing twice is fine");
+        assert_eq!(reopened.unfinished().expect("lists"), vec![late]);
+        fs::remove_dir_all(&dir).ok();
+    }
+}
