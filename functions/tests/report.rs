@@ -94,6 +94,15 @@ impl Claimed {
         })
     }
 
+    /// When the claim was made, by the database's clock.
+    async fn claimed_at(&self) -> DateTime<Utc> {
+        sqlx::query_scalar("SELECT scheduled_at FROM executions WHERE id = $1")
+            .bind(self.execution)
+            .fetch_one(&self.app.pool)
+            .await
+            .expect("the claim")
+    }
+
     async fn execution_status(&self) -> String {
         sqlx::query_scalar("SELECT status FROM executions WHERE id = $1")
             .bind(self.execution)
@@ -735,12 +744,7 @@ async fn a_late_report_keeps_the_runners_times_and_is_scheduled_from_its_end() {
         ..RuleSpec::default()
     })
     .await;
-    let claimed_at: DateTime<Utc> =
-        sqlx::query_scalar("SELECT scheduled_at FROM executions WHERE id = $1")
-            .bind(claimed.execution)
-            .fetch_one(&claimed.app.pool)
-            .await
-            .expect("the claim");
+    let claimed_at = claimed.claimed_at().await;
     // The report waited (an outbox during an outage): it arrives seconds after the run ended.
     tokio::time::sleep(std::time::Duration::from_millis(5_500)).await;
     let (started, finished) = (
@@ -781,12 +785,7 @@ async fn a_late_report_keeps_the_runners_times_and_is_scheduled_from_its_end() {
 #[tokio::test]
 async fn reported_times_are_held_between_the_claim_and_now() {
     let claimed = claimed().await;
-    let claimed_at: DateTime<Utc> =
-        sqlx::query_scalar("SELECT scheduled_at FROM executions WHERE id = $1")
-            .bind(claimed.execution)
-            .fetch_one(&claimed.app.pool)
-            .await
-            .expect("the claim");
+    let claimed_at = claimed.claimed_at().await;
     let mut body = claimed.finish_body(false);
     body["started_at"] = json!(claimed_at - TimeDelta::hours(2));
     body["finished_at"] = json!(Utc::now() + TimeDelta::hours(3));

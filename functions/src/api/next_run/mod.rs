@@ -345,30 +345,43 @@ async fn write_report(
         None => None,
     };
     if let Some(id) = execution_id {
-        let report = serde_json::to_value(&answer)
-            .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
-        db::executions::finish(
-            tx,
-            id,
-            &Finish {
-                status: status_name,
-                result: request.result.as_ref(),
-                error: request.error.as_deref(),
-                metrics: request.metrics.as_ref(),
-                report: &report,
-                times: (
-                    times.map(|(started, _)| started),
-                    times.map(|(_, finished)| finished),
-                ),
-            },
-        )
-        .await?;
-        for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
-            record_offline_violation(tx, rule.id, id, violation).await?;
-        }
+        finish_execution(tx, (rule.id, id), request, status_name, &answer, times).await?;
     }
     tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = offline.is_some(), "rescheduled");
     Ok(answer)
+}
+
+/// Finishes execution `id` of rule `rule_id` as `status` with the report's results, its
+/// `(started, finished)` times, and `answer` (kept for replays); records an offline run's
+/// violations.
+async fn finish_execution(
+    tx: &mut db::Tx,
+    (rule_id, id): (Uuid, Uuid),
+    request: &SetNextRunTimeRequest,
+    status: &str,
+    answer: &SetNextRunTimeResponse,
+    times: Option<(DateTime<Utc>, DateTime<Utc>)>,
+) -> Result<(), ApiError> {
+    let report = serde_json::to_value(answer)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
+    db::executions::finish(
+        tx,
+        id,
+        &Finish {
+            status,
+            result: request.result.as_ref(),
+            error: request.error.as_deref(),
+            metrics: request.metrics.as_ref(),
+            report: &report,
+            times: (times.map(|t| t.0), times.map(|t| t.1)),
+        },
+    )
+    .await?;
+    let offline = request.offline.as_ref();
+    for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
+        record_offline_violation(tx, rule_id, id, violation).await?;
+    }
+    Ok(())
 }
 
 /// A claimed run's `(started, finished)` as its report gives them, held inside what the
@@ -410,27 +423,9 @@ async fn record_crashed(
         degenerate: false,
         warnings: Vec::new(),
     };
-    let report = serde_json::to_value(&answer)
-        .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
-    db::executions::finish(
-        tx,
-        id,
-        &Finish {
-            status: ExecutionStatus::Crashed.as_str(),
-            result: request.result.as_ref(),
-            error: request.error.as_deref(),
-            metrics: request.metrics.as_ref(),
-            report: &report,
-            times: (
-                offline.map(|o| o.started_at),
-                offline.map(|o| o.finished_at),
-            ),
-        },
-    )
-    .await?;
-    for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
-        record_offline_violation(tx, rule.id, id, violation).await?;
-    }
+    let times = offline.map(|o| (o.started_at, o.finished_at));
+    let crashed = ExecutionStatus::Crashed.as_str();
+    finish_execution(tx, (rule.id, id), request, crashed, &answer, times).await?;
     tracing::warn!(
         "an offline run stopped without finishing: recorded as crashed, the rule is due for its retry"
     );
