@@ -311,6 +311,8 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) consecutive_failures: i32,
     /// Why the rule needs attention now; `None` clears the mark.
     pub(crate) attention: Option<&'a str>,
+    /// When the run ended (its runner's report, else now): the rule's `last_run_time`.
+    pub(crate) finished_at: DateTime<Utc>,
 }
 
 /// Records a finished run and the next run time; returns `(last_run_time, run_count)`.
@@ -320,7 +322,7 @@ pub(crate) async fn record_run(
     run: &RunRecord<'_>,
 ) -> Result<(DateTime<Utc>, i64), sqlx::Error> {
     sqlx::query_as(
-        "UPDATE branch_rules SET is_currently_running = false, last_run_time = now(), \
+        "UPDATE branch_rules SET is_currently_running = false, last_run_time = $6, \
                 run_count = run_count + 1, \
                 failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
                 is_last_run_failed = $2, next_run_time = $3, consecutive_failures = $4, \
@@ -335,6 +337,7 @@ pub(crate) async fn record_run(
     .bind(run.next_run_time)
     .bind(run.consecutive_failures)
     .bind(run.attention)
+    .bind(run.finished_at)
     .fetch_one(&mut **tx)
     .await
     .and_then(|(last, count): (Option<DateTime<Utc>>, i64)| {

@@ -129,7 +129,7 @@ async fn record(
             return Ok(Json(answer));
         }
         Resolved::Superseded(execution) => {
-            let answer = superseded(tx, &execution, request).await?;
+            let answer = superseded(tx, &execution, request, rule.db_now).await?;
             state.metrics.reports_superseded.inc();
             return Ok(answer);
         }
@@ -325,6 +325,7 @@ async fn write_report(
         next_run_time,
         consecutive_failures: i32::try_from(policy.consecutive_failures).unwrap_or(i32::MAX),
         attention: attention.as_deref(),
+        finished_at: from,
     };
     let (last_run_time, run_count) = db::branch_rules::record_run(tx, rule.id, &record).await?;
     if let Some(reason) = &attention {
@@ -460,7 +461,10 @@ async fn superseded(
     mut tx: db::Tx,
     execution: &ExecutionRow,
     request: &SetNextRunTimeRequest,
+    now: DateTime<Utc>,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
+    // The run ended when its runner says, not when its report finally arrived.
+    let times = reported_times(request, execution.scheduled_at, now);
     let note = serde_json::json!({"superseded": true});
     db::executions::finish(
         &mut tx,
@@ -471,7 +475,7 @@ async fn superseded(
             error: request.error.as_deref(),
             metrics: request.metrics.as_ref(),
             report: &note,
-            times: (None, None),
+            times: (times.map(|t| t.0), times.map(|t| t.1)),
         },
     )
     .await?;
