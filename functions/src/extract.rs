@@ -64,6 +64,20 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
             "the request body is empty; expected a JSON object",
         ));
     }
+    // Every body is an object: serde would otherwise read an array into a struct's fields
+    // by position (`["<rule id>", "reason"]` pausing a rule).
+    if let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace())
+        && *first != b'{'
+    {
+        let (code, got) = match serde_json::from_slice::<Value>(bytes) {
+            Ok(value) => ("invalid_field", crate::api::fields::kind(&value)),
+            Err(_) => ("invalid_json", "something that is not JSON"),
+        };
+        return Err(ApiError::bad_request(
+            code,
+            format!("invalid request body: the body must be a JSON object, not {got}"),
+        ));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();

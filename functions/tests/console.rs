@@ -467,3 +467,71 @@ async fn filters_that_cannot_be_read_are_refused_naming_the_field() {
         .await;
     assert_eq!(page.status, 200, "{}", page.body);
 }
+
+#[tokio::test]
+async fn nul_and_line_breaks_are_refused_by_name_and_a_refused_sign_in_leaves_no_session() {
+    use base64::Engine as _;
+    let b = brands().await;
+    let console = signed_in(&b.app, &b.operator_a).await;
+    let path = format!("/console/rules/{}", b.plain);
+    let csrf = console.get(&path).await.csrf().unwrap_or_default();
+    let before = b.app.fingerprint().await;
+    let nul = console
+        .post(
+            &format!("{path}/pause"),
+            &[("csrf", &csrf), ("reason", "camera\0down")],
+        )
+        .await;
+    assert_eq!(nul.status, 422, "{}", nul.body);
+    assert!(nul.body.contains("reason must not contain"), "{}", nul.body);
+    assert_eq!(b.app.fingerprint().await, before, "nothing was paused");
+
+    let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+        serde_json::json!({"list": "rules_list", "filters": "x", "key": ["\0", "\0", Uuid::nil()]})
+            .to_string(),
+    );
+    for page in [
+        "/console/rules?name=queue%00".to_owned(),
+        format!("/console/rules?after={forged}"),
+        format!("/console/runners?after={forged}"),
+        format!("/console/executions?after={forged}"),
+    ] {
+        let answer = console.get(&page).await;
+        assert!(
+            matches!(answer.status, 400 | 422),
+            "{page}: {} {}",
+            answer.status,
+            answer.body
+        );
+        assert!(
+            answer.body.contains("NUL") || answer.body.contains("after is not a cursor"),
+            "{page}: {}",
+            answer.body
+        );
+    }
+
+    let sessions = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM console_sessions")
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("sessions")
+    };
+    let held = sessions().await;
+    for next in ["/console/\r\nSet-Cookie: evil=1", "/console/rules\0"] {
+        let answer = Console::new(&b.app.base)
+            .post("/console/sign-in", &[("key", &b.viewer_a), ("next", next)])
+            .await;
+        assert_eq!(answer.status, 303, "{next:?}: {}", answer.body);
+        assert_eq!(answer.location(), Some("/console/"), "{next:?}");
+    }
+    assert_eq!(sessions().await, held + 2, "one session per sign-in");
+    let refused = Console::new(&b.app.base)
+        .post(
+            "/console/sign-in",
+            &[("key", "res_unknown"), ("next", "/console/\r\n")],
+        )
+        .await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert!(refused.headers.get("set-cookie").is_none());
+    assert_eq!(sessions().await, held + 2, "a refused sign-in makes none");
+}

@@ -874,3 +874,69 @@ async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
         free.body
     );
 }
+
+#[tokio::test]
+async fn a_list_cursor_is_refused_by_other_lists_and_other_filters() {
+    let s = site().await;
+    s.app.exec("UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL WHERE id = $1", &[s.rule]).await;
+    for _ in 0..2 {
+        s.app
+            .exec(
+                "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
+                &[s.rule],
+            )
+            .await;
+        let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+        let report = s
+            .app
+            .call(
+                SetNextRunTimeRequest::NAME,
+                &s.runner,
+                json!({"branch_rule_id": s.rule, "is_last_run_failed": true,
+                    "execution_id": claim.execution, "claim_token": claim.token,
+                    "status": "failed", "error": "camera offline"}),
+            )
+            .await;
+        assert_eq!(report.status, 200, "{}", report.body);
+    }
+    let first = s
+        .app
+        .call(
+            ExecutionListRequest::NAME,
+            &s.viewer,
+            json!({"limit": 1, "status": "failed"}),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let cursor = first.body["next"]
+        .as_str()
+        .expect("a second page")
+        .to_owned();
+    // The same list and filters with another page size: the second page.
+    let second = s
+        .app
+        .call(
+            ExecutionListRequest::NAME,
+            &s.viewer,
+            json!({"limit": 5, "status": "failed", "after": cursor}),
+        )
+        .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["executions"].as_array().map(Vec::len), Some(1));
+    for (function, body) in [
+        ("violations_list", json!({"after": cursor})),
+        ("runners_list", json!({"after": cursor})),
+        ("rules_list", json!({"after": cursor})),
+        (ExecutionListRequest::NAME, json!({"after": cursor})),
+        (
+            ExecutionListRequest::NAME,
+            json!({"status": "completed", "after": cursor}),
+        ),
+    ] {
+        let reply = s.app.call(function, &s.viewer, body.clone()).await;
+        assert_eq!(reply.status, 400, "{function} {body}: {}", reply.body);
+        let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("after "), "{function}: {message}");
+        assert!(message.contains(function), "{function}: {message}");
+    }
+}

@@ -449,3 +449,43 @@ async fn a_broken_chunked_body_is_named_as_such() {
     assert!(answer.contains("unreadable_body"), "{answer}");
     assert!(!answer.contains("larger than"), "{answer}");
 }
+
+#[tokio::test]
+async fn an_array_or_a_scalar_is_not_a_request_object_on_any_function() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let (branch, rule) = seed.due_rule(RuleSpec::default()).await;
+    let runner = app.runner_token(&[branch]).await;
+    let operator = app
+        .token(
+            "array admin",
+            res_functions::auth::Role::Operator,
+            &res_functions::db::api_keys::KeyScope {
+                all_brands: true,
+                ..Default::default()
+            },
+        )
+        .await;
+    let before = app.fingerprint().await;
+    let positional = json!([rule, "by position"]).to_string();
+    for function in res_shared::wire::FUNCTION_NAMES {
+        for body in ["[]", positional.as_str(), "\"text\"", "7", "null", "true"] {
+            let mut reply = app
+                .call_raw(function, Some(&runner), body.as_bytes().to_vec())
+                .await;
+            if reply.status == 403 {
+                reply = app
+                    .call_raw(function, Some(&operator), body.as_bytes().to_vec())
+                    .await;
+            }
+            assert_eq!(reply.status, 400, "{function} {body}: {}", reply.body);
+            assert_eq!(code(&reply), "invalid_field", "{function} {body}");
+            assert!(
+                message(&reply).contains("body must be a JSON object"),
+                "{function} {body}: {}",
+                message(&reply)
+            );
+        }
+    }
+    assert_eq!(app.fingerprint().await, before, "nothing was done");
+}

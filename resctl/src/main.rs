@@ -19,8 +19,10 @@ use resolve::Unresolved;
 /// How a command failed, as its exit code: scripts tell these apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Failure {
-    /// The functions refused: bad input (400/422), not allowed (403), or the state forbids
-    /// it (409).
+    /// Bad usage: arguments the functions refuse as malformed or out of range (400/422),
+    /// the same code clap gives to arguments it cannot parse.
+    BadUsage = 2,
+    /// The functions refused: not allowed (403), or the state forbids it (409).
     Refused = 3,
     /// No such rule or execution in the key's scope (404).
     NotFound = 4,
@@ -37,6 +39,9 @@ impl Failure {
             Unresolved::Ambiguous(_) => Failure::Refused,
             Unresolved::Cloud(CloudError::Rejected { status: 401, .. }) => Failure::Unauthorized,
             Unresolved::Cloud(CloudError::Rejected { status: 404, .. }) => Failure::NotFound,
+            Unresolved::Cloud(CloudError::Rejected {
+                status: 400 | 422, ..
+            }) => Failure::BadUsage,
             Unresolved::Cloud(CloudError::Rejected { status, .. }) if *status < 500 => {
                 Failure::Refused
             }
@@ -52,7 +57,7 @@ fn main() -> ExitCode {
         Ok(file) => file,
         Err(message) => {
             eprintln!("error: {message}");
-            return ExitCode::from(2);
+            return ExitCode::from(Failure::BadUsage as u8);
         }
     };
     let Some(token) = cli

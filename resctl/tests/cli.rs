@@ -284,3 +284,55 @@ async fn rules_by_name_runners_violations_and_a_config_file() {
     assert!(text(&refused).contains("tokn"), "{}", text(&refused));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn input_the_functions_refuse_is_bad_usage_exit_2_and_changes_nothing() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("UTC").await;
+    let branch = seed.branch(brand, None).await;
+    let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    let operator = app.token("alice", Role::Operator, &scope).await;
+    let before = app.fingerprint().await;
+    let id = rule.to_string();
+    let long_reason = "r".repeat(501);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["executions", "list", "--limit", "0"], "limit"),
+        (vec!["executions", "list", "--after", "garbage"], "after"),
+        (
+            vec!["rules", "pause", &id, "--reason", &long_reason],
+            "reason",
+        ),
+        (vec!["rules", "describe", &id, "--next", "50"], "next"),
+        (
+            vec![
+                "executions",
+                "list",
+                "--since",
+                "2026-01-02T00:00:00Z",
+                "--until",
+                "2026-01-01T00:00:00Z",
+            ],
+            "until",
+        ),
+        (vec!["rules", "frobnicate"], "frobnicate"),
+    ];
+    for (args, named) in cases {
+        let (url, token) = (app.base.clone(), operator.clone());
+        let owned: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let output = tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+            resctl(&url, &token, &args)
+        })
+        .await
+        .expect("joined");
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {shown}");
+        assert!(shown.contains(named), "{args:?} names {named}: {shown}");
+    }
+    assert_eq!(app.fingerprint().await, before, "nothing was done");
+}

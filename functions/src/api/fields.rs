@@ -14,6 +14,14 @@ pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), A
             format!("{field} must not be empty"),
         ));
     }
+    // Also checked here, not only in the JSON body: the console hands form fields and
+    // filters straight to the functions, and PostgreSQL text cannot hold NUL.
+    if value.contains('\0') {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("{field} must not contain the NUL character (\\u0000)"),
+        ));
+    }
     if value.chars().count() > max {
         return Err(ApiError::unprocessable(
             "invalid_field",
@@ -77,7 +85,8 @@ pub(crate) fn require_raw_object(field: &str, raw: &RawValue) -> Result<(), ApiE
     }
 }
 
-fn kind(value: &Value) -> &'static str {
+/// How a JSON value is named in an error ("an array").
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -3,7 +3,7 @@
 
 pub(crate) mod claim;
 pub(crate) mod cursor;
-mod fields;
+pub(crate) mod fields;
 pub(crate) mod health;
 pub(crate) mod heartbeat;
 pub(crate) mod next_run;

@@ -167,8 +167,14 @@ pub(super) async fn same_origin(request: Request, next: Next) -> Response {
 
 /// Where to go after signing in: a console page, never elsewhere.
 fn landing(next: Option<&str>) -> &str {
-    next.filter(|n| n.starts_with("/console/") && !n.starts_with("/console//"))
-        .unwrap_or("/console/")
+    // A control character (CR/LF, NUL) cannot go into a Location header.
+    next.filter(|n| {
+        n.starts_with("/console/")
+            && !n.starts_with("/console//")
+            && !n.chars().any(char::is_control)
+            && HeaderValue::from_str(n).is_ok()
+    })
+    .unwrap_or("/console/")
 }
 
 #[derive(Template)]
@@ -235,6 +241,9 @@ pub(super) async fn sign_in(
         );
     }
     let token = generate_token();
+    // Everything the answer needs is made before the session exists, so no failure after
+    // this point can leave a session behind an error page.
+    let set = cookie(&headers, &token, SESSION_HOURS * 3_600)?;
     db::api_keys::insert_session(
         &state.pool,
         &hash_token(&token),
@@ -244,7 +253,6 @@ pub(super) async fn sign_in(
     .await
     .map_err(ApiError::from)?;
     tracing::info!(key = %caller.key_name, "console sign-in");
-    let set = cookie(&headers, &token, SESSION_HOURS * 3_600)?;
     Ok(([(header::SET_COOKIE, set)], Redirect::to(next)).into_response())
 }
 
@@ -304,6 +312,9 @@ mod tests {
             "//evil.example",
             "/console//evil",
             "/functions/v1/x",
+            "/console/\r\nSet-Cookie: a=b",
+            "/console/rules\0",
+            "/console/\u{7f}",
         ] {
             assert_eq!(landing(Some(elsewhere)), "/console/", "{elsewhere}");
         }

@@ -48,6 +48,7 @@ pub(crate) async fn rules(
     ApiJson(request): ApiJson<RuleListRequest>,
 ) -> Result<Json<RuleListResponse>, ApiError> {
     let limit = page::limit(request.limit)?;
+    let pager = page::Pager::new(RuleListRequest::NAME, &request);
     for (field, name) in [
         ("rule_name", &request.rule_name),
         ("branch_name", &request.branch_name),
@@ -62,11 +63,7 @@ pub(crate) async fn rules(
         rule_name: request.rule_name.clone(),
         branch_name: request.branch_name.clone(),
         may_be: request.condition,
-        after: request
-            .after
-            .as_deref()
-            .map(|text| page::decode(RuleListRequest::NAME, text))
-            .transpose()?,
+        after: pager.after(request.after.as_deref())?,
     };
     // The condition is judged in Rust, by the rule `rules_describe` uses, so a condition
     // filter reads rows in batches until the page is full or the rules run out.
@@ -93,7 +90,7 @@ pub(crate) async fn rules(
             break;
         }
     }
-    let (rules, next) = page::split(rules, limit, |r| {
+    let (rules, next) = pager.split(rules, limit, |r| {
         (r.branch_name.clone(), r.rule_name.clone(), r.branch_rule_id)
     });
     Ok(Json(RuleListResponse { rules, next }))
@@ -154,6 +151,7 @@ pub(crate) async fn runners(
     ApiJson(request): ApiJson<RunnerListRequest>,
 ) -> Result<Json<RunnerListResponse>, ApiError> {
     let limit = page::limit(request.limit)?;
+    let pager = page::Pager::new(RunnerListRequest::NAME, &request);
     let thresholds = state.settings.runner_thresholds;
     let (stale, gone) = (
         i64::from(thresholds.stale_after_seconds),
@@ -170,11 +168,7 @@ pub(crate) async fn runners(
         branch_id: request.branch_id,
         silent_at_least,
         silent_less_than,
-        after: request
-            .after
-            .as_deref()
-            .map(|text| page::decode(RunnerListRequest::NAME, text))
-            .transpose()?,
+        after: pager.after(request.after.as_deref())?,
     };
     let rows = db::runners::page(
         &state.pool,
@@ -184,7 +178,7 @@ pub(crate) async fn runners(
         thresholds,
     )
     .await?;
-    let (runners, next) = page::split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
+    let (runners, next) = pager.split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
     Ok(Json(RunnerListResponse {
         runners,
         thresholds,
@@ -231,6 +225,7 @@ pub(crate) async fn violations(
         require_text("kind", kind, 200)?;
     }
     page::time_range(request.since, request.until)?;
+    let pager = page::Pager::new(ViolationListRequest::NAME, &request);
     let filter = ViolationFilter {
         brand_id: request.brand_id,
         branch_id: request.branch_id,
@@ -239,15 +234,11 @@ pub(crate) async fn violations(
         since: request.since,
         until: request.until,
         execution_id: None,
-        after: request
-            .after
-            .as_deref()
-            .map(|text| page::decode(ViolationListRequest::NAME, text))
-            .transpose()?,
+        after: pager.after(request.after.as_deref())?,
     };
     let rows =
         db::history::violations(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
-    let (violations, next) = page::split(rows, limit, |v| (v.created_at, v.violation_id));
+    let (violations, next) = pager.split(rows, limit, |v| (v.created_at, v.violation_id));
     Ok(Json(ViolationListResponse { violations, next }))
 }
 

@@ -35,11 +35,8 @@ pub(crate) async fn list(
 ) -> Result<Json<ExecutionListResponse>, ApiError> {
     let limit = page::limit(request.limit)?;
     page::time_range(request.since, request.until)?;
-    let after = request
-        .after
-        .as_deref()
-        .map(|text| page::decode(ExecutionListRequest::NAME, text))
-        .transpose()?;
+    let pager = page::Pager::new(ExecutionListRequest::NAME, &request);
+    let after = pager.after(request.after.as_deref())?;
     let filter = HistoryFilter {
         brand_id: request.brand_id,
         branch_id: request.branch_id,
@@ -53,6 +50,6 @@ pub(crate) async fn list(
     };
     let rows =
         db::history::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
-    let (executions, next) = page::split(rows, limit, |e| (e.scheduled_at, e.execution_id));
+    let (executions, next) = pager.split(rows, limit, |e| (e.scheduled_at, e.execution_id));
     Ok(Json(ExecutionListResponse { executions, next }))
 }
