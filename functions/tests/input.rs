@@ -256,6 +256,47 @@ async fn health_and_the_openapi_document_need_no_token() {
         );
     }
     assert!(spec["components"]["securitySchemes"]["bearer"].is_object());
+    the_document_says_what_the_functions_enforce(&spec);
+}
+
+/// No rustdoc link syntax leaks into descriptions, and every documented bound is the one
+/// the functions enforce (and docs/api.md states).
+fn the_document_says_what_the_functions_enforce(spec: &Value) {
+    let text = spec.to_string();
+    for link in ["[`", "`]", "super::", "crate::"] {
+        assert!(
+            !text.contains(link),
+            "rustdoc syntax {link} in the document"
+        );
+    }
+    let mut limits = 0;
+    for (name, schema) in spec["components"]["schemas"].as_object().expect("schemas") {
+        let properties = &schema["properties"];
+        if !name.ends_with("Request") {
+            continue;
+        }
+        if properties["limit"].is_object() {
+            limits += 1;
+            assert_eq!(properties["limit"]["minimum"], 1, "{name}.limit");
+            assert_eq!(
+                properties["limit"]["maximum"],
+                res_shared::wire::MAX_PAGE_SIZE,
+                "{name}.limit"
+            );
+        }
+        if properties["next_runs"].is_object() {
+            assert_eq!(properties["next_runs"]["minimum"], 0, "{name}.next_runs");
+            assert_eq!(
+                properties["next_runs"]["maximum"],
+                res_shared::wire::MAX_NEXT_RUNS,
+                "{name}.next_runs"
+            );
+        }
+    }
+    assert_eq!(limits, 4, "rules, runners, violations and executions lists");
+    let api = include_str!("../../docs/api.md");
+    let range = format!("`limit` (1–{}", res_shared::wire::MAX_PAGE_SIZE);
+    assert!(api.contains(&range), "docs/api.md states {range}");
 }
 
 /// Sends a chunked POST of `size` bytes over a raw socket and returns the status line.

@@ -24,7 +24,8 @@ pub struct RuleListRequest {
     pub branch_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub condition: Option<RuleCondition>,
-    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    /// Rows per page, 1 to 500; 50 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// The `next` cursor of the previous page.
@@ -47,7 +48,7 @@ pub struct RuleSummary {
     pub timezone: String,
     #[serde(with = "super::time::option")]
     pub next_run_time: Option<DateTime<Utc>>,
-    /// Due for more than [`OVERDUE_AFTER_SECONDS`] and not running: no runner is taking it.
+    /// Due for more than 300 seconds and not running: no runner is taking it.
     pub overdue: bool,
     /// Why the rule needs an operator, while it does.
     pub needs_attention: Option<String>,
@@ -140,7 +141,8 @@ pub struct RunnerListRequest {
     pub branch_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<RunnerState>,
-    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    /// Rows per page, 1 to 500; 50 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// The `next` cursor of the previous page.
@@ -252,7 +254,8 @@ pub struct ViolationListRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub until: Option<DateTime<Utc>>,
-    /// Rows per page, 1 to [`super::MAX_PAGE_SIZE`]; 50 when absent.
+    /// Rows per page, 1 to 500; 50 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// The `next` cursor of the previous page.

@@ -17,7 +17,8 @@ pub const MAX_NEXT_RUNS: u32 = 20;
 #[serde(deny_unknown_fields)]
 pub struct DescribeRuleRequest {
     pub branch_rule_id: Uuid,
-    /// How many next run times to list, 0 to [`MAX_NEXT_RUNS`]; 5 when absent.
+    /// How many next run times to list, 0 to 20; 5 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 20))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_runs: Option<u32>,
 }

@@ -166,7 +166,8 @@ pub struct ExecutionListRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub until: Option<DateTime<Utc>>,
-    /// Rows per page, 1 to [`MAX_PAGE_SIZE`]; 50 when absent.
+    /// Rows per page, 1 to 500; 50 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     /// The `next` cursor of the previous page.

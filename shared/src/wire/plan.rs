@@ -76,7 +76,7 @@ pub struct OfflineOwner {
     pub last_plan_at: Option<DateTime<Utc>>,
 }
 
-/// [`PlanResponse`] as it appears on the wire, lookups side by side with the rest.
+/// The plan response as it appears on the wire, lookups side by side with the rest.
 #[derive(Deserialize)]
 struct PlanResponseFields {
     #[serde(with = "super::time")]
