@@ -535,3 +535,39 @@ async fn nul_and_line_breaks_are_refused_by_name_and_a_refused_sign_in_leaves_no
     assert!(refused.headers.get("set-cookie").is_none());
     assert_eq!(sessions().await, held + 2, "a refused sign-in makes none");
 }
+
+#[tokio::test]
+async fn schedules_read_as_a_sentence_or_one_plain_quote_of_the_cron() {
+    let b = brands().await;
+    let seed = Seed::new(&b.app.pool);
+    let branch: Uuid = sqlx::query_scalar("SELECT branch_id FROM branch_rules WHERE id = $1")
+        .bind(b.plain)
+        .fetch_one(&b.app.pool)
+        .await
+        .expect("the branch");
+    let console = signed_in(&b.app, &b.viewer_a).await;
+    for (cron, words) in [
+        ("*/5 * * * * *", "every 5 seconds"),
+        (
+            "0 9 15 * FRI",
+            "on day 15 of the month and on Friday at 09:00",
+        ),
+        ("0 9 * 1 *", "on the cron schedule \"0 9 * 1 *\""),
+    ] {
+        let rule = seed
+            .branch_rule(
+                branch,
+                RuleSpec {
+                    cron: Some(cron),
+                    ..RuleSpec::default()
+                },
+            )
+            .await;
+        let page = console.get(&format!("/console/rules/{rule}")).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let shown = page.body.replace("&quot;", "\"").replace("&#34;", "\"");
+        assert!(shown.contains(words), "{cron}: {}", page.body);
+        assert_eq!(shown.matches(cron).count(), 1, "{cron} once: {}", page.body);
+        assert!(!shown.contains('`'), "{}", page.body);
+    }
+}

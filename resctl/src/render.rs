@@ -3,9 +3,9 @@
 use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
-    ExecutionDetail, ExecutionListResponse, ExecutionSummary, KeySummary, RuleActionResponse,
-    RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary, ServedBranch,
-    ViolationListResponse,
+    ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary, KeySummary,
+    RuleActionResponse, RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary,
+    ServedBranch, ViolationListResponse,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -62,7 +62,10 @@ pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
                     _ => "-".to_owned(),
                 },
                 r.branch_rule_id.to_string(),
-                r.needs_attention.clone().unwrap_or_default(),
+                r.needs_attention
+                    .clone()
+                    .or_else(|| r.overdue_cause.clone())
+                    .unwrap_or_default(),
             ]
         })
         .collect();
@@ -73,7 +76,7 @@ pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
         "NEXT RUN",
         "LAST RUN",
         "ID",
-        "ATTENTION",
+        "ATTENTION OR CAUSE",
     ];
     table(&header, &rows) + &more(page.next.as_ref())
 }
@@ -180,6 +183,9 @@ pub(crate) fn rule_action(done: &str, answer: &RuleActionResponse, now: DateTime
     if let Some(reason) = &answer.needs_attention {
         out.push_str(&format!("needs attention: {reason}\n"));
     }
+    if let Some(warning) = &answer.warning {
+        out.push_str(&format!("warning: {warning}\n"));
+    }
     out
 }
 
@@ -190,7 +196,10 @@ fn execution_rows(executions: &[ExecutionSummary], now: DateTime<Utc>) -> Vec<Ve
             vec![
                 e.execution_id.to_string(),
                 format!("{} @ {}", e.rule_name, e.branch_name),
-                e.status.as_str().to_owned(),
+                match (e.status, &e.waiting_node) {
+                    (ExecutionStatus::Running, Some(_)) => "running, waiting".to_owned(),
+                    (status, _) => status.as_str().to_owned(),
+                },
                 match &e.triggered_by {
                     Some(by) => format!("{} by {by}", e.trigger.as_str()),
                     None => e.trigger.as_str().to_owned(),
@@ -237,6 +246,9 @@ pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
         e.attempt,
         e.runner_id
     );
+    if let Some(waits) = e.waiting_in_words() {
+        out.push_str(&format!("{waits}\n"));
+    }
     if let (Some(by), Some(why)) = (&e.triggered_by, &e.trigger_reason) {
         out.push_str(&format!("asked by {by}: {why}\n"));
     }
@@ -274,11 +286,22 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         d.rule_name,
         d.branch_name,
         d.branch_rule_id,
-        d.condition.as_str(),
+        if d.overdue {
+            format!("{} (overdue)", d.condition.as_str())
+        } else {
+            d.condition.as_str().to_owned()
+        },
         d.schedule,
         when(d.next_run_time, now)
     );
-    if d.why_not.is_empty() {
+    if d.overdue {
+        out.push_str(&format!(
+            "overdue: {}\n",
+            d.overdue_cause
+                .as_deref()
+                .unwrap_or("its run time passed and no runner has taken it")
+        ));
+    } else if d.why_not.is_empty() {
         out.push_str("ready to run now\n");
     } else {
         out.push_str(&format!("not ready: {}\n", d.why_not.join("; ")));
@@ -299,7 +322,9 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         }
     }
     let upcoming: Vec<String> = d.next_runs.iter().map(|t| relative(*t, now)).collect();
-    if !upcoming.is_empty() {
+    if let Some(held) = &d.next_runs_held {
+        out.push_str(&format!("upcoming: {held}\n"));
+    } else if !upcoming.is_empty() {
         out.push_str(&format!("upcoming: {}\n", upcoming.join(", ")));
     }
     out.push_str("last runs:\n");

@@ -40,6 +40,9 @@ pub(crate) async fn heartbeat(
             "status: a heartbeat can only report 'running'; finish a run with branch_rules_set_NextRunTime",
         ));
     }
+    if let Some(waiting) = &request.waiting {
+        crate::api::require_text("waiting.node_id", &waiting.node_id, 200)?;
+    }
     let id = request.execution_id;
     let beat = db::executions::heartbeat(
         &state.pool,
@@ -47,6 +50,7 @@ pub(crate) async fn heartbeat(
         &request.claim_token,
         &caller,
         state.settings.runner_thresholds.stale_after_seconds,
+        request.waiting.as_ref(),
     )
     .await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {

@@ -13,7 +13,7 @@ use uuid::Uuid;
 use super::error::ConsoleError;
 use super::query;
 use super::session::Signed;
-use super::view::{Badge, Chrome, When, badge, when_opt};
+use super::view::{Badge, Chrome, When, badge, rule_badge, when_opt};
 use crate::api::operator::{fleet, overview};
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -56,7 +56,12 @@ pub(super) struct RuleLine {
 fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
     let note = match (&rule.needs_attention, rule.overdue) {
         (Some(reason), _) => Some(reason.clone()),
-        (None, true) => Some("overdue: its run time passed and no runner has taken it".into()),
+        (None, true) => Some(format!(
+            "overdue: {}",
+            rule.overdue_cause
+                .as_deref()
+                .unwrap_or("its run time passed and no runner has taken it")
+        )),
         (None, false) => None,
     };
     RuleLine {
@@ -64,11 +69,7 @@ fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
         rule_name: rule.rule_name.clone(),
         branch_name: rule.branch_name.clone(),
         brand_name: rule.brand_name.clone(),
-        badge: badge(if rule.overdue && rule.condition == RuleCondition::Idle {
-            "overdue"
-        } else {
-            rule.condition.as_str()
-        }),
+        badge: rule_badge(rule.condition, rule.overdue),
         note,
         next_run: when_opt(rule.next_run_time, &rule.timezone, now),
         last: rule.last_status.map(|s| badge(s.as_str())),

@@ -26,6 +26,8 @@ pub(super) struct ExecutionRow {
     pub(super) rule_name: String,
     pub(super) branch_name: String,
     pub(super) badge: Badge,
+    /// What a waiting execution waits for, and until when.
+    pub(super) waits: Option<String>,
     pub(super) trigger: String,
     pub(super) attempt: i32,
     pub(super) scheduled: When,
@@ -46,7 +48,11 @@ pub(super) fn execution_row(e: &ExecutionSummary, now: DateTime<Utc>) -> Executi
         rule_id: e.branch_rule_id,
         rule_name: e.rule_name.clone(),
         branch_name: e.branch_name.clone(),
-        badge: badge(e.status.as_str()),
+        badge: badge(match (e.status, &e.waiting_node) {
+            (ExecutionStatus::Running, Some(_)) if e.waiting_until.is_some() => "waiting",
+            (status, _) => status.as_str(),
+        }),
+        waits: e.waiting_in_words(),
         trigger,
         attempt: e.attempt,
         scheduled: when(e.scheduled_at, &e.timezone, now),

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 use res_shared::wire::{
     DescribeRuleRequest, ForceStopRuleRequest, OperatorMark, PauseRuleRequest, ResumeRuleRequest,
-    RunNowRequest, ViolationListRequest,
+    RunNowRequest, RunnerState, ViolationListRequest,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -19,7 +19,7 @@ use super::history::{ExecutionRow, execution_row};
 use super::query::DoneQuery;
 use super::runners::{RunnerRow, runner_row};
 use super::session::Signed;
-use super::view::{Badge, Chrome, When, badge, when, when_opt};
+use super::view::{Badge, Chrome, When, rule_badge, when, when_opt};
 use crate::api::operator::{fleet, inspect, rules};
 use crate::auth::Actor;
 use crate::error::ApiError;
@@ -122,6 +122,12 @@ struct RulePage {
     timezone: String,
     next_run: Option<When>,
     next_runs: Vec<When>,
+    /// Why no next runs are listed although the rule has a schedule.
+    next_runs_held: Option<String>,
+    /// Why an overdue rule is not being taken.
+    overdue: Option<String>,
+    /// Said by Run now when no live runner serves the branch.
+    runner_warning: Option<String>,
     marks: Vec<Mark>,
     consecutive_failures: i32,
     runs: Vec<ExecutionRow>,
@@ -208,10 +214,23 @@ async fn render(
     super::html(&RulePage {
         chrome: signed.chrome("rules"),
         id,
-        badge: badge(rule.condition.as_str()),
+        badge: rule_badge(rule.condition, rule.overdue),
+        overdue: rule
+            .overdue
+            .then(|| rule.overdue_cause.clone().unwrap_or_default()),
+        runner_warning: (!rule.runners.iter().any(|r| r.state == RunnerState::Alive)).then(|| {
+            "No runner of this branch is alive: a run asked for now starts when one calls."
+                .to_owned()
+        }),
+        next_runs_held: rule.next_runs_held.clone(),
         why_not: rule.why_not.clone(),
         schedule: rule.schedule.clone(),
-        cron: rule.cron_expression.clone().unwrap_or_default(),
+        // Shown beside the words, unless the words already quote it.
+        cron: rule
+            .cron_expression
+            .clone()
+            .filter(|cron| !rule.schedule.contains(cron.trim()))
+            .unwrap_or_default(),
         timezone: rule.timezone.clone(),
         next_run: when_opt(rule.next_run_time, zone, now),
         next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),

@@ -67,10 +67,19 @@ pub(crate) struct Badge {
     pub(crate) class: &'static str,
 }
 
+/// A rule's state as one word: its condition, or "overdue" for an idle rule nobody takes.
+pub(crate) fn rule_badge(condition: res_shared::wire::RuleCondition, overdue: bool) -> Badge {
+    if overdue && condition == res_shared::wire::RuleCondition::Idle {
+        badge("overdue")
+    } else {
+        badge(condition.as_str())
+    }
+}
+
 pub(crate) fn badge(word: &str) -> Badge {
     let class = match word {
         "completed" | "alive" | "idle" => "good",
-        "running" | "scheduled" | "paused" | "stale" => "busy",
+        "running" | "scheduled" | "paused" | "waiting" | "stale" => "busy",
         "failed"
         | "crashed"
         | "timeout"

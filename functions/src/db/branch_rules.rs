@@ -118,7 +118,7 @@ impl LockedRule {
 /// The columns and joins of a [`LockedRule`] (a literal, so queries stay `&'static str`);
 /// the describe and list queries read more columns over more joins.
 macro_rules! rule_from {
-    ($columns:literal, $joins:literal) => {
+    ($columns:expr, $joins:literal) => {
         concat!(
             "SELECT br.id, br.branch_id, br.is_active, br.is_archived, br.is_force_stopped, \
                 br.paused_at, br.run_requested_at, br.run_requested_by, br.run_request_reason, \
@@ -147,6 +147,48 @@ macro_rules! rule_select {
     };
 }
 
+/// Whether a rule is overdue: it could run (enabled, neither paused nor force-stopped, held
+/// by no execution; a live one whose lease ran out holds nothing) and its next run is more
+/// than `OVERDUE_AFTER_SECONDS` (300) past. The one definition: rule pages, lists, the fleet
+/// and the `rules_overdue` gauge all read it. Reads `br`, `b`, `r` and the rule's holding
+/// (or latest) execution as `latest`.
+macro_rules! overdue {
+    () => {
+        "(br.is_active AND NOT br.is_archived AND b.is_active AND r.status = 'active' \
+          AND NOT br.is_force_stopped AND br.paused_at IS NULL \
+          AND COALESCE(br.next_run_time < now() - make_interval(secs => 300), false) \
+          AND NOT COALESCE(latest.status = 'paused' \
+                           OR (latest.status IN ('scheduled', 'running') \
+                               AND latest.lease_expires_at > now()), false))"
+    };
+}
+pub(crate) use overdue;
+
+/// When a runner of rule `br`'s branch last called (any runner whose live key serves it).
+macro_rules! branch_runner_seen {
+    () => {
+        "(SELECT max(rn.last_seen_at) FROM runners rn \
+           JOIN api_keys k ON k.id = rn.key_id AND k.revoked_at IS NULL \
+          WHERE br.branch_id = ANY(k.branch_ids) OR k.role = 'service')"
+    };
+}
+
+/// When a runner of the rule's branch last called; `None` when none ever has.
+pub(crate) async fn branch_runner_seen(
+    pool: &sqlx::PgPool,
+    id: Uuid,
+) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    sqlx::query_scalar(concat!(
+        "SELECT ",
+        branch_runner_seen!(),
+        " FROM branch_rules br WHERE br.id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await
+    .map(Option::flatten)
+}
+
 /// A [`DescribedRule`]'s query, without its WHERE clause.
 macro_rules! described_from {
     () => {
@@ -160,12 +202,18 @@ macro_rules! described_from {
     // `$latest` joins the execution judged as `latest`.
     ($latest:literal) => {
         rule_from!(
-            ", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
+            concat!(", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
                br.paused_by, \
                br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
                br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
                latest.lease_expires_at AS latest_lease_expires_at, \
-               latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at",
+               latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at, ",
+            overdue!(),
+            " AS overdue, CASE WHEN ",
+            overdue!(),
+            " THEN ",
+            branch_runner_seen!(),
+            " END AS branch_runner_seen_at"),
             $latest
         )
     };
@@ -200,6 +248,10 @@ pub(crate) struct DescribedRule {
     pub(crate) latest_lease_expires_at: Option<DateTime<Utc>>,
     pub(crate) latest_resume_at: Option<DateTime<Utc>>,
     pub(crate) latest_scheduled_at: Option<DateTime<Utc>>,
+    /// By the one definition, `overdue!`.
+    pub(crate) overdue: bool,
+    /// When an overdue rule's branch last heard from a runner (none: no runner ever).
+    pub(crate) branch_runner_seen_at: Option<DateTime<Utc>>,
 }
 
 /// Reads a rule for `rules_describe` without locking anything.

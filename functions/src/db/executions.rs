@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use res_shared::wire::{ExecutionStatus, Trigger};
+use res_shared::wire::{ExecutionStatus, Trigger, Waiting};
 
 use super::Tx;
 use crate::access::{Caller, Scope};
@@ -276,13 +276,15 @@ pub(crate) async fn heartbeat(
     claim_token: &str,
     caller: &Caller,
     stale_after_seconds: u32,
+    waiting: Option<&Waiting>,
 ) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
     let (all, branches) = caller.scope().as_params();
     sqlx::query_as(
         "WITH beat AS ( \
              UPDATE executions e \
              SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
-                 status = 'running', started_at = COALESCE(e.started_at, now()) \
+                 status = 'running', started_at = COALESCE(e.started_at, now()), \
+                 waiting_node = $7, waiting_until = $8 \
              FROM branch_rules br \
              WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
                AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
@@ -304,6 +306,8 @@ pub(crate) async fn heartbeat(
     .bind(branches)
     .bind(caller.key_id)
     .bind(f64::from(stale_after_seconds))
+    .bind(waiting.map(|w| w.node_id.as_str()))
+    .bind(waiting.map(|w| w.until))
     .fetch_optional(pool)
     .await
 }

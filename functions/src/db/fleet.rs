@@ -1,6 +1,8 @@
 //! SQL for the fleet gauges: one read of the whole fleet's health, when metrics are scraped.
 
-use res_shared::wire::{OVERDUE_AFTER_SECONDS, RunnerThresholds};
+use res_shared::wire::RunnerThresholds;
+
+use crate::db::branch_rules::overdue;
 use sqlx::PgPool;
 
 /// The fleet at one instant.
@@ -21,32 +23,31 @@ pub(crate) async fn gauges(
     pool: &PgPool,
     thresholds: RunnerThresholds,
 ) -> Result<FleetGauges, sqlx::Error> {
-    sqlx::query_as(
-        "WITH r AS (SELECT now() - last_seen_at AS silent FROM runners \
-                    JOIN api_keys k ON k.id = runners.key_id AND k.revoked_at IS NULL), \
+    sqlx::query_as(concat!(
+        "WITH seen AS (SELECT now() - last_seen_at AS silent FROM runners \
+                       JOIN api_keys k ON k.id = runners.key_id AND k.revoked_at IS NULL), \
               live AS (SELECT scheduled_at FROM executions \
                        WHERE status IN ('scheduled', 'running')) \
          SELECT \
-           (SELECT count(*) FROM r WHERE silent < make_interval(secs => $1)) AS runners_alive, \
-           (SELECT count(*) FROM r WHERE silent >= make_interval(secs => $1) \
-                                    AND silent < make_interval(secs => $2)) AS runners_stale, \
-           (SELECT count(*) FROM r WHERE silent >= make_interval(secs => $2)) AS runners_gone, \
+           (SELECT count(*) FROM seen WHERE silent < make_interval(secs => $1)) AS runners_alive, \
+           (SELECT count(*) FROM seen WHERE silent >= make_interval(secs => $1) \
+                                       AND silent < make_interval(secs => $2)) AS runners_stale, \
+           (SELECT count(*) FROM seen WHERE silent >= make_interval(secs => $2)) AS runners_gone, \
            (SELECT count(*) FROM branch_rules br \
-              JOIN branches b ON b.id = br.branch_id JOIN rules ru ON ru.id = br.rule_id \
-             WHERE br.is_active AND NOT br.is_archived AND NOT br.is_force_stopped \
-               AND br.paused_at IS NULL AND b.is_active AND ru.status = 'active' \
-               AND br.next_run_time < now() - make_interval(secs => $3) \
-               AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.branch_rule_id = br.id \
-                                 AND e.status IN ('scheduled', 'running'))) AS rules_overdue, \
+              JOIN branches b ON b.id = br.branch_id JOIN rules r ON r.id = br.rule_id \
+              LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+                   AND latest.status IN ('scheduled', 'running', 'paused') \
+             WHERE ",
+        overdue!(),
+        ") AS rules_overdue, \
            (SELECT count(*) FROM branch_rules WHERE needs_attention_at IS NOT NULL) \
                AS rules_needing_attention, \
            (SELECT count(*) FROM live) AS live_executions, \
            COALESCE((SELECT extract(epoch FROM now() - min(scheduled_at))::float8 FROM live), 0) \
-               AS oldest_live_lease_seconds",
-    )
+               AS oldest_live_lease_seconds"
+    ))
     .bind(f64::from(thresholds.stale_after_seconds))
     .bind(f64::from(thresholds.gone_after_seconds))
-    .bind(f64::from(OVERDUE_AFTER_SECONDS))
     .fetch_one(pool)
     .await
 }
@@ -77,4 +78,15 @@ pub(crate) async fn branches(
     .bind(branches)
     .fetch_all(pool)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use res_shared::wire::OVERDUE_AFTER_SECONDS;
+
+    #[test]
+    fn the_overdue_definition_uses_the_documented_delay() {
+        let delay = format!("make_interval(secs => {OVERDUE_AFTER_SECONDS})");
+        assert!(super::overdue!().contains(&delay), "{}", super::overdue!());
+    }
 }

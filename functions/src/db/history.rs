@@ -48,6 +48,8 @@ struct SummaryRow {
     duration_ms: Option<i64>,
     error: Option<String>,
     cancel_requested: bool,
+    waiting_node: Option<String>,
+    waiting_until: Option<DateTime<Utc>>,
 }
 
 impl From<SummaryRow> for ExecutionSummary {
@@ -73,6 +75,8 @@ impl From<SummaryRow> for ExecutionSummary {
             duration_ms: row.duration_ms,
             error: row.error,
             cancel_requested: row.cancel_requested,
+            waiting_until: row.waiting_until,
+            waiting_node: row.waiting_node,
         }
     }
 }
@@ -93,7 +97,11 @@ pub(crate) async fn page(
                 e.finished_at, \
                 (extract(epoch FROM e.finished_at - COALESCE(e.started_at, e.scheduled_at)) \
                     * 1000)::bigint AS duration_ms, \
-                left(split_part(e.error, E'\\n', 1), 200) AS error, e.cancel_requested \
+                left(split_part(e.error, E'\\n', 1), 200) AS error, e.cancel_requested, \
+                CASE WHEN e.status = 'running' AND e.waiting_until > now() \
+                     THEN e.waiting_node END AS waiting_node, \
+                CASE WHEN e.status = 'running' AND e.waiting_until > now() THEN e.waiting_until \
+                     WHEN e.status = 'paused' THEN e.resume_at END AS waiting_until \
          FROM executions e \
          JOIN branch_rules br ON br.id = e.branch_rule_id \
          JOIN branches b ON b.id = br.branch_id \

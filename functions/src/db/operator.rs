@@ -180,5 +180,6 @@ pub(crate) async fn rule_state(tx: &mut Tx, id: Uuid) -> Result<RuleActionRespon
         next_run_time: row.next_run_time,
         needs_attention: row.needs_attention_reason,
         cancelled_execution_id: None,
+        warning: None,
     })
 }

@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
-use res_shared::wire::{OfflineViolation, PauseRequest, ViolationRequest};
+use res_shared::wire::{OfflineViolation, PauseRequest, ViolationRequest, Waiting};
 use serde_json::Value;
 use serde_json::value::RawValue;
+use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::offline_journal::{Journal, Started};
@@ -99,19 +100,23 @@ fn service_error(error: CloudError) -> ServiceError {
 pub(crate) struct ClaimedServices {
     cloud: CloudServices,
     outbox: Arc<Outbox>,
+    /// Where the run waits, for the heartbeat to tell the cloud.
+    waiting: watch::Sender<Option<Waiting>>,
 }
 
 impl ClaimedServices {
-    /// Services for one claim.
+    /// Services for one claim; `waiting` reaches the claim's heartbeat.
     pub(crate) fn new(
         client: FunctionsClient,
         outbox: Arc<Outbox>,
         execution_id: Uuid,
         claim_token: String,
+        waiting: watch::Sender<Option<Waiting>>,
     ) -> ClaimedServices {
         ClaimedServices {
             cloud: CloudServices::new(client, execution_id, claim_token),
             outbox,
+            waiting,
         }
     }
 }
@@ -157,6 +162,10 @@ impl ExecutionServices for ClaimedServices {
         context: Box<RawValue>,
     ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>> {
         self.cloud.pause(delay_seconds, context)
+    }
+
+    fn waiting(&self, waiting: Option<Waiting>) {
+        self.waiting.send_replace(waiting);
     }
 }
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::Blocker;
 use res_shared::wire::{
     ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatRequest, OfflineRun,
-    SetNextRunTimeRequest,
+    SetNextRunTimeRequest, Waiting,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -249,12 +249,14 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     let claimed_at = Utc::now();
     let id = job.branch_rule_id;
     let cancel = daemon.abort.child_token();
+    let (waiting, waiting_seen) = tokio::sync::watch::channel(None);
     let heartbeat = tokio::spawn(heartbeat(
         daemon.client.clone(),
         claim.execution_id,
         claim.claim_token.clone(),
         Duration::from_secs(u64::from(daemon.config.lease_seconds)) / 3,
         cancel.clone(),
+        waiting_seen,
     ));
     let report = match load_prepared(daemon, id) {
         Ok((prepared, _)) => {
@@ -264,6 +266,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
                 Arc::clone(&daemon.outbox),
                 claim.execution_id,
                 claim.claim_token.clone(),
+                waiting,
             );
             daemon
                 .engine
@@ -469,22 +472,33 @@ fn forget_offline_run(services: &OfflineServices) {
     }
 }
 
-/// Beats every `every`; cancels the run when the server asks or the lease is lost.
+/// Beats every `every`, and at once when the run starts or stops waiting at a delay node
+/// (so the cloud says it waits); cancels the run when the server asks or the lease is lost.
 async fn heartbeat(
     client: crate::cloud::FunctionsClient,
     execution_id: Uuid,
     claim_token: String,
     every: Duration,
     cancel: CancellationToken,
+    mut waiting: tokio::sync::watch::Receiver<Option<Waiting>>,
 ) {
-    let request = HeartbeatRequest {
+    let mut request = HeartbeatRequest {
         execution_id,
         claim_token,
         status: Some(ExecutionStatus::Running),
+        waiting: None,
     };
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
+    let mut watching = true;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = waiting.changed(), if watching => {
+                // The sender goes with the run's services; the ticks carry on until aborted.
+                watching = changed.is_ok();
+            }
+        }
+        request.waiting = waiting.borrow_and_update().clone();
         match client.call(&request).await {
             Ok(answer) if answer.cancel_requested => {
                 tracing::warn!("the server asked to stop this execution");

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use res_shared::wire::{ActionTemplate, ExecutionStatus};
+use chrono::{DateTime, TimeDelta, Utc};
+use res_shared::wire::{ActionTemplate, ExecutionStatus, Waiting};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -438,7 +438,12 @@ impl Run<'_> {
     ) -> Result<(), Flow> {
         let node = self.node(node_id)?;
         let started_at = Utc::now();
+        self.services.waiting(Some(Waiting {
+            node_id: node_id.to_owned(),
+            until: started_at + TimeDelta::from_std(wait).unwrap_or(TimeDelta::MAX),
+        }));
         let waited = self.stop.sleep(wait).await;
+        self.services.waiting(None);
         let (status, result) = match waited {
             Ok(()) => (
                 NodeStatus::Completed,

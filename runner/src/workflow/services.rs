@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+use res_shared::wire::Waiting;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -38,6 +39,10 @@ pub trait ExecutionServices: Send + Sync {
         delay_seconds: u32,
         context: Box<RawValue>,
     ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>>;
+
+    /// The run waits in place at a delay node (`Some`) or has stopped waiting (`None`), so
+    /// the cloud can say it waits rather than works. Only claimed runs have anyone to tell.
+    fn waiting(&self, _waiting: Option<Waiting>) {}
 }
 
 /// For runs without a cloud (local fallback, tests of detection-only workflows): every

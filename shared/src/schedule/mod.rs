@@ -26,5 +26,5 @@ pub use readiness::{Blocker, RuleState, RuleStatus};
 pub use recurrence::Recurrence;
 pub use reschedule::{Rescheduled, UNSCHEDULABLE_RETRY, reschedule, reschedule_run};
 pub use window::{OperationWindow, WindowPosition, parse_wall_time, read_stored_time};
-pub use words::{describe_blocker, describe_schedule, relative_time};
+pub use words::{describe_blocker, describe_blocker_in, describe_schedule, relative_time};
 pub use zone::Zone;

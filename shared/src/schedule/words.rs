@@ -15,13 +15,15 @@ pub fn describe_schedule(cron: &str, window: Option<&OperationWindow>, zone: Zon
     if IntervalSchedule::is_interval(cron) {
         return match IntervalSchedule::parse(cron) {
             Ok(interval) => interval_in_words(&interval, window, zone),
-            Err(_) => format!("on the interval `{}` {}", cron.trim(), zone.name()),
+            Err(_) => format!("on the interval \"{}\" {}", cron.trim(), zone.name()),
         };
     }
+    // What the words cannot say is quoted once, plainly: callers show the schedule as text.
     let when = syntax::normalize(cron)
         .ok()
+        .filter(|n| n.year.is_none())
         .and_then(|n| cron_in_words(&n.fields))
-        .unwrap_or_else(|| format!("on the cron schedule `{}`", cron.trim()));
+        .unwrap_or_else(|| format!("on the cron schedule \"{}\"", cron.trim()));
     let window = match window {
         Some(w) => format!(", {w}"),
         None => String::new(),
@@ -100,9 +102,18 @@ pub fn relative_time(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// A readiness blocker in a few words (`plan why`, `rules_describe`, the status page).
+/// A readiness blocker in a few words, times in UTC (`plan why`, the runner's status page).
 pub fn describe_blocker(blocker: &Blocker) -> String {
-    let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    blocker_in_words(blocker, |t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
+}
+
+/// A readiness blocker in a few words, times on the branch's clock with its zone
+/// (`rules_describe`, the console): "due 2026-11-25 12:30 Asia/Riyadh".
+pub fn describe_blocker_in(blocker: &Blocker, zone: Zone) -> String {
+    blocker_in_words(blocker, |t| zone.wall_clock(*t))
+}
+
+fn blocker_in_words(blocker: &Blocker, time: impl Fn(&DateTime<Utc>) -> String) -> String {
     match blocker {
         Blocker::Inactive => "branch rule inactive".into(),
         Blocker::Archived => "archived".into(),
@@ -122,15 +133,26 @@ pub fn describe_blocker(blocker: &Blocker) -> String {
 
 fn cron_in_words(fields: &[String; 6]) -> Option<String> {
     let [second, minute, hour, dom, month, dow] = fields.each_ref().map(String::as_str);
-    if second != "0" || month != "*" {
+    if month != "*" {
         return None;
     }
-    let time = time_in_words(minute, hour)?;
+    let time = match second {
+        "0" => time_in_words(minute, hour)?,
+        // Seconds-level schedules are said only when they run all day, every minute.
+        second if minute == "*" && hour == "*" => Time::Every(seconds_in_words(second)?),
+        _ => return None,
+    };
+    let weekday = |dow: &str| weekdays_in_words(dow).or_else(|| nth_weekday_in_words(dow));
     let days = match (dom, dow) {
         ("*", "*") => None,
-        ("*", dow) => Some(weekdays_in_words(dow).or_else(|| nth_weekday_in_words(dow))?),
+        ("*", dow) => Some(weekday(dow)?),
         (dom, "*") => Some(month_day_in_words(dom)?),
-        _ => return None,
+        // Both given: cron runs on either (day 15, and every Friday).
+        (dom, dow) => Some(format!(
+            "{} and {}",
+            month_day_in_words(dom)?,
+            weekday(dow)?
+        )),
     };
     Some(match (days, time) {
         (None, Time::At(at)) => format!("daily at {at}"),
@@ -186,6 +208,22 @@ fn time_in_words(minute: &str, hour: &str) -> Option<Time> {
     }
 }
 
+/// `*`, `*/5` or `0-59/5` in the seconds field: "every second", "every 5 seconds".
+fn seconds_in_words(second: &str) -> Option<String> {
+    if second == "*" {
+        return Some("every second".into());
+    }
+    let step = second
+        .strip_prefix("*/")
+        .or_else(|| second.strip_prefix("0-59/"))
+        .or_else(|| second.strip_prefix("0/"))
+        .and_then(number)?;
+    Some(match step {
+        1 => "every second".into(),
+        n => format!("every {n} seconds"),
+    })
+}
+
 fn weekdays_in_words(dow: &str) -> Option<String> {
     match dow {
         "1-5" => return Some("on weekdays".into()),
@@ -229,6 +267,8 @@ fn number(field: &str) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn words(cron: &str, window: Option<(&str, &str)>) -> String {
@@ -335,19 +375,79 @@ mod tests {
         );
         assert_eq!(
             words("@every 0m", None),
-            "on the interval `@every 0m` Asia/Riyadh"
+            "on the interval \"@every 0m\" Asia/Riyadh"
         );
     }
 
     #[test]
-    fn anything_else_is_quoted_not_guessed() {
+    fn seconds_and_both_day_fields_read_as_sentences() {
+        assert_eq!(words("*/5 * * * * *", None), "every 5 seconds Asia/Riyadh");
+        assert_eq!(words("* * * * * *", None), "every second Asia/Riyadh");
         assert_eq!(
-            words("0 9 1 * 1", None),
-            "on the cron schedule `0 9 1 * 1` Asia/Riyadh"
+            words("*/10 * * * * 1-5", None),
+            "every 10 seconds, on weekdays Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 9 15 * FRI", None),
+            "on day 15 of the month and on Friday at 09:00 Asia/Riyadh"
+        );
+    }
+
+    #[test]
+    fn anything_else_is_quoted_once_not_guessed() {
+        assert_eq!(
+            words("0 9 * 1 *", None),
+            "on the cron schedule \"0 9 * 1 *\" Asia/Riyadh"
+        );
+        assert_eq!(
+            words("15 * 9 * * *", None),
+            "on the cron schedule \"15 * 9 * * *\" Asia/Riyadh"
+        );
+        assert_eq!(
+            words("0 0 9 * * * 2027", None),
+            "on the cron schedule \"0 0 9 * * * 2027\" Asia/Riyadh"
         );
         assert_eq!(
             words("not a cron", None),
-            "on the cron schedule `not a cron` Asia/Riyadh"
+            "on the cron schedule \"not a cron\" Asia/Riyadh"
         );
+    }
+
+    fn field(choices: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
+        proptest::sample::select(choices)
+    }
+
+    prop_compose! {
+        fn any_cron()(
+            second in field(&["", "0 ", "* ", "*/5 ", "15 ", "0,30 ", "10-20/5 "]),
+            minute in field(&["*", "*/15", "5", "0,30", "10-20", "0/20"]),
+            hour in field(&["*", "9", "*/2", "8,14", "9-17", "22-2"]),
+            dom in field(&["*", "15", "L", "LW", "15W", "1,15", "?", "1-7"]),
+            month in field(&["*", "1", "*/3", "JAN-MAR"]),
+            dow in field(&["*", "1-5", "FRI", "5L", "MON#2", "0,6", "?", "SUN-THU"]),
+            year in field(&["", " 2027", " *"]),
+        ) -> String {
+            format!("{second}{minute} {hour} {dom} {month} {dow}{year}")
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Whatever the parser accepts reads as a sentence or one plain quote of the
+        /// expression: never markup, never the expression twice, the zone once.
+        #[test]
+        fn every_accepted_cron_reads_cleanly(cron in any_cron()) {
+            prop_assume!(syntax::normalize(&cron).is_ok());
+            let text = describe_schedule(&cron, None, Zone::DEFAULT);
+            let quoted = text.contains(&format!("\"{cron}\""));
+            // A sentence holds no cron syntax; a quote holds it once.
+            for markup in ['<', '>', '*'] {
+                prop_assert!(quoted || !text.contains(markup), "{cron}: {text}");
+            }
+            prop_assert!(!text.contains('`'), "{cron}: {text}");
+            prop_assert!(text.matches(cron.as_str()).count() <= 1, "{cron}: {text}");
+            prop_assert_eq!(text.matches("Asia/Riyadh").count(), 1, "{}: {}", cron, text);
+        }
     }
 }

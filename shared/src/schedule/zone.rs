@@ -47,6 +47,15 @@ impl Zone {
         self.0.name()
     }
 
+    /// An instant as people at the branch read it: "2026-11-25 12:30 Asia/Riyadh".
+    pub fn wall_clock(&self, instant: DateTime<Utc>) -> String {
+        format!(
+            "{} {}",
+            self.local(instant).format("%Y-%m-%d %H:%M"),
+            self.name()
+        )
+    }
+
     /// The wall-clock time at an instant, to the second (sub-seconds are dropped).
     pub fn local(&self, instant: DateTime<Utc>) -> NaiveDateTime {
         let local = self.local_exact(instant);

@@ -162,6 +162,21 @@ pub struct HeartbeatRequest {
     /// Optional; only `running` is accepted (the first heartbeat starts the run anyway).
     #[serde(default)]
     pub status: Option<ExecutionStatus>,
+    /// The run waits in place at a delay node; absent when it does not (each beat says
+    /// where the run stands now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// Where and until when a run waits at a delay node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Waiting {
+    /// The delay node's id in the workflow.
+    pub node_id: String,
+    #[serde(with = "super::time")]
+    pub until: DateTime<Utc>,
 }
 
 /// `executions_heartbeat` response.

@@ -50,6 +50,10 @@ pub struct RuleSummary {
     pub next_run_time: Option<DateTime<Utc>>,
     /// Due for more than 300 seconds and not running: no runner is taking it.
     pub overdue: bool,
+    /// Why an overdue rule is not being taken, when the functions can tell ("no runner of
+    /// this branch seen since 2026-11-25 09:12 Asia/Riyadh").
+    #[serde(default)]
+    pub overdue_cause: Option<String>,
     /// Why the rule needs an operator, while it does.
     pub needs_attention: Option<String>,
     pub last_status: Option<ExecutionStatus>,

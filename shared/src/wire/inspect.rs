@@ -135,8 +135,19 @@ pub struct RuleDescription {
     pub timezone: String,
     #[serde(with = "super::time::option")]
     pub next_run_time: Option<DateTime<Utc>>,
-    /// The schedule's next occurrences after the next run (or after now).
+    /// Due for more than 300 seconds and not running: no runner is taking it (the same
+    /// judgement as `rules_list` and the `rules_overdue` gauge).
+    #[serde(default)]
+    pub overdue: bool,
+    /// Why an overdue rule is not being taken, when the functions can tell.
+    #[serde(default)]
+    pub overdue_cause: Option<String>,
+    /// The schedule's next occurrences after the next run (or after now); empty while the
+    /// rule is paused or stopped, when none of them will run.
     pub next_runs: Vec<DateTime<Utc>>,
+    /// Why `next_runs` is empty although the rule has a schedule ("none while paused").
+    #[serde(default)]
+    pub next_runs_held: Option<String>,
     pub paused: Option<OperatorMark>,
     pub force_stopped: Option<OperatorMark>,
     pub run_requested: Option<OperatorMark>,

@@ -33,7 +33,7 @@ pub use claim::{
 pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
-    PauseRequest, PauseResponse,
+    PauseRequest, PauseResponse, Waiting,
 };
 pub use fleet::{
     KeyListRequest, KeyListResponse, KeySummary, OVERDUE_AFTER_SECONDS, Outage, RuleListRequest,

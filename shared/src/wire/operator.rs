@@ -109,6 +109,10 @@ pub struct RuleActionResponse {
     /// A live execution the action asked to stop (force-stop).
     #[serde(default)]
     pub cancelled_execution_id: Option<Uuid>,
+    /// Something the operator should know although the action was done: a run requested
+    /// where no live runner serves the branch waits until one calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// `executions_cancel`: a running execution is stopped by its runner at its next
@@ -209,6 +213,32 @@ pub struct ExecutionSummary {
     pub error: Option<String>,
     /// An operator asked to cancel it and its runner has not yet stopped.
     pub cancel_requested: bool,
+    /// Until when it waits rather than works: a running execution waiting in place at a
+    /// delay node, or a paused one until it resumes.
+    #[serde(with = "super::time::option", default)]
+    pub waiting_until: Option<DateTime<Utc>>,
+    /// The delay node a running execution waits at.
+    #[serde(default)]
+    pub waiting_node: Option<String>,
+}
+
+impl ExecutionSummary {
+    /// What a waiting execution waits for, on the branch's clock: "waits at delay node
+    /// `cool_down` until 12:30:15 Asia/Riyadh"; `None` while it works or has ended.
+    pub fn waiting_in_words(&self) -> Option<String> {
+        let until = self.waiting_until?;
+        let zone =
+            crate::schedule::Zone::parse(&self.timezone).unwrap_or(crate::schedule::Zone::DEFAULT);
+        let local = zone.local(until);
+        Some(match (&self.status, &self.waiting_node) {
+            (ExecutionStatus::Running, Some(node)) => format!(
+                "waits at delay node {node} until {} {}",
+                local.format("%H:%M:%S"),
+                zone.name()
+            ),
+            _ => format!("waits until {}", zone.wall_clock(until)),
+        })
+    }
 }
 
 /// A page of history.

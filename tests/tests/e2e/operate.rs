@@ -513,3 +513,83 @@ async fn describe_and_plan_show_say_the_same_in_six_states() {
     }
     assert_eq!(compared.len(), 6);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_waiting_at_a_delay_node_says_it_waits_and_until_when() {
+    let system = System::start_with(SERVE).await;
+    let rule = daily_rule(&system, TimeDelta::zero(), 0.1).await;
+    let seed = res_tests::functions::Seed::new(&system.pool);
+    let detect = seed
+        .template(
+            "Quick detector",
+            "detection",
+            &json!({"executor": "command", "program": "sh", "args": ["-c", detector(0.1, 0)]}),
+        )
+        .await;
+    seed.workflow(
+        rule,
+        &json!({
+            "start_node": "detect",
+            "nodes": {
+                "detect": {"type": "detection", "action_template_id": detect},
+                "cool_down": {"type": "delay", "seconds": 20}
+            },
+            "edges": [{"from": "detect", "to": "cool_down"}]
+        }),
+    )
+    .await;
+    let _runner = system.runner("site-1", &[]);
+    let execution = running_execution(&system, rule).await;
+    let id = execution.to_string();
+    let deadline = std::time::Instant::now() + WAIT;
+    let listed = loop {
+        let (_, answer, _) = resctl(
+            &system,
+            &["executions", "list", "--rule", &rule.to_string()],
+        )
+        .await;
+        let latest = answer["executions"][0].clone();
+        if latest["waiting_node"] == "cool_down" {
+            break latest;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never said it waits: {latest}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(listed["status"], "running", "{listed}");
+    let until: chrono::DateTime<Utc> = listed["waiting_until"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("until when");
+    let now = Utc::now();
+    assert!(
+        until > now && until <= now + TimeDelta::seconds(21),
+        "{until} vs {now}"
+    );
+    let url = system.functions.url();
+    let token = system.operator.clone();
+    let shown = tokio::task::spawn_blocking(move || {
+        Command::new(binary("resctl"))
+            .args(["executions", "show", &id])
+            .env("RES_URL", url)
+            .env("RES_TOKEN", token)
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .output()
+            .expect("resctl runs")
+    })
+    .await
+    .expect("joined");
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        text.contains("waits at delay node cool_down until ") && text.contains("Asia/Riyadh"),
+        "{text}"
+    );
+    eventually("the run ends after its delay", WAIT, || async {
+        status_of(&system, execution).await == "completed"
+    })
+    .await;
+    let (_, after, _) = resctl(&system, &["executions", "show", &execution.to_string()]).await;
+    assert!(after["execution"]["waiting_until"].is_null(), "{after}");
+}

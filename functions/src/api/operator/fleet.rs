@@ -3,14 +3,13 @@
 
 use axum::Json;
 use axum::extract::State;
-use chrono::TimeDelta;
 use res_shared::wire::{
-    Call, ErrorBody, KeyListRequest, KeyListResponse, OVERDUE_AFTER_SECONDS, RuleCondition,
-    RuleListRequest, RuleListResponse, RuleSummary, RunnerListRequest, RunnerListResponse,
-    RunnerState, RunnerSummary, ViolationListRequest, ViolationListResponse,
+    Call, ErrorBody, KeyListRequest, KeyListResponse, RuleListRequest, RuleListResponse,
+    RuleSummary, RunnerListRequest, RunnerListResponse, RunnerState, RunnerSummary,
+    ViolationListRequest, ViolationListResponse,
 };
 
-use super::inspect::standing;
+use super::inspect::{overdue_cause, standing};
 use super::page;
 use crate::access::{Caller, Role, Scope};
 use crate::api::require_text;
@@ -78,7 +77,7 @@ pub(crate) async fn rules(
         let exhausted = (rows.len() as i64) < batch;
         for row in rows {
             filter.after = Some(sort_key(&row));
-            let summary = summary(&row);
+            let summary = summary(&row, state.settings.runner_thresholds.stale_after_seconds);
             if request.condition.is_none_or(|c| c == summary.condition) {
                 rules.push(summary);
                 if rules.len() > limit as usize {
@@ -100,15 +99,9 @@ fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
     (row.branch_name.clone(), row.rule_name.clone(), row.rule.id)
 }
 
-pub(super) fn summary(row: &DescribedRule) -> RuleSummary {
+pub(super) fn summary(row: &DescribedRule, stale_after_seconds: u32) -> RuleSummary {
     let rule = &row.rule;
     let condition = standing(row).condition;
-    let overdue = matches!(
-        condition,
-        RuleCondition::Idle | RuleCondition::NeedsAttention
-    ) && rule.next_run_time.is_some_and(|next| {
-        next < rule.db_now - TimeDelta::seconds(i64::from(OVERDUE_AFTER_SECONDS))
-    });
     RuleSummary {
         branch_rule_id: rule.id,
         rule_name: row.rule_name.clone(),
@@ -120,7 +113,8 @@ pub(super) fn summary(row: &DescribedRule) -> RuleSummary {
         cron_expression: rule.cron_expression.clone(),
         timezone: rule.zone().name().to_owned(),
         next_run_time: rule.next_run_time,
-        overdue,
+        overdue: row.overdue,
+        overdue_cause: overdue_cause(row, stale_after_seconds),
         needs_attention: row.needs_attention_reason.clone(),
         last_status: row
             .latest_status

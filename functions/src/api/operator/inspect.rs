@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{
-    IntervalSchedule, OverlapPolicy, Schedule, describe_blocker, describe_schedule,
+    IntervalSchedule, OverlapPolicy, Schedule, describe_blocker_in, describe_schedule,
 };
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
@@ -63,7 +63,53 @@ pub(crate) async fn describe(
     };
     let last_runs = db::history::page(&state.pool, caller.scope(), &filter, LAST_RUNS).await?;
     let runners = super::fleet::runners_of_branch(&state, &caller, found.rule.branch_id).await?;
-    Ok(Json(description(found, last_runs, runners, wanted)))
+    let stale_after = state.settings.runner_thresholds.stale_after_seconds;
+    Ok(Json(description(
+        found,
+        last_runs,
+        runners,
+        wanted,
+        stale_after,
+    )))
+}
+
+/// Why an overdue rule is not being taken, from when its branch last heard from a runner:
+/// `None` unless the rule is overdue.
+pub(crate) fn overdue_cause(found: &DescribedRule, stale_after_seconds: u32) -> Option<String> {
+    if !found.overdue {
+        return None;
+    }
+    let rule = &found.rule;
+    let silence = runner_silence(
+        found.branch_runner_seen_at,
+        rule.db_now,
+        stale_after_seconds,
+        rule.zone(),
+    );
+    Some(
+        silence.unwrap_or_else(|| {
+            "a runner of this branch is alive but has not claimed it".to_owned()
+        }),
+    )
+}
+
+/// "no runner of this branch seen since …" when no runner of a branch is alive (last seen
+/// at `seen`, or never); `None` while one is.
+pub(crate) fn runner_silence(
+    seen: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    stale_after_seconds: u32,
+    zone: res_shared::schedule::Zone,
+) -> Option<String> {
+    let stale = chrono::TimeDelta::seconds(i64::from(stale_after_seconds));
+    match seen {
+        None => Some("no runner has called for this branch".to_owned()),
+        Some(seen) if now - seen >= stale => Some(format!(
+            "no runner of this branch seen since {}",
+            zone.wall_clock(seen)
+        )),
+        Some(_) => None,
+    }
 }
 
 /// Where a rule stands at database time: who holds it, until when a paused run waits, and
@@ -111,6 +157,7 @@ fn description(
     last_runs: Vec<res_shared::wire::ExecutionSummary>,
     runners: Vec<res_shared::wire::RunnerSummary>,
     wanted: u32,
+    stale_after_seconds: u32,
 ) -> RuleDescription {
     let rule = &found.rule;
     let now = rule.db_now;
@@ -153,6 +200,19 @@ fn description(
             )
         })
         .unwrap_or_default();
+    // A paused or stopped rule's schedule still has occurrences, but none of them will run.
+    let next_runs_held = match condition {
+        RuleCondition::Paused if !next_runs.is_empty() => {
+            Some("none while the rule is paused: runs start again when it is resumed")
+        }
+        RuleCondition::Stopped if !next_runs.is_empty() => Some("none while the rule is stopped"),
+        _ => None,
+    };
+    let next_runs = if next_runs_held.is_some() {
+        Vec::new()
+    } else {
+        next_runs
+    };
     let mark = |at: Option<DateTime<Utc>>, by: Option<String>, reason: Option<String>| {
         at.map(|at| OperatorMark { at, by, reason })
     };
@@ -163,7 +223,10 @@ fn description(
         branch_name: found.branch_name.clone(),
         brand_id: found.brand_id,
         condition,
-        why_not: blockers.iter().map(describe_blocker).collect(),
+        why_not: blockers
+            .iter()
+            .map(|blocker| describe_blocker_in(blocker, zone))
+            .collect(),
         blockers,
         cron_expression: rule.cron_expression.clone(),
         schedule: match rule.overlap_policy.0 {
@@ -176,7 +239,10 @@ fn description(
         overlap_policy: rule.overlap_policy.0,
         timezone: zone.name().to_owned(),
         next_run_time: rule.next_run_time,
+        overdue: found.overdue,
+        overdue_cause: overdue_cause(&found, stale_after_seconds),
         next_runs,
+        next_runs_held: next_runs_held.map(str::to_owned),
         paused: mark(
             rule.paused_at,
             found.paused_by.clone(),

@@ -53,8 +53,9 @@ pub(crate) async fn overview(
     Reader(caller): &Reader,
 ) -> Result<FleetOverview, ApiError> {
     let mut fleet = FleetOverview::default();
+    let stale_after = state.settings.runner_thresholds.stale_after_seconds;
     for row in db::branch_rules::fleet(&state.pool, caller.scope()).await? {
-        let mut rule = summary(&row);
+        let mut rule = summary(&row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
         rule.last_status = None;
         rule.last_run_at = None;

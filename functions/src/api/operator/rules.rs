@@ -198,6 +198,16 @@ async fn act(
     let mut answer = db::operator::rule_state(&mut tx, id).await?;
     tx.commit().await?;
     answer.cancelled_execution_id = stopped;
+    if action == RuleAction::RunNow {
+        let seen = db::branch_rules::branch_runner_seen(&state.pool, id).await?;
+        answer.warning = super::inspect::runner_silence(
+            seen,
+            rule.db_now,
+            state.settings.runner_thresholds.stale_after_seconds,
+            rule.zone(),
+        )
+        .map(|silence| format!("{silence}: the run starts when a runner of the branch calls"));
+    }
     tracing::info!(branch_rule_id = %id, key = %caller.key_name, action = action.as_str(), "operator action");
     Ok(Json(answer))
 }
