@@ -5,7 +5,7 @@ pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary, KeySummary,
     RuleActionResponse, RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary,
-    ServedBranch, ViolationListResponse,
+    ServedBranch, ViolationListResponse, run_report,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -207,10 +207,7 @@ fn execution_rows(executions: &[ExecutionSummary], now: DateTime<Utc>) -> Vec<Ve
                 e.runner_id.clone(),
                 e.attempt.to_string(),
                 relative(e.scheduled_at, now),
-                e.duration_ms.map_or_else(
-                    || "-".to_owned(),
-                    |ms| format!("{:.1} s", ms as f64 / 1000.0),
-                ),
+                run_report::duration_in_words(e.duration_ms),
                 e.error.clone().unwrap_or_default(),
             ]
         })
@@ -260,6 +257,37 @@ pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
     ));
     if let Some(error) = &detail.error {
         out.push_str(&format!("error: {error}\n"));
+    }
+    let nodes = run_report::reported_nodes(detail.result.as_ref());
+    if !nodes.is_empty() {
+        out.push_str("nodes (in the order they ran):\n");
+        let rows: Vec<Vec<String>> = nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    n.node_id.clone(),
+                    n.kind(),
+                    n.visit.to_string(),
+                    n.status.clone(),
+                    run_report::duration_in_words(n.duration_ms),
+                    n.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["NODE", "KIND", "VISIT", "STATUS", "DURATION", "ERROR"],
+            &rows,
+        ));
+    }
+    if let Some(decision) = run_report::consolidation_in_words(detail.result.as_ref()) {
+        out.push_str(&format!("consolidation {decision}\n"));
+    }
+    let metrics = run_report::metrics_in_words(detail.metrics.as_ref());
+    if !metrics.is_empty() {
+        out.push_str("metrics:\n");
+        for (name, value) in metrics {
+            out.push_str(&format!("  {name}: {value}\n"));
+        }
     }
     if !detail.violations.is_empty() {
         out.push_str(&format!("violations: {}\n", detail.violations.len()));

@@ -5,10 +5,9 @@ use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::{DateTime, Utc};
-use res_shared::wire::{CancelExecutionRequest, ShowExecutionRequest};
+use chrono::Utc;
+use res_shared::wire::{CancelExecutionRequest, ShowExecutionRequest, run_report};
 use serde::Deserialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::ConsoleError;
@@ -22,34 +21,6 @@ use crate::auth::Actor;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
-
-/// A node record as the runner reports it, read leniently: the result is the runner's JSON,
-/// and a field it did not send leaves a blank, not an error page.
-#[derive(Debug, Deserialize)]
-struct ReportedNode {
-    #[serde(default)]
-    node_id: String,
-    #[serde(default)]
-    node_type: String,
-    #[serde(default)]
-    action: Option<String>,
-    #[serde(default)]
-    visit: u32,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    started_at: Option<DateTime<Utc>>,
-    #[serde(default)]
-    duration_ms: Option<i64>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ReportedRun {
-    #[serde(default)]
-    nodes: Vec<ReportedNode>,
-}
 
 struct NodeRow {
     node_id: String,
@@ -104,34 +75,19 @@ pub(super) async fn page(
     let now = Utc::now();
     let e = &detail.execution;
     let zone = e.timezone.as_str();
-    let reported: ReportedRun = detail
-        .result
-        .as_ref()
-        .and_then(|r| serde_json::from_value(r.clone()).ok())
-        .unwrap_or_default();
-    let nodes = reported
-        .nodes
+    let nodes = run_report::reported_nodes(detail.result.as_ref())
         .into_iter()
         .map(|n| NodeRow {
-            kind: match n.action {
-                Some(action) => format!("{} · {action}", n.node_type),
-                None => n.node_type,
-            },
-            node_id: n.node_id,
-            visit: n.visit,
+            kind: n.kind(),
             badge: badge(&n.status),
             started: when_opt(n.started_at, zone, now),
             duration: duration(n.duration_ms),
+            node_id: n.node_id,
+            visit: n.visit,
             error: n.error,
         })
         .collect();
-    let metrics = match &detail.metrics {
-        Some(Value::Object(fields)) => fields
-            .iter()
-            .map(|(name, value)| (name.replace('_', " "), value.to_string()))
-            .collect(),
-        _ => Vec::new(),
-    };
+    let metrics = run_report::metrics_in_words(detail.metrics.as_ref());
     let chain = detail
         .chain
         .iter()

@@ -46,18 +46,7 @@ pub(crate) fn when_opt(at: Option<DateTime<Utc>>, zone: &str, now: DateTime<Utc>
     at.map(|at| when(at, zone, now))
 }
 
-/// "0.6 s", "2 min 5 s", "1 h 3 min"; "-" while unfinished.
-pub(crate) fn duration(ms: Option<i64>) -> String {
-    let Some(ms) = ms else {
-        return "-".to_owned();
-    };
-    let ms = ms.max(0);
-    match ms {
-        0..=59_999 => format!("{:.1} s", ms as f64 / 1_000.0),
-        60_000..=3_599_999 => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1_000),
-        _ => format!("{} h {} min", ms / 3_600_000, ms % 3_600_000 / 60_000),
-    }
-}
+pub(crate) use res_shared::wire::run_report::duration_in_words as duration;
 
 /// A status word, and the style class that colours it (the word is always shown, so no
 /// state is told by colour alone).
@@ -113,14 +102,6 @@ mod tests {
             when(at, "Mars/Olympus", at).local,
             "2026-11-24 09:30:00 UTC"
         );
-    }
-
-    #[test]
-    fn durations_read_naturally() {
-        assert_eq!(duration(None), "-");
-        assert_eq!(duration(Some(640)), "0.6 s");
-        assert_eq!(duration(Some(125_000)), "2 min 5 s");
-        assert_eq!(duration(Some(3_780_000)), "1 h 3 min");
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod inspect;
 mod next_run;
 mod operator;
 mod plan;
+pub mod run_report;
 mod runner;
 mod seconds;
 mod time;

@@ -568,20 +568,7 @@ async fn a_run_waiting_at_a_delay_node_says_it_waits_and_until_when() {
         until > now && until <= now + TimeDelta::seconds(21),
         "{until} vs {now}"
     );
-    let url = system.functions.url();
-    let token = system.operator.clone();
-    let shown = tokio::task::spawn_blocking(move || {
-        Command::new(binary("resctl"))
-            .args(["executions", "show", &id])
-            .env("RES_URL", url)
-            .env("RES_TOKEN", token)
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .output()
-            .expect("resctl runs")
-    })
-    .await
-    .expect("joined");
-    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    let text = resctl_text(&system, &["executions", "show", &id]).await;
     assert!(
         text.contains("waits at delay node cool_down until ") && text.contains("Asia/Riyadh"),
         "{text}"
@@ -590,6 +577,41 @@ async fn a_run_waiting_at_a_delay_node_says_it_waits_and_until_when() {
         status_of(&system, execution).await == "completed"
     })
     .await;
-    let (_, after, _) = resctl(&system, &["executions", "show", &execution.to_string()]).await;
+    let (_, after, _) = resctl(&system, &["executions", "show", &id]).await;
     assert!(after["execution"]["waiting_until"].is_null(), "{after}");
+    // The node results and metrics in human units, not only with --json.
+    let text = resctl_text(&system, &["executions", "show", &id]).await;
+    for shown in [
+        "nodes (in the order they ran):",
+        "detect",
+        "cool_down",
+        "delay",
+        "metrics:",
+        "process memory max: ",
+        " MiB",
+        " %",
+    ] {
+        assert!(text.contains(shown), "{shown} in:\n{text}");
+    }
+    assert!(!text.contains("waits at"), "{text}");
+}
+
+/// `resctl <args>` as the operator, as a person reads it.
+async fn resctl_text(system: &System, args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let url = system.functions.url();
+    let token = system.operator.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(binary("resctl"))
+            .args(&args)
+            .env("RES_URL", url)
+            .env("RES_TOKEN", token)
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .output()
+            .expect("resctl runs")
+    })
+    .await
+    .expect("joined");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
