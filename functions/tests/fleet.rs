@@ -516,4 +516,14 @@ async fn keys_list_shows_only_keys_inside_the_callers_scope_and_never_a_secret()
     );
     let refused = app.call(KeyListRequest::NAME, &f.a.runner, json!({})).await;
     assert_eq!(refused.status, 403, "{}", refused.body);
+    // Scopes by name: the site key's branch, never another brand's names.
+    let site = brand_admin.body["keys"]
+        .as_array()
+        .and_then(|keys| keys.iter().find(|k| k["name"] == "A site"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(site["branch_names"], json!(["A Olaya"]), "{site}");
+    let scope: res_shared::wire::KeySummary = serde_json::from_value(site).expect("a key summary");
+    assert_eq!(scope.scope_in_words(), "branch A Olaya");
+    assert!(!text.contains("B Olaya"), "{text}");
 }

@@ -137,15 +137,7 @@ pub(crate) fn keys(keys: &[KeySummary], now: DateTime<Utc>) -> String {
     let rows: Vec<Vec<String>> = keys
         .iter()
         .map(|k| {
-            let scope = if k.role == "service" || k.all_brands {
-                "every brand".to_owned()
-            } else {
-                format!(
-                    "{} brand(s), {} branch(es)",
-                    k.brand_ids.len(),
-                    k.branch_ids.len()
-                )
-            };
+            let scope = k.scope_in_words();
             let state = match (k.revoked_at, k.rotated_to) {
                 (Some(at), _) => format!("revoked {}", relative(at, now)),
                 (None, Some(to)) => format!("rotated to {to}"),

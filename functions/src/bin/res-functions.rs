@@ -278,12 +278,18 @@ fn default_key_name(role: Role, scope: &KeyScope) -> String {
     match role {
         Role::Service => "service key".to_owned(),
         _ if scope.all_brands => format!("{} key for every brand", role.as_str()),
-        _ => format!(
-            "{} key for {} brand(s) and {} branch(es)",
-            role.as_str(),
-            scope.brand_ids.len(),
-            scope.branch_ids.len()
-        ),
+        _ => {
+            let count = |n: usize, one: &str, many: &str| match n {
+                1 => format!("1 {one}"),
+                n => format!("{n} {many}"),
+            };
+            format!(
+                "{} key for {} and {}",
+                role.as_str(),
+                count(scope.brand_ids.len(), "brand", "brands"),
+                count(scope.branch_ids.len(), "branch", "branches")
+            )
+        }
     }
 }
 
@@ -292,15 +298,7 @@ fn key_table(keys: &[KeySummary]) -> String {
     let rows: Vec<[String; 6]> = keys
         .iter()
         .map(|key| {
-            let scope = if key.role == "service" || key.all_brands {
-                "every brand".to_owned()
-            } else {
-                format!(
-                    "{} brand(s), {} branch(es)",
-                    key.brand_ids.len(),
-                    key.branch_ids.len()
-                )
-            };
+            let scope = key.scope_in_words();
             let state = match (key.revoked_at, key.rotated_to) {
                 (Some(at), _) => format!("revoked {}", at.format("%Y-%m-%d %H:%M")),
                 (None, Some(to)) => format!("rotated to {to}"),

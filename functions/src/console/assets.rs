@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::error::ConsoleError;
 
-const ASSETS: [(&str, &str, &str); 2] = [
+const ASSETS: [(&str, &str, &str); 3] = [
     (
         "console.css",
         "text/css; charset=utf-8",
@@ -18,7 +18,17 @@ const ASSETS: [(&str, &str, &str); 2] = [
         "text/javascript; charset=utf-8",
         include_str!("../../assets/console.js"),
     ),
+    (
+        "icon.svg",
+        "image/svg+xml",
+        include_str!("../../assets/icon.svg"),
+    ),
 ];
+
+/// `/favicon.ico`, which browsers ask for whatever the page says: the console's icon.
+pub(super) async fn favicon() -> Result<Response, ConsoleError> {
+    asset(Path("icon.svg".to_owned())).await
+}
 
 pub(super) async fn asset(Path(name): Path<String>) -> Result<Response, ConsoleError> {
     let (_, content_type, body) = ASSETS

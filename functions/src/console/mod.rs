@@ -46,6 +46,7 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/console/sign-out", post(session::sign_out))
         .route("/console/assets/{name}", get(assets::asset))
+        .route("/favicon.ico", get(assets::favicon))
         .route("/console/{*rest}", get(not_found).post(not_found))
         .layer(from_fn(session::same_origin))
         .layer(from_fn(security_headers))
@@ -58,7 +59,8 @@ async fn not_found() -> ConsoleError {
 /// The content policy: only this origin's own script and style, no frames, forms that post
 /// only here. Pages are never cached: they show one key's scope.
 async fn security_headers(request: Request, next: Next) -> Response {
-    let is_asset = request.uri().path().starts_with("/console/assets/");
+    let path = request.uri().path();
+    let is_asset = path.starts_with("/console/assets/") || path == "/favicon.ico";
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     let fixed = [

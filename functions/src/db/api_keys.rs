@@ -151,6 +151,8 @@ struct KeyRow {
     last_used_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
     rotated_to: Option<Uuid>,
+    brand_names: Vec<String>,
+    branch_names: Vec<String>,
 }
 
 /// Whose keys a listing shows.
@@ -184,7 +186,11 @@ pub async fn list(
     };
     let rows: Vec<KeyRow> = sqlx::query_as(
         "SELECT k.id, k.name, k.role, k.all_brands, k.brand_ids, k.branch_ids, k.created_at, \
-                k.last_used_at, k.revoked_at, k.rotated_to \
+                k.last_used_at, k.revoked_at, k.rotated_to, \
+                ARRAY(SELECT bd.name FROM brands bd WHERE bd.id = ANY(k.brand_ids) \
+                      ORDER BY bd.name) AS brand_names, \
+                ARRAY(SELECT b.name FROM branches b WHERE b.id = ANY(k.branch_ids) \
+                      ORDER BY b.name) AS branch_names \
          FROM api_keys k \
          WHERE ($1 OR k.revoked_at IS NULL) \
            AND ($2 OR k.role <> 'service') \
@@ -213,6 +219,8 @@ pub async fn list(
             last_used_at: k.last_used_at,
             revoked_at: k.revoked_at,
             rotated_to: k.rotated_to,
+            brand_names: k.brand_names,
+            branch_names: k.branch_names,
         })
         .collect())
 }

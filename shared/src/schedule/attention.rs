@@ -19,6 +19,14 @@ pub struct AfterRun {
     pub needs_attention: bool,
 }
 
+/// Failures in a row in words: "failed once", "failed 3 times in a row".
+pub fn failures_in_words(consecutive_failures: u32) -> String {
+    match consecutive_failures {
+        1 => "failed once".to_owned(),
+        n => format!("failed {n} times in a row"),
+    }
+}
+
 /// The failure state after a run that `failed` (or not), given the failures in a row
 /// before it and the rule's threshold (at least 1).
 pub fn after_run(failures_before: u32, failed: bool, threshold: u32) -> AfterRun {
@@ -54,6 +62,12 @@ mod tests {
     use chrono::TimeDelta;
 
     use super::*;
+
+    #[test]
+    fn failures_read_in_words() {
+        assert_eq!(failures_in_words(1), "failed once");
+        assert_eq!(failures_in_words(3), "failed 3 times in a row");
+    }
 
     #[test]
     fn the_third_failure_in_a_row_stops_the_quick_retries_and_a_success_clears_it() {

@@ -15,7 +15,9 @@ mod window;
 mod words;
 mod zone;
 
-pub use attention::{AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, schedule_attention};
+pub use attention::{
+    AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, failures_in_words, schedule_attention,
+};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
 pub use interval::IntervalSchedule;

@@ -305,6 +305,38 @@ pub struct KeySummary {
     pub revoked_at: Option<DateTime<Utc>>,
     /// The key that replaced this one when it was rotated.
     pub rotated_to: Option<Uuid>,
+    /// The names of `brand_ids`, alphabetically.
+    #[serde(default)]
+    pub brand_names: Vec<String>,
+    /// The names of `branch_ids`, alphabetically.
+    #[serde(default)]
+    pub branch_names: Vec<String>,
+}
+
+impl KeySummary {
+    /// The scope by name: "every brand", "brand Acme; branches Olaya, Malaz".
+    pub fn scope_in_words(&self) -> String {
+        if self.role == "service" || self.all_brands {
+            return "every brand".to_owned();
+        }
+        let named = |one: &str, many: &str, names: &[String]| match names {
+            [] => None,
+            [name] => Some(format!("{one} {name}")),
+            names => Some(format!("{many} {}", names.join(", "))),
+        };
+        let parts: Vec<String> = [
+            named("brand", "brands", &self.brand_names),
+            named("branch", "branches", &self.branch_names),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if parts.is_empty() {
+            "nothing".to_owned()
+        } else {
+            parts.join("; ")
+        }
+    }
 }
 
 /// The keys, newest first.

@@ -269,17 +269,50 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     assert_eq!(other, none);
     assert!(none.contains("404"), "{none}");
 
-    // At 375 px the pages still fit: nothing scrolls sideways but the tables' own boxes.
+    // At 375 px every page still fits, with a 60-character branch name (one word, the
+    // worst case): nothing scrolls sideways but the tables' own boxes.
+    sqlx::query("UPDATE branches SET name = $2 WHERE id = $1")
+        .bind(system.branch)
+        .bind(format!("Branch{}", "Olaya".repeat(11)))
+        .execute(&system.pool)
+        .await
+        .expect("a long branch name");
     browser.resize(375, 800).await;
-    browser.open(&format!("{base}/rules/{rule}")).await;
-    let overflow = browser
-        .script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
-        )
-        .await;
+    for page in [
+        "/".to_owned(),
+        "/rules".to_owned(),
+        format!("/rules/{rule}"),
+        "/executions".to_owned(),
+        format!("/executions?branch={}", system.branch),
+        format!("/executions/{first}"),
+        "/runners".to_owned(),
+    ] {
+        browser.open(&format!("{base}{page}")).await;
+        let overflow = browser
+            .script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth",
+            )
+            .await;
+        let wide = browser
+            .script(
+                "var out = []; document.querySelectorAll('body *').forEach(function (e) { var r = e.getBoundingClientRect(); if (r.right > 380 && !e.closest('.scroll')) out.push(e.tagName + '.' + e.className + '#' + e.id + ' ' + Math.round(r.right)); }); return out.slice(0, 12).join(' | ');",
+            )
+            .await;
+        assert_eq!(
+            overflow.as_i64(),
+            Some(0),
+            "{page}: the page is no wider than the phone: {wide}"
+        );
+    }
+    // The icon browsers ask for is there.
+    let icon = reqwest::get(format!("{}/favicon.ico", base.trim_end_matches("/console")))
+        .await
+        .expect("an answer");
+    assert_eq!(icon.status(), 200);
     assert_eq!(
-        overflow.as_i64(),
-        Some(0),
-        "the page is no wider than the phone"
+        icon.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("image/svg+xml")
     );
 }

@@ -441,9 +441,9 @@ fn attention_reason(policy: &AfterRun, error: Option<&str>, next: &Rescheduled) 
             .and_then(|e| e.lines().next())
             .map(|line| line.chars().take(200).collect::<String>())
             .unwrap_or_else(|| "no error message".to_owned());
+        let failed = res_shared::schedule::failures_in_words(policy.consecutive_failures);
         return Some(format!(
-            "failed {} times in a row (last: {last}); retrying on the schedule instead of every 5 minutes",
-            policy.consecutive_failures
+            "{failed} (last: {last}); retrying on the schedule instead of every 5 minutes"
         ));
     }
     res_shared::schedule::schedule_attention(next)
