@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{TimeDelta, Utc};
 use res_shared::schedule::{OperationWindow, reschedule, schedule_attention};
 use serde::Serialize;
 use sqlx::PgPool;
@@ -90,7 +90,8 @@ async fn sweep(pool: &PgPool, settings: SweepSettings) -> Result<SweepReport, sq
     let days = i32::try_from(settings.retention_days).unwrap_or(i32::MAX);
     let mut report = SweepReport {
         crashed: crash_expired(pool, batch).await?,
-        needs_attention: check_schedules(pool, batch).await?,
+        needs_attention: check_schedules(pool, batch).await?
+            + check_changed_schedules(pool, batch).await?,
         changes_pruned: db::changes::prune_changes(pool, CHANGE_RETENTION_HOURS).await?,
         ..SweepReport::default()
     };
@@ -136,7 +137,8 @@ async fn crash_expired(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
 }
 
 /// Flags rules whose schedule cannot be used or never fires, among those no report checks
-/// (never run, or long overdue); walks all of them a batch per sweep.
+/// (never run, or long overdue); walks all of them a batch per sweep. (Per process: a
+/// restart only starts the walk again.)
 async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
     static NEXT_AFTER: std::sync::Mutex<Uuid> = std::sync::Mutex::new(Uuid::nil());
     let after = *NEXT_AFTER
@@ -151,6 +153,47 @@ async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> 
     *NEXT_AFTER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = resume_after;
+    flag_unusable(pool, rows).await
+}
+
+/// A change record may be stamped before a slow transaction commits: each window reaches
+/// back this far into the last one (checking a rule twice is harmless).
+const CHANGE_MARGIN: TimeDelta = TimeDelta::minutes(1);
+
+/// Flags rules whose schedule cannot be used or never fires at the sweep after they are
+/// created or changed (their own, their branch's or a shared change record), so an
+/// operator hears of a broken schedule before it fails to run: a batch per sweep.
+async fn check_changed_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+    let now = db::sweeper::now(pool).await?;
+    let walk = db::sweeper::schedule_walk(pool)
+        .await?
+        .unwrap_or(db::sweeper::ScheduleWalk {
+            since: now - TimeDelta::hours(1),
+            until: now,
+            after: Uuid::nil(),
+        });
+    let rows = db::sweeper::changed_schedules(pool, walk, batch).await?;
+    let next = match rows.last() {
+        Some(last) if rows.len() as i64 >= batch => db::sweeper::ScheduleWalk {
+            after: last.id,
+            ..walk
+        },
+        _ => db::sweeper::ScheduleWalk {
+            since: walk.until - CHANGE_MARGIN,
+            until: now,
+            after: Uuid::nil(),
+        },
+    };
+    let marked = flag_unusable(pool, rows).await?;
+    db::sweeper::save_schedule_walk(pool, next).await?;
+    Ok(marked)
+}
+
+/// Flags each rule whose schedule cannot be used or never fires; how many were flagged.
+async fn flag_unusable(
+    pool: &PgPool,
+    rows: Vec<db::sweeper::ScheduleRow>,
+) -> Result<u64, sqlx::Error> {
     let now = Utc::now();
     let mut marked = 0;
     for row in rows {

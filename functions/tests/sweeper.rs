@@ -239,3 +239,61 @@ async fn metrics_count_requests_claims_reports_and_read_the_fleet() {
         assert!(after.contains(line), "{line} in:\n{after}");
     }
 }
+
+#[tokio::test]
+async fn a_schedule_broken_by_a_change_is_flagged_at_the_next_sweep_not_when_it_comes_due() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("Asia/Riyadh").await;
+    let branch = seed.branch(brand, None).await;
+    let tomorrow = Some(app.db_now().await + TimeDelta::days(1));
+    let rule = |cron| RuleSpec {
+        cron: Some(cron),
+        next_run_time: tomorrow,
+        ..RuleSpec::default()
+    };
+    let edited = seed.branch_rule(branch, rule("0 9 * * *")).await;
+    let fine = seed.branch_rule(branch, rule("0 10 * * *")).await;
+    let sweep = || async {
+        sweep_once(&app.pool, SweepSettings::default(), &Metrics::default())
+            .await
+            .expect("sweeps")
+            .expect("nobody else sweeps")
+    };
+    assert_eq!(sweep().await.needs_attention, 0, "nothing is broken yet");
+    let reason = |id: Uuid| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Option<String>>(
+                "SELECT needs_attention_reason FROM branch_rules WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("the rule")
+        }
+    };
+    // Its rule definition is edited to a date that never comes (a shared change record);
+    // a new rule arrives with a cron that cannot be parsed.
+    app.exec(
+        "UPDATE rules SET cron_expression = '0 0 31 2 *' \
+         WHERE id = (SELECT rule_id FROM branch_rules WHERE id = $1)",
+        &[edited],
+    )
+    .await;
+    let created = seed.branch_rule(branch, rule("every tuesday")).await;
+    let report = sweep().await;
+    assert!(report.needs_attention >= 2, "{report:?}");
+    for id in [edited, created] {
+        let flagged = reason(id).await;
+        assert!(
+            flagged
+                .as_deref()
+                .is_some_and(|r| r.starts_with("the schedule cannot be used")
+                    || r.starts_with("the schedule never fires")),
+            "{id}: {flagged:?}"
+        );
+    }
+    assert_eq!(reason(fine).await, None, "a working schedule is left alone");
+    assert_eq!(sweep().await.needs_attention, 0, "flagged once");
+}

@@ -1,7 +1,7 @@
 //! SQL for the sweeper: who sweeps (an advisory lock), expired leases, rules whose schedule
 //! needs attention, and retention in small batches.
 
-use chrono::NaiveTime;
+use chrono::{DateTime, NaiveTime, Utc};
 use sqlx::postgres::PgConnection;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
@@ -88,6 +88,76 @@ pub(crate) async fn unchecked_schedules(
          ORDER BY br.id LIMIT $2",
     )
     .bind(after)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// The sweeper's walk over rules whose schedule may have changed: change records in
+/// `(since, until]`, rules after `after` by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub(crate) struct ScheduleWalk {
+    pub(crate) since: DateTime<Utc>,
+    pub(crate) until: DateTime<Utc>,
+    pub(crate) after: Uuid,
+}
+
+/// Where the walk stands; `None` before the first sweep ever.
+pub(crate) async fn schedule_walk(pool: &PgPool) -> Result<Option<ScheduleWalk>, sqlx::Error> {
+    sqlx::query_as("SELECT since, until, after FROM sweeper_schedule_walk")
+        .fetch_optional(pool)
+        .await
+}
+
+pub(crate) async fn save_schedule_walk(
+    pool: &PgPool,
+    walk: ScheduleWalk,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO sweeper_schedule_walk (since, until, after) VALUES ($1, $2, $3) \
+         ON CONFLICT (id) DO UPDATE SET since = $1, until = $2, after = $3",
+    )
+    .bind(walk.since)
+    .bind(walk.until)
+    .bind(walk.after)
+    .execute(pool)
+    .await
+    .map(drop)
+}
+
+/// The database's clock, which stamps change records.
+pub(crate) async fn now(pool: &PgPool) -> Result<DateTime<Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT now()").fetch_one(pool).await
+}
+
+/// Enabled, unflagged rules with a change record in the walk's window — their own, their
+/// branch's, or a shared one (a rule definition, a brand's zone) — after `walk.after` by id.
+pub(crate) async fn changed_schedules(
+    pool: &PgPool,
+    walk: ScheduleWalk,
+    limit: i64,
+) -> Result<Vec<ScheduleRow>, sqlx::Error> {
+    sqlx::query_as(
+        "WITH c AS (SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
+                    WHERE recorded_at > $1 AND recorded_at <= $2) \
+         SELECT br.id, COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
+                br.operation_time_from, br.operation_time_to, \
+                COALESCE(b.timezone, bd.timezone) AS timezone \
+         FROM branch_rules br \
+         JOIN branches b ON b.id = br.branch_id \
+         JOIN brands bd ON bd.id = b.brand_id \
+         JOIN rules r ON r.id = br.rule_id \
+         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
+         WHERE br.id > $3 AND br.needs_attention_at IS NULL AND br.is_active \
+           AND NOT br.is_archived AND b.is_active AND r.status = 'active' \
+           AND (br.id IN (SELECT branch_rule_id FROM c WHERE branch_rule_id IS NOT NULL) \
+                OR br.branch_id IN (SELECT branch_id FROM c WHERE branch_rule_id IS NULL) \
+                OR EXISTS (SELECT 1 FROM c WHERE branch_id IS NULL AND branch_rule_id IS NULL)) \
+         ORDER BY br.id LIMIT $4",
+    )
+    .bind(walk.since)
+    .bind(walk.until)
+    .bind(walk.after)
     .bind(limit)
     .fetch_all(pool)
     .await
