@@ -139,10 +139,15 @@ fn unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolClosed
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_) => true,
-        // 57P01-57P03: the server is shutting down or starting up; 08: connection errors.
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|code| code.starts_with("57P") || code.starts_with("08")),
+        // 57P01-57P03: the server is shutting down or starting up; 08: connection errors;
+        // 53: out of connections or memory; 55000 at connect: the database does not accept
+        // connections now (ALLOW_CONNECTIONS false, as during maintenance).
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("57P")
+                || code.starts_with("08")
+                || code.starts_with("53")
+                || code == "55000"
+        }),
         _ => false,
     }
 }

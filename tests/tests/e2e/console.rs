@@ -316,3 +316,91 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
         Some("image/svg+xml")
     );
 }
+
+/// Refuses new connections to database `name` and ends its open ones (the functions' pool
+/// among them), or lets them in again: PostgreSQL going away and coming back.
+async fn database_reachable(admin: &mut sqlx::PgConnection, name: &str, reachable: bool) {
+    let alter = format!("ALTER DATABASE \"{name}\" ALLOW_CONNECTIONS {reachable}");
+    sqlx::query(sqlx::AssertSqlSafe(alter))
+        .execute(&mut *admin)
+        .await
+        .expect("alter database");
+    if !reachable {
+        sqlx::query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1")
+            .bind(name)
+            .execute(&mut *admin)
+            .await
+            .expect("connections ended");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_page_says_it_is_stale_recovers_by_itself_and_an_ended_session_signs_in() {
+    use sqlx::Connection as _;
+    let system = System::start().await;
+    let rule = tomorrows_rule(&system, "Queue length", 0.1).await;
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&system.pool)
+        .await
+        .expect("the database's name");
+    let mut admin = sqlx::PgConnection::connect(&res_tests::postgres::server().url("postgres"))
+        .await
+        .expect("an admin connection");
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &system.operator).await;
+    let base = console_url(&system);
+
+    // The rule page refreshes every 5 s: with the database gone it says it is stale, and
+    // since when; with the database back it is live again without a reload.
+    browser.open(&format!("{base}/rules/{rule}")).await;
+    browser.script("window.notReloaded = true;").await;
+    database_reachable(&mut admin, &name, false).await;
+    let stale = browser
+        .wait_for_text("#stale", WAIT, |text| {
+            text.starts_with("Not updated since ")
+        })
+        .await;
+    assert!(stale.contains("503"), "{stale}");
+    database_reachable(&mut admin, &name, true).await;
+    browser
+        .wait_for_text("main", WAIT, |text| {
+            !text.is_empty() && !text.contains("Not updated since")
+        })
+        .await;
+    assert_eq!(
+        browser.script("return window.notReloaded === true").await,
+        serde_json::Value::Bool(true),
+        "resumed in place"
+    );
+
+    // A page first served as a 503 (the database gone) turns into the page once it is back.
+    database_reachable(&mut admin, &name, false).await;
+    browser.open(&format!("{base}/")).await;
+    assert!(browser.text("main").await.contains("503"), "a 503 page");
+    database_reachable(&mut admin, &name, true).await;
+    browser
+        .wait_for_text("main", WAIT, |text| {
+            text.contains("Queue length") || text.contains("Branches")
+        })
+        .await;
+    assert_eq!(browser.path().await, "/console/");
+
+    // The key is revoked elsewhere: the open page goes to sign-in, and back here after.
+    browser.open(&format!("{base}/rules/{rule}")).await;
+    sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE role = 'operator'")
+        .execute(&system.pool)
+        .await
+        .expect("revoked");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !browser.path().await.starts_with("/console/sign-in") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never sent to sign-in"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        browser.path().await,
+        format!("/console/sign-in?next=%2Fconsole%2Frules%2F{rule}")
+    );
+}
