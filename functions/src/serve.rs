@@ -37,7 +37,9 @@ pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::
             tracing::warn!(%error, "cannot set TCP_NODELAY on a connection");
         }
     });
-    axum::serve(listener, router)
+    // The peer's address reaches handlers that bound what one client may do (sign-ins).
+    let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     Ok(())

@@ -571,3 +571,59 @@ async fn schedules_read_as_a_sentence_or_one_plain_quote_of_the_cron() {
         assert!(!shown.contains('`'), "{}", page.body);
     }
 }
+
+#[tokio::test]
+async fn sign_ins_are_bounded_per_address_and_foreign_posts_without_origin_are_refused() {
+    let b = brands().await;
+    for attempt in 1..=10 {
+        let page = Console::new(&b.app.base).sign_in("res_guess").await;
+        assert_eq!(page.status, 401, "attempt {attempt}: {}", page.body);
+    }
+    // The eleventh is refused before the key is looked at, even a right one.
+    let page = Console::new(&b.app.base).sign_in(&b.operator_a).await;
+    assert_eq!(page.status, 429, "{}", page.body);
+    assert!(page.headers.get("set-cookie").is_none());
+    let retry: u64 = page
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=900).contains(&retry), "{retry}");
+    assert!(
+        page.body.contains("too many refused sign-ins"),
+        "{}",
+        page.body
+    );
+    // The window passes: signing in works again.
+    b.app
+        .exec(
+            "UPDATE console_sign_in_failures SET at = at - interval '16 minutes' \
+             WHERE $1::uuid IS NOT NULL",
+            &[Uuid::nil()],
+        )
+        .await;
+    let console = signed_in(&b.app, &b.operator_a).await;
+
+    // A form posted from another site's page, told by Sec-Fetch-Site or Referer when the
+    // browser sends no Origin: refused before anything is done.
+    let path = format!("/console/rules/{}", b.plain);
+    let csrf = console.get(&path).await.csrf().unwrap_or_default();
+    let before = b.app.fingerprint().await;
+    for (name, value) in [
+        ("sec-fetch-site", "cross-site"),
+        ("referer", "https://evil.example/page"),
+    ] {
+        let mut headers = HeaderMap::new();
+        headers.insert(name, HeaderValue::from_static(value));
+        let refused = console
+            .post_with(
+                &format!("{path}/pause"),
+                &[("csrf", &csrf), ("reason", "from elsewhere")],
+                headers,
+            )
+            .await;
+        assert_eq!(refused.status, 403, "{name}: {}", refused.body);
+    }
+    assert_eq!(b.app.fingerprint().await, before, "nothing was paused");
+}

@@ -243,6 +243,7 @@ pub async fn serve(app: axum::Router) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind a port");
     let base = format!("http://{}", listener.local_addr().expect("local address"));
     tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
         let _ = axum::serve(listener, app).await;
     });
     base

@@ -8,7 +8,10 @@
 
 use askama::Template;
 use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, FromRequestParts, Query, Request, State};
+use std::net::SocketAddr;
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, Form, FromRequestParts, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -148,21 +151,61 @@ fn cookie(headers: &HeaderMap, value: &str, max_age: i64) -> Result<HeaderValue,
 /// be this host. (SameSite=Strict already keeps the session cookie off such requests; this
 /// also covers signing in.)
 pub(super) async fn same_origin(request: Request, next: Next) -> Response {
-    if request.method() == Method::POST {
-        let headers = request.headers();
-        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-        let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-        if let (Some(origin), Some(host)) = (origin, host) {
-            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-            if origin_host != host {
-                return ConsoleError::Forbidden(
-                    "this form was sent from another site's page".into(),
-                )
-                .into_response();
-            }
-        }
+    let authority = request.uri().authority().map(|a| a.as_str().to_owned());
+    if request.method() == Method::POST && !from_this_site(request.headers(), authority.as_deref())
+    {
+        return ConsoleError::Forbidden("this form was sent from another site's page".into())
+            .into_response();
     }
     next.run(request).await
+}
+
+/// Whether a POST comes from this site's own pages, by what the browser says: `Origin`;
+/// without it `Sec-Fetch-Site`; without that `Referer`. A client that sends none of them
+/// (curl) still needs the session's CSRF token.
+fn from_this_site(headers: &HeaderMap, authority: Option<&str>) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    // HTTP/2 names the host in the URI's authority, not a Host header.
+    let host = text(header::HOST).or(authority);
+    let same_host = |url: &str| {
+        let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        host.is_some_and(|host| authority == host)
+    };
+    if let Some(origin) = text(header::ORIGIN) {
+        return same_host(origin);
+    }
+    if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return matches!(site, "same-origin" | "none");
+    }
+    text(header::REFERER).is_none_or(same_host)
+}
+
+/// Refused sign-ins one client address may make in `SIGN_IN_WINDOW_SECONDS` before it is
+/// answered 429 (docs/console.md).
+const MAX_SIGN_IN_FAILURES: i64 = 10;
+const SIGN_IN_WINDOW_SECONDS: i64 = 15 * 60;
+
+/// Who is signing in, as far as rate limits go: on Lambda the right-most
+/// `X-Forwarded-For` entry (the one API Gateway appends; earlier ones are the client's to
+/// write), else the connection's peer.
+fn client_address(headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
+    let forwarded = in_lambda()
+        .then(|| headers.get("x-forwarded-for"))
+        .flatten()
+        .and_then(|v| v.to_str().ok())
+        .and_then(|list| list.rsplit(',').next())
+        .map(str::trim)
+        .filter(|address| !address.is_empty());
+    match (forwarded, peer) {
+        (Some(address), _) => address.to_owned(),
+        (None, Some(peer)) => peer.ip().to_string(),
+        (None, None) => "unknown".to_owned(),
+    }
 }
 
 /// Where to go after signing in: a console page, never elsewhere.
@@ -207,38 +250,78 @@ pub(super) struct SignInForm {
 pub(super) async fn sign_in(
     State(state): State<AppState>,
     headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     form: Result<Form<SignInForm>, FormRejection>,
 ) -> Result<Response, ConsoleError> {
     let Form(form) = form?;
     let next = landing(form.next.as_deref());
-    let refuse = |status: StatusCode, error: &str| -> Result<Response, ConsoleError> {
+    let address = client_address(&headers, peer.map(|Extension(ConnectInfo(peer))| peer));
+    let page = |status: StatusCode, error: &str| -> Result<Response, ConsoleError> {
         let page = SignInPage {
             next,
             error: Some(error.to_owned()),
         };
         Ok((status, super::html(&page)?).into_response())
     };
+    // Bounded before any key is looked up: guessing keys from one address stops here.
+    let (failures, oldest) =
+        db::api_keys::sign_in_failures(&state.pool, &address, SIGN_IN_WINDOW_SECONDS)
+            .await
+            .map_err(ApiError::from)?;
+    if failures >= MAX_SIGN_IN_FAILURES {
+        let wait = (SIGN_IN_WINDOW_SECONDS as f64 - oldest.unwrap_or(0.0))
+            .ceil()
+            .max(1.0) as i64;
+        let mut refused = page(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "too many refused sign-ins from your address ({MAX_SIGN_IN_FAILURES} in 15 \
+                 minutes); try again in {} min",
+                (wait + 59) / 60
+            ),
+        )?;
+        refused
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(wait));
+        return Ok(refused);
+    }
+    let refuse = |status: StatusCode, error: String| {
+        let pool = state.pool.clone();
+        let address = address.clone();
+        async move {
+            db::api_keys::record_sign_in_failure(&pool, &address)
+                .await
+                .map_err(ApiError::from)?;
+            page(status, &error)
+        }
+    };
     let key = form.key.trim();
     if key.is_empty() {
         return refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "key: paste an operator or viewer key",
-        );
+            "key: paste an operator or viewer key".to_owned(),
+        )
+        .await;
     }
     let Some(caller) = db::api_keys::find_live(&state.pool, &hash_token(key))
         .await
         .map_err(ApiError::from)?
     else {
-        return refuse(StatusCode::UNAUTHORIZED, "key: unknown or revoked key");
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "key: unknown or revoked key".to_owned(),
+        )
+        .await;
     };
     if !console_role(caller.role) {
         return refuse(
             StatusCode::FORBIDDEN,
-            &format!(
+            format!(
                 "key: {} keys are for machines; sign in with an operator or viewer key",
                 caller.role.as_str()
             ),
-        );
+        )
+        .await;
     }
     let token = generate_token();
     // Everything the answer needs is made before the session exists, so no failure after
@@ -302,6 +385,50 @@ mod tests {
         assert_eq!(csrf_of("a"), csrf_of("a"));
         assert_ne!(csrf_of("a"), csrf_of("b"));
         assert_ne!(csrf_of("a"), hash_token("a"), "not the stored session hash");
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn posts_are_judged_by_origin_then_sec_fetch_site_then_referer() {
+        let host = ("host", "res.example:8080");
+        for (pairs, allowed) in [
+            (vec![host, ("origin", "https://res.example:8080")], true),
+            (vec![host, ("origin", "https://evil.example")], false),
+            (vec![host, ("origin", "null")], false),
+            (vec![host, ("sec-fetch-site", "same-origin")], true),
+            (vec![host, ("sec-fetch-site", "none")], true),
+            (vec![host, ("sec-fetch-site", "cross-site")], false),
+            (vec![host, ("sec-fetch-site", "same-site")], false),
+            (
+                vec![host, ("referer", "http://res.example:8080/console/rules")],
+                true,
+            ),
+            (
+                vec![host, ("referer", "http://evil.example/res.example:8080")],
+                false,
+            ),
+            (vec![host], true),
+        ] {
+            assert_eq!(from_this_site(&headers(&pairs), None), allowed, "{pairs:?}");
+        }
+        let h2 = headers(&[("origin", "https://res.example")]);
+        assert!(from_this_site(&h2, Some("res.example")));
+    }
+
+    #[test]
+    fn a_client_is_its_peer_unless_a_lambda_proxy_names_it() {
+        let peer = "192.0.2.7:50000".parse().ok();
+        let forged = headers(&[("x-forwarded-for", "203.0.113.9")]);
+        // Not on Lambda: a header anyone can send does not move the limit.
+        assert_eq!(client_address(&forged, peer), "192.0.2.7");
+        assert_eq!(client_address(&HeaderMap::new(), None), "unknown");
     }
 
     #[test]

@@ -276,3 +276,33 @@ pub async fn existing_brands(pool: &PgPool, ids: &[Uuid]) -> Result<Vec<Uuid>, s
         .fetch_all(pool)
         .await
 }
+
+/// How long ago the oldest of `address`'s refused sign-ins within the last `window_seconds`
+/// was, and how many there were.
+pub(crate) async fn sign_in_failures(
+    pool: &PgPool,
+    address: &str,
+    window_seconds: i64,
+) -> Result<(i64, Option<f64>), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT count(*), extract(epoch FROM now() - min(at))::float8 \
+         FROM console_sign_in_failures \
+         WHERE address = $1 AND at > now() - make_interval(secs => $2)",
+    )
+    .bind(address)
+    .bind(window_seconds as f64)
+    .fetch_one(pool)
+    .await
+}
+
+/// Records a refused sign-in from `address`.
+pub(crate) async fn record_sign_in_failure(
+    pool: &PgPool,
+    address: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO console_sign_in_failures (address) VALUES ($1)")
+        .bind(address)
+        .execute(pool)
+        .await
+        .map(drop)
+}

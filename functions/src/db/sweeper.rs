@@ -230,6 +230,10 @@ pub(crate) async fn delete_old_runners(pool: &PgPool, days: i32) -> Result<u64, 
 /// Deletes console sessions past their expiry (they are refused already; this keeps the
 /// table small).
 pub(crate) async fn delete_expired_sessions(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    // Refused sign-ins only count within the last hour at most.
+    sqlx::query("DELETE FROM console_sign_in_failures WHERE at < now() - interval '1 hour'")
+        .execute(pool)
+        .await?;
     sqlx::query("DELETE FROM console_sessions WHERE expires_at < now()")
         .execute(pool)
         .await
