@@ -3,7 +3,11 @@
 //! each aimed at ids outside the caller's scope or at no id at all. No answer may be a
 //! 5xx, every refusal has the documented JSON error shape, and the database is unchanged.
 //!
-//! `RES_FUZZ_SEED` replays a run; `RES_FUZZ_REQUESTS` sets its size (default 10,000).
+//! The operator functions and the console's pages and forms get the same: arrays for
+//! objects, NUL and CR/LF in every field and query string, forged and foreign cursors.
+//!
+//! `RES_FUZZ_SEED` replays a run; `RES_FUZZ_REQUESTS` sets its size (default 10,000 site
+//! requests and 6,000 operator and console ones).
 
 use res_shared::wire::{
     Call, ClaimRequest, HeartbeatRequest, PauseRequest, PlanRequest, RegisterRequest,
@@ -311,6 +315,302 @@ async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_not
     );
     eprintln!(
         "fuzz: seed {seed}, {sent} requests in {:.1} s, statuses {statuses:?}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Bodies of the operator functions, actions aimed at another brand's rule and execution,
+/// reads at the caller's own (which may answer 200), each list given `cursor`.
+fn operator_targets(
+    foreign_rule: Uuid,
+    foreign_execution: Uuid,
+    own_rule: Uuid,
+    cursor: &str,
+) -> Vec<Target> {
+    let act = |function, body| Target { function, body };
+    let why = "fuzzing";
+    vec![
+        act(
+            "rules_run_now",
+            json!({"branch_rule_id": foreign_rule, "reason": why}),
+        ),
+        act(
+            "rules_pause",
+            json!({"branch_rule_id": foreign_rule, "reason": why}),
+        ),
+        act(
+            "rules_resume",
+            json!({"branch_rule_id": foreign_rule, "reason": why}),
+        ),
+        act(
+            "rules_force_stop",
+            json!({"branch_rule_id": foreign_rule, "reason": why}),
+        ),
+        act(
+            "executions_cancel",
+            json!({"execution_id": foreign_execution, "reason": why}),
+        ),
+        act(
+            "executions_show",
+            json!({"execution_id": foreign_execution}),
+        ),
+        act(
+            "rules_describe",
+            json!({"branch_rule_id": own_rule, "next_runs": 3}),
+        ),
+        act(
+            "executions_list",
+            json!({"branch_rule_id": own_rule, "status": "failed",
+            "since": "2026-01-01T00:00:00Z", "limit": 5, "after": cursor}),
+        ),
+        act(
+            "rules_list",
+            json!({"rule_name": "Queue", "condition": "idle", "limit": 1, "after": cursor}),
+        ),
+        act(
+            "runners_list",
+            json!({"state": "alive", "limit": 2, "after": cursor}),
+        ),
+        act(
+            "violations_list",
+            json!({"kind": "k", "limit": 2, "after": cursor}),
+        ),
+        act("keys_list", json!({"include_revoked": true})),
+    ]
+}
+
+/// Reads of the operator functions: they may answer 200 (in scope, or an empty page).
+const OPERATOR_READS: &[&str] = &[
+    "rules_describe",
+    "executions_list",
+    "rules_list",
+    "runners_list",
+    "violations_list",
+    "keys_list",
+];
+
+/// A console query value an attacker tries, percent-encoded as a browser would send it
+/// (or not: raw `%00`, `%0d%0a`, and array syntax too).
+fn console_query(rng: &mut StdRng, cursors: &[String]) -> String {
+    const KEYS: &[&str] = &[
+        "brand",
+        "branch",
+        "rule",
+        "status",
+        "trigger",
+        "since",
+        "until",
+        "after",
+        "name",
+        "condition",
+        "state",
+        "done",
+        "next",
+        "after[]",
+        "status[]",
+    ];
+    let mut pairs = Vec::new();
+    for _ in 0..rng.random_range(1..4) {
+        let key = KEYS[rng.random_range(0..KEYS.len())];
+        let value = match rng.random_range(0..5) {
+            0 => cursors[rng.random_range(0..cursors.len())].clone(),
+            1 => {
+                ["%00", "%0d%0a", "a%00b", "%E0%80", "%", "%zz"][rng.random_range(0..6)].to_owned()
+            }
+            _ => {
+                let hostile = HOSTILE[rng.random_range(0..HOSTILE.len())];
+                serde_urlencoded::to_string([("v", hostile)])
+                    .map(|t| t.trim_start_matches("v=").to_owned())
+                    .unwrap_or_default()
+            }
+        };
+        pairs.push(format!("{key}={value}"));
+    }
+    pairs.join("&")
+}
+
+#[tokio::test]
+async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and_change_nothing() {
+    use res_functions::auth::Role;
+    use res_functions::db::api_keys::KeyScope;
+    use res_tests::console::Console;
+
+    let seed: u64 = std::env::var("RES_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let count: usize = std::env::var("RES_FUZZ_REQUESTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6_000);
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let app = TestApp::start().await;
+    let seed_data = Seed::new(&app.pool);
+    let brand_a = seed_data.brand("Asia/Riyadh").await;
+    let branch_a = seed_data.branch(brand_a, None).await;
+    let own_rule = seed_data.branch_rule(branch_a, RuleSpec::default()).await;
+    seed_data.branch_rule(branch_a, RuleSpec::default()).await;
+    let (branch_b, foreign_rule) = seed_data.due_rule(RuleSpec::default()).await;
+    let b = app.runner_token(&[branch_b]).await;
+    let foreign = app.claim(&b, foreign_rule, "runner-b").await;
+    let scope = KeyScope {
+        brand_ids: vec![brand_a],
+        ..KeyScope::default()
+    };
+    let operator = app.token("fuzz admin", Role::Operator, &scope).await;
+    let viewer = app.token("fuzz viewer", Role::Viewer, &scope).await;
+    // A real cursor of one list (offered to the others), a forged one, one holding NUL.
+    let page = app.call("rules_list", &operator, json!({"limit": 1})).await;
+    let real = page.body["next"].as_str().unwrap_or_default().to_owned();
+    assert!(!real.is_empty(), "{}", page.body);
+    use base64::Engine as _;
+    let encode = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let cursors = vec![
+        real.clone(),
+        encode(
+            json!({"list": "executions_list", "filters": "0", "key": ["2026-01-01T00:00:00Z", Uuid::nil()]}),
+        ),
+        encode(json!({"list": "runners_list", "filters": "0", "key": ["a\u{0}b", Uuid::nil()]})),
+        encode(json!(["2026-01-01T00:00:00Z", Uuid::nil()])),
+        "!!!".to_owned(),
+    ];
+    let targets: Vec<Target> = cursors
+        .iter()
+        .flat_map(|c| operator_targets(foreign_rule, foreign.execution, own_rule, c))
+        .collect();
+    let tokens = [
+        operator.clone(),
+        operator.clone(),
+        viewer.clone(),
+        "res_forged".to_owned(),
+    ];
+    let mut console = Console::new(&app.base);
+    assert_eq!(console.sign_in(&operator).await.status, 303);
+    let csrf = console
+        .get(&format!("/console/rules/{own_rule}"))
+        .await
+        .csrf()
+        .unwrap_or_default();
+    let before = app.fingerprint().await;
+
+    let started = Instant::now();
+    let mut statuses: BTreeMap<(&str, u16), usize> = BTreeMap::new();
+    let mut sent = 0;
+    while sent < count && started.elapsed() < TIME_LIMIT {
+        let (kind, status, context) = match rng.random_range(0..4) {
+            0 | 1 => {
+                let target = &targets[rng.random_range(0..targets.len())];
+                let body = mutate(&mut rng, &target.body);
+                let token = &tokens[rng.random_range(0..tokens.len())];
+                let reply = app
+                    .call_raw(target.function, Some(token), body.clone())
+                    .await;
+                let context = format!(
+                    "seed {seed}, request {sent}: {} {} -> {} {}",
+                    target.function,
+                    String::from_utf8_lossy(&body),
+                    reply.status,
+                    reply.body
+                );
+                if reply.status >= 400 {
+                    assert!(
+                        reply.body["error"]["code"]
+                            .as_str()
+                            .is_some_and(|c| !c.is_empty())
+                            && reply.body["error"]["message"]
+                                .as_str()
+                                .is_some_and(|m| !m.is_empty()),
+                        "not the error shape: {context}"
+                    );
+                } else {
+                    assert!(
+                        OPERATOR_READS.contains(&target.function),
+                        "an action succeeded: {context}"
+                    );
+                }
+                ("function", reply.status, context)
+            }
+            2 => {
+                let page = [
+                    "/console/",
+                    "/console/rules",
+                    "/console/executions",
+                    "/console/runners",
+                    "/console/sign-in",
+                ][rng.random_range(0..5)];
+                let path = format!("{page}?{}", console_query(&mut rng, &cursors));
+                let answer = console.get(&path).await;
+                (
+                    "console page",
+                    answer.status,
+                    format!(
+                        "seed {seed}, request {sent}: GET {path} -> {}",
+                        answer.status
+                    ),
+                )
+            }
+            _ => {
+                let hostile = HOSTILE[rng.random_range(0..HOSTILE.len())];
+                let (path, form): (String, Vec<(&str, &str)>) = match rng.random_range(0..4) {
+                    0 => (
+                        format!(
+                            "/console/rules/{foreign_rule}/{}",
+                            ["run-now", "pause", "resume", "force-stop"][rng.random_range(0..4)]
+                        ),
+                        vec![("csrf", csrf.as_str()), ("reason", hostile)],
+                    ),
+                    1 => (
+                        format!("/console/executions/{}/cancel", foreign.execution),
+                        vec![("csrf", csrf.as_str()), ("reason", hostile)],
+                    ),
+                    // The caller's own rule, with a reason the functions must refuse or a
+                    // forged token: nothing may change.
+                    2 => (
+                        format!("/console/rules/{own_rule}/pause"),
+                        if rng.random::<bool>() {
+                            vec![("csrf", hostile), ("reason", "fuzzing")]
+                        } else {
+                            vec![
+                                ("csrf", csrf.as_str()),
+                                (
+                                    "reason",
+                                    ["", " ", "\u{0}", "a\u{0}b"][rng.random_range(0..4)],
+                                ),
+                            ]
+                        },
+                    ),
+                    _ => (
+                        "/console/sign-in".to_owned(),
+                        vec![("key", hostile), ("next", hostile)],
+                    ),
+                };
+                let answer = console.post(&path, &form).await;
+                (
+                    "console form",
+                    answer.status,
+                    format!(
+                        "seed {seed}, request {sent}: POST {path} {form:?} -> {} {}",
+                        answer.status, answer.body
+                    ),
+                )
+            }
+        };
+        assert!(status < 500, "{context}");
+        *statuses.entry((kind, status)).or_default() += 1;
+        sent += 1;
+    }
+    assert_eq!(
+        app.fingerprint().await,
+        before,
+        "seed {seed}: the database changed"
+    );
+    assert!(
+        sent >= count.min(500),
+        "only {sent} requests in the time limit"
+    );
+    eprintln!(
+        "fuzz (operator and console): seed {seed}, {sent} requests in {:.1} s, statuses {statuses:?}",
         started.elapsed().as_secs_f64()
     );
 }
