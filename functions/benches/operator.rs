@@ -221,6 +221,62 @@ async fn run() {
     }
     report("console: fleet page over all 10,000 rules", &mut fleet);
     report("console: rule page", &mut rule_page);
+
+    // A mass outage: 1,000 site keys with a runner each, all silent for an hour, and every
+    // rule overdue — each rule then carries its cause, read from its branch's runners.
+    for n in 0..1_000 {
+        let branch: Uuid = sqlx::query_scalar(
+            "SELECT id FROM branches ORDER BY id OFFSET $1 % (SELECT count(*) FROM branches) LIMIT 1",
+        )
+        .bind(n as i64)
+        .fetch_one(&pool)
+        .await
+        .expect("a branch");
+        key(&pool, Role::Runner, vec![branch]).await;
+    }
+    sqlx::query(
+        "INSERT INTO runners (key_id, runner_id, boot_id, first_seen_at, last_seen_at) \
+         SELECT id, 'site-' || id, 'boot', now() - interval '2 hours', now() - interval '1 hour' \
+         FROM api_keys WHERE role = 'runner' ON CONFLICT DO NOTHING",
+    )
+    .execute(&pool)
+    .await
+    .expect("silent runners");
+    sqlx::query("UPDATE runners SET last_seen_at = now() - interval '1 hour'")
+        .execute(&pool)
+        .await
+        .expect("all silent");
+    sqlx::query("UPDATE branch_rules SET next_run_time = now() - interval '1 hour'")
+        .execute(&pool)
+        .await
+        .expect("all overdue");
+    sqlx::query("ANALYZE")
+        .execute(&pool)
+        .await
+        .expect("analyze");
+    let mut outage_fleet = Vec::new();
+    let mut outage_list = Vec::new();
+    for _ in 0..REQUESTS / 4 {
+        let started = Instant::now();
+        let page = console.get("/console/").await;
+        assert_eq!(page.status, 200, "console fleet: {}", page.body);
+        assert!(
+            page.body.contains("no runner of this branch seen since"),
+            "causes shown"
+        );
+        outage_fleet.push(started.elapsed());
+        let (took, answer) = call("rules_list", json!({"limit": 50})).await;
+        assert_eq!(answer["rules"][0]["overdue"], true, "{answer}");
+        outage_list.push(took);
+    }
+    report(
+        "mass outage (all 10,000 rules overdue, 1,000 silent runners): console fleet page",
+        &mut outage_fleet,
+    );
+    report(
+        "mass outage: rules_list, first page of 50",
+        &mut outage_list,
+    );
 }
 
 async fn key(pool: &PgPool, role: Role, branch_ids: Vec<Uuid>) -> String {

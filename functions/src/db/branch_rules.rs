@@ -164,12 +164,15 @@ macro_rules! overdue {
 }
 pub(crate) use overdue;
 
-/// When a runner of rule `br`'s branch last called (any runner whose live key serves it).
+/// When a runner of rule `br`'s branch last called (any runner whose live key serves it):
+/// its branch keys through the `branch_ids` index, service keys once per query.
 macro_rules! branch_runner_seen {
     () => {
-        "(SELECT max(rn.last_seen_at) FROM runners rn \
-           JOIN api_keys k ON k.id = rn.key_id AND k.revoked_at IS NULL \
-          WHERE br.branch_id = ANY(k.branch_ids) OR k.role = 'service')"
+        "GREATEST( \
+           (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
+             WHERE k.branch_ids @> ARRAY[br.branch_id] AND k.revoked_at IS NULL), \
+           (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
+             WHERE k.role = 'service' AND k.revoked_at IS NULL))"
     };
 }
 
@@ -196,11 +199,13 @@ macro_rules! described_from {
             "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at, \
                                        e.scheduled_at \
                                 FROM executions e WHERE e.branch_rule_id = br.id \
-                                ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true"
+                                ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true",
+            concat!("CASE WHEN ", overdue!(), " THEN ", branch_runner_seen!(), " END")
         )
     };
-    // `$latest` joins the execution judged as `latest`.
-    ($latest:literal) => {
+    // `$latest` joins the execution judged as `latest`; `$seen` is the overdue rule's
+    // `branch_runner_seen_at`.
+    ($latest:literal, $seen:expr) => {
         rule_from!(
             concat!(", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
                br.paused_by, \
@@ -209,11 +214,9 @@ macro_rules! described_from {
                latest.lease_expires_at AS latest_lease_expires_at, \
                latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at, ",
             overdue!(),
-            " AS overdue, CASE WHEN ",
-            overdue!(),
-            " THEN ",
-            branch_runner_seen!(),
-            " END AS branch_runner_seen_at"),
+            " AS overdue, ",
+            $seen,
+            " AS branch_runner_seen_at"),
             $latest
         )
     };
@@ -334,9 +337,12 @@ pub(crate) async fn fleet(
 ) -> Result<Vec<DescribedRule>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     sqlx::query_as(concat!(
+        // The overview judges each overdue rule's cause from the runners it reads anyway,
+        // once per branch: per rule, a mass outage cost 650 ms at 10,000 rules.
         described_from!(
             "LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-                 AND latest.status IN ('scheduled', 'running', 'paused')"
+                 AND latest.status IN ('scheduled', 'running', 'paused')",
+            "NULL::timestamptz"
         ),
         " WHERE ($1 OR br.branch_id = ANY($2))"
     ))

@@ -94,6 +94,12 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     // Run now: the page shows the run start and complete, refreshing by itself.
     let base = console_url(&system);
     browser.open(&format!("{base}/rules/{quick}")).await;
+    // Why it is not running, on the branch's clock with its zone, not in raw UTC.
+    let why = browser.text("#blockers").await;
+    assert!(
+        why.starts_with("due ") && why.contains(" Asia/Riyadh") && !why.contains('Z'),
+        "{why}"
+    );
     act(&browser, "run-now", "checking the queue camera").await;
     assert!(browser.text("main").await.contains("Run requested"));
     let runs = browser
@@ -106,6 +112,9 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     browser
         .wait_for_text("#rule-state", WAIT, |text| text.contains("paused"))
         .await;
+    // Its upcoming runs will not happen while it is paused, and the page says so.
+    let state = browser.text("#state").await;
+    assert!(state.contains("none while the rule is paused"), "{state}");
     let ran = system.statuses(quick).await.len();
     sqlx::query(
         "UPDATE branch_rules SET next_run_time = now() - interval '1 second' WHERE id = $1",

@@ -76,21 +76,26 @@ pub(crate) async fn describe(
 /// Why an overdue rule is not being taken, from when its branch last heard from a runner:
 /// `None` unless the rule is overdue.
 pub(crate) fn overdue_cause(found: &DescribedRule, stale_after_seconds: u32) -> Option<String> {
-    if !found.overdue {
-        return None;
-    }
     let rule = &found.rule;
-    let silence = runner_silence(
-        found.branch_runner_seen_at,
-        rule.db_now,
-        stale_after_seconds,
-        rule.zone(),
-    );
-    Some(
-        silence.unwrap_or_else(|| {
-            "a runner of this branch is alive but has not claimed it".to_owned()
-        }),
-    )
+    found.overdue.then(|| {
+        overdue_cause_from(
+            found.branch_runner_seen_at,
+            rule.db_now,
+            stale_after_seconds,
+            rule.zone(),
+        )
+    })
+}
+
+/// Why an overdue rule is not being taken, from when its branch last heard a runner.
+pub(crate) fn overdue_cause_from(
+    seen: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    stale_after_seconds: u32,
+    zone: res_shared::schedule::Zone,
+) -> String {
+    runner_silence(seen, now, stale_after_seconds, zone)
+        .unwrap_or_else(|| "a runner of this branch is alive but has not claimed it".to_owned())
 }
 
 /// "no runner of this branch seen since …" when no runner of a branch is alive (last seen

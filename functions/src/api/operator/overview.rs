@@ -5,10 +5,12 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
+use res_shared::schedule::Zone;
 use res_shared::wire::{RuleCondition, RuleSummary, RunnerState};
 use uuid::Uuid;
 
 use super::fleet::summary;
+use super::inspect::overdue_cause_from;
 use crate::auth::Reader;
 use crate::db;
 use crate::db::runners::RunnerFilter;
@@ -76,6 +78,22 @@ pub(crate) async fn overview(
         if exhausted {
             break;
         }
+    }
+    // Overdue rules' causes, from each branch's last runner contact read above.
+    let now = Utc::now();
+    for rule in fleet.attention.iter_mut().filter(|r| r.overdue) {
+        let seen = fleet
+            .lines
+            .get(&rule.branch_id)
+            .and_then(|line| fleet.branches.get(*line))
+            .and_then(|branch| branch.last_seen);
+        let zone = Zone::parse(&rule.timezone).unwrap_or(Zone::DEFAULT);
+        rule.overdue_cause = Some(overdue_cause_from(
+            seen,
+            now,
+            thresholds.stale_after_seconds,
+            zone,
+        ));
     }
     fleet.branches.sort_by(|a, b| {
         (&a.brand_name, &a.branch_name, a.branch_id).cmp(&(
