@@ -223,17 +223,23 @@ fn mutate(rng: &mut StdRng, body: &Value) -> Vec<u8> {
     bytes
 }
 
-#[tokio::test]
-async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_nothing() {
+/// The run's seed (`RES_FUZZ_SEED`, else random), its size (`RES_FUZZ_REQUESTS`, else
+/// `default`) and its generator.
+fn run_size(default: usize) -> (u64, usize, StdRng) {
     let seed: u64 = std::env::var("RES_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
-    let count: usize = std::env::var("RES_FUZZ_REQUESTS")
+    let count = std::env::var("RES_FUZZ_REQUESTS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10_000);
-    let mut rng = StdRng::seed_from_u64(seed);
+        .unwrap_or(default);
+    (seed, count, StdRng::seed_from_u64(seed))
+}
+
+#[tokio::test]
+async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_nothing() {
+    let (seed, count, mut rng) = run_size(10_000);
 
     let app = TestApp::start().await;
     let seed_data = Seed::new(&app.pool);
@@ -329,23 +335,21 @@ fn operator_targets(
 ) -> Vec<Target> {
     let act = |function, body| Target { function, body };
     let why = "fuzzing";
-    vec![
+    let mut targets: Vec<Target> = [
+        "rules_run_now",
+        "rules_pause",
+        "rules_resume",
+        "rules_force_stop",
+    ]
+    .into_iter()
+    .map(|action| {
         act(
-            "rules_run_now",
+            action,
             json!({"branch_rule_id": foreign_rule, "reason": why}),
-        ),
-        act(
-            "rules_pause",
-            json!({"branch_rule_id": foreign_rule, "reason": why}),
-        ),
-        act(
-            "rules_resume",
-            json!({"branch_rule_id": foreign_rule, "reason": why}),
-        ),
-        act(
-            "rules_force_stop",
-            json!({"branch_rule_id": foreign_rule, "reason": why}),
-        ),
+        )
+    })
+    .collect();
+    targets.extend([
         act(
             "executions_cancel",
             json!({"execution_id": foreign_execution, "reason": why}),
@@ -376,7 +380,8 @@ fn operator_targets(
             json!({"kind": "k", "limit": 2, "after": cursor}),
         ),
         act("keys_list", json!({"include_revoked": true})),
-    ]
+    ]);
+    targets
 }
 
 /// Reads of the operator functions: they may answer 200 (in scope, or an empty page).
@@ -435,15 +440,7 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     use res_functions::db::api_keys::KeyScope;
     use res_tests::console::Console;
 
-    let seed: u64 = std::env::var("RES_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    let count: usize = std::env::var("RES_FUZZ_REQUESTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(6_000);
-    let mut rng = StdRng::seed_from_u64(seed);
+    let (seed, count, mut rng) = run_size(6_000);
 
     let app = TestApp::start().await;
     let seed_data = Seed::new(&app.pool);

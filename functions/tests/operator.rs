@@ -452,28 +452,7 @@ async fn roles_and_scopes_are_walls_on_every_operator_function() {
 async fn history_is_newest_first_in_keyset_pages_and_bad_input_names_the_field() {
     let s = site().await;
     s.app.exec("UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL WHERE id = $1", &[s.rule]).await;
-    let mut made = Vec::new();
-    for _ in 0..5 {
-        s.app
-            .exec(
-                "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
-                &[s.rule],
-            )
-            .await;
-        let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
-        let report = s
-            .app
-            .call(
-                SetNextRunTimeRequest::NAME,
-                &s.runner,
-                json!({"branch_rule_id": s.rule,
-            "is_last_run_failed": true, "execution_id": claim.execution, "claim_token": claim.token,
-            "status": "failed", "error": "camera offline\nstack trace"}),
-            )
-            .await;
-        assert_eq!(report.status, 200, "{}", report.body);
-        made.push(claim.execution);
-    }
+    let mut made = failed_runs(&s, 5).await;
     made.reverse();
     let mut seen = Vec::new();
     let mut after: Option<String> = None;
@@ -875,11 +854,10 @@ async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
     );
 }
 
-#[tokio::test]
-async fn a_list_cursor_is_refused_by_other_lists_and_other_filters() {
-    let s = site().await;
-    s.app.exec("UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL WHERE id = $1", &[s.rule]).await;
-    for _ in 0..2 {
+/// `count` claimed runs of the site's rule, each reported failed, oldest first.
+async fn failed_runs(s: &Site, count: usize) -> Vec<Uuid> {
+    let mut made = Vec::new();
+    for _ in 0..count {
         s.app
             .exec(
                 "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
@@ -892,13 +870,22 @@ async fn a_list_cursor_is_refused_by_other_lists_and_other_filters() {
             .call(
                 SetNextRunTimeRequest::NAME,
                 &s.runner,
-                json!({"branch_rule_id": s.rule, "is_last_run_failed": true,
-                    "execution_id": claim.execution, "claim_token": claim.token,
-                    "status": "failed", "error": "camera offline"}),
+                json!({"branch_rule_id": s.rule,
+            "is_last_run_failed": true, "execution_id": claim.execution, "claim_token": claim.token,
+            "status": "failed", "error": "camera offline\nstack trace"}),
             )
             .await;
         assert_eq!(report.status, 200, "{}", report.body);
+        made.push(claim.execution);
     }
+    made
+}
+
+#[tokio::test]
+async fn a_list_cursor_is_refused_by_other_lists_and_other_filters() {
+    let s = site().await;
+    s.app.exec("UPDATE branch_rules SET operation_time_from = NULL, operation_time_to = NULL WHERE id = $1", &[s.rule]).await;
+    failed_runs(&s, 2).await;
     let first = s
         .app
         .call(

@@ -24,13 +24,19 @@ fn text(output: &Output) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_operator_runs_pauses_and_reads_a_rule_and_exit_codes_say_what_went_wrong() {
+/// A fresh app with one brand, one branch and one rule: (app, brand, rule).
+async fn one_rule() -> (TestApp, Uuid, Uuid) {
     let app = TestApp::start().await;
     let seed = Seed::new(&app.pool);
     let brand = seed.brand("UTC").await;
     let branch = seed.branch(brand, None).await;
     let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    (app, brand, rule)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_runs_pauses_and_reads_a_rule_and_exit_codes_say_what_went_wrong() {
+    let (app, brand, rule) = one_rule().await;
     let scope = KeyScope {
         brand_ids: vec![brand],
         ..KeyScope::default()
@@ -287,11 +293,7 @@ async fn rules_by_name_runners_violations_and_a_config_file() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn input_the_functions_refuse_is_bad_usage_exit_2_and_changes_nothing() {
-    let app = TestApp::start().await;
-    let seed = Seed::new(&app.pool);
-    let brand = seed.brand("UTC").await;
-    let branch = seed.branch(brand, None).await;
-    let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    let (app, brand, rule) = one_rule().await;
     let scope = KeyScope {
         brand_ids: vec![brand],
         ..KeyScope::default()

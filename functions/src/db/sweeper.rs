@@ -65,6 +65,27 @@ pub(crate) struct ScheduleRow {
     pub(crate) timezone: Option<String>,
 }
 
+/// A [`ScheduleRow`] of each enabled rule not yet flagged, with an id after the parameter
+/// `$after`; callers add conditions and the order.
+macro_rules! schedules_after {
+    ($after:literal) => {
+        concat!(
+            "SELECT br.id, COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
+                    br.operation_time_from, br.operation_time_to, \
+                    COALESCE(b.timezone, bd.timezone) AS timezone \
+             FROM branch_rules br \
+             JOIN branches b ON b.id = br.branch_id \
+             JOIN brands bd ON bd.id = b.brand_id \
+             JOIN rules r ON r.id = br.rule_id \
+             LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
+             WHERE br.id > ",
+            $after,
+            " AND br.needs_attention_at IS NULL AND br.is_active \
+               AND NOT br.is_archived AND b.is_active AND r.status = 'active'"
+        )
+    };
+}
+
 /// Enabled rules not yet flagged whose schedule no report has checked lately (never
 /// scheduled, or over an hour overdue), after `after` by id: the sweeper walks them all in
 /// turns.
@@ -73,20 +94,11 @@ pub(crate) async fn unchecked_schedules(
     after: Uuid,
     limit: i64,
 ) -> Result<Vec<ScheduleRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT br.id, COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
-                br.operation_time_from, br.operation_time_to, \
-                COALESCE(b.timezone, bd.timezone) AS timezone \
-         FROM branch_rules br \
-         JOIN branches b ON b.id = br.branch_id \
-         JOIN brands bd ON bd.id = b.brand_id \
-         JOIN rules r ON r.id = br.rule_id \
-         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
-         WHERE br.id > $1 AND br.needs_attention_at IS NULL AND br.is_active \
-           AND NOT br.is_archived AND b.is_active AND r.status = 'active' \
-           AND (br.next_run_time IS NULL OR br.next_run_time < now() - interval '1 hour') \
-         ORDER BY br.id LIMIT $2",
-    )
+    sqlx::query_as(concat!(
+        schedules_after!("$1"),
+        " AND (br.next_run_time IS NULL OR br.next_run_time < now() - interval '1 hour') \
+             ORDER BY br.id LIMIT $2"
+    ))
     .bind(after)
     .bind(limit)
     .fetch_all(pool)
@@ -137,24 +149,15 @@ pub(crate) async fn changed_schedules(
     walk: ScheduleWalk,
     limit: i64,
 ) -> Result<Vec<ScheduleRow>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "WITH c AS (SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
-                    WHERE recorded_at > $1 AND recorded_at <= $2) \
-         SELECT br.id, COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
-                br.operation_time_from, br.operation_time_to, \
-                COALESCE(b.timezone, bd.timezone) AS timezone \
-         FROM branch_rules br \
-         JOIN branches b ON b.id = br.branch_id \
-         JOIN brands bd ON bd.id = b.brand_id \
-         JOIN rules r ON r.id = br.rule_id \
-         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
-         WHERE br.id > $3 AND br.needs_attention_at IS NULL AND br.is_active \
-           AND NOT br.is_archived AND b.is_active AND r.status = 'active' \
-           AND (br.id IN (SELECT branch_rule_id FROM c WHERE branch_rule_id IS NOT NULL) \
-                OR br.branch_id IN (SELECT branch_id FROM c WHERE branch_rule_id IS NULL) \
-                OR EXISTS (SELECT 1 FROM c WHERE branch_id IS NULL AND branch_rule_id IS NULL)) \
-         ORDER BY br.id LIMIT $4",
-    )
+                        WHERE recorded_at > $1 AND recorded_at <= $2) ",
+        schedules_after!("$3"),
+        " AND (br.id IN (SELECT branch_rule_id FROM c WHERE branch_rule_id IS NOT NULL) \
+                  OR br.branch_id IN (SELECT branch_id FROM c WHERE branch_rule_id IS NULL) \
+                  OR EXISTS (SELECT 1 FROM c WHERE branch_id IS NULL AND branch_rule_id IS NULL)) \
+             ORDER BY br.id LIMIT $4"
+    ))
     .bind(walk.since)
     .bind(walk.until)
     .bind(walk.after)

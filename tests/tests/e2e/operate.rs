@@ -17,21 +17,9 @@ const SERVE: &[&str] = &["--sweep-interval", "1", "--runner-stale-after", "3"];
 
 /// `resctl <args> --json` as the operator; its exit code and JSON answer.
 async fn resctl(system: &System, args: &[&str]) -> (Option<i32>, Value, String) {
-    let mut args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    args.push("--json".into());
-    let url = system.functions.url();
-    let token = system.operator.clone();
-    let output: Output = tokio::task::spawn_blocking(move || {
-        Command::new(binary("resctl"))
-            .args(&args)
-            .env("RES_URL", url)
-            .env("RES_TOKEN", token)
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .output()
-            .expect("resctl runs")
-    })
-    .await
-    .expect("joined");
+    let mut args: Vec<&str> = args.to_vec();
+    args.push("--json");
+    let output = run_resctl(system, &args).await;
     let json = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
     (
         output.status.code(),
@@ -598,10 +586,17 @@ async fn a_run_waiting_at_a_delay_node_says_it_waits_and_until_when() {
 
 /// `resctl <args>` as the operator, as a person reads it.
 async fn resctl_text(system: &System, args: &[&str]) -> String {
+    let output = run_resctl(system, args).await;
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `resctl <args>` as the operator, on a blocking thread.
+async fn run_resctl(system: &System, args: &[&str]) -> Output {
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let url = system.functions.url();
     let token = system.operator.clone();
-    let output = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         Command::new(binary("resctl"))
             .args(&args)
             .env("RES_URL", url)
@@ -611,7 +606,5 @@ async fn resctl_text(system: &System, args: &[&str]) -> String {
             .expect("resctl runs")
     })
     .await
-    .expect("joined");
-    assert!(output.status.success(), "{output:?}");
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    .expect("joined")
 }
