@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, Subcommand};
-use res_shared::schedule::{Blocker, describe_blocker};
+use res_shared::schedule::{Blocker, Zone, describe_blocker_in};
 use uuid::Uuid;
 
 use crate::plan::file;
@@ -120,7 +120,13 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
         let state = if why.ready {
             "READY".to_owned()
         } else {
-            let mut reasons: Vec<String> = why.blockers.iter().map(describe_blocker).collect();
+            // On the branch's clock, as the cloud's `rules describe` says it, word for word.
+            let zone = Zone::parse(&entry.workflow.timezone).unwrap_or(Zone::DEFAULT);
+            let mut reasons: Vec<String> = why
+                .blockers
+                .iter()
+                .map(|blocker| describe_blocker_in(blocker, zone))
+                .collect();
             if why.missing_since.is_some() {
                 reasons.push("not in the server's plan".into());
             }
