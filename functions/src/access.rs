@@ -14,11 +14,20 @@ pub enum Role {
     Operator,
     /// A person or tool that only reads, within its scope.
     Viewer,
+    /// A brand's (or the platform's) administrator: an operator who also manages the keys
+    /// inside its scope.
+    Admin,
 }
 
 impl Role {
     /// Every role, in the order `list-api-keys` explains them.
-    pub const ALL: [Role; 4] = [Role::Service, Role::Runner, Role::Operator, Role::Viewer];
+    pub const ALL: [Role; 5] = [
+        Role::Service,
+        Role::Runner,
+        Role::Operator,
+        Role::Viewer,
+        Role::Admin,
+    ];
 
     /// The name stored in `api_keys.role`.
     pub fn as_str(self) -> &'static str {
@@ -27,6 +36,7 @@ impl Role {
             Role::Runner => "runner",
             Role::Operator => "operator",
             Role::Viewer => "viewer",
+            Role::Admin => "admin",
         }
     }
 
@@ -57,6 +67,8 @@ pub enum Denied {
     RunnerKey,
     /// Viewer keys read; they cannot act.
     ReadOnly,
+    /// Managing keys (and configuration) takes an admin key.
+    NotAdmin,
 }
 
 /// The branches a query may touch.
@@ -80,8 +92,10 @@ impl Caller {
     pub fn scope(&self) -> Scope<'_> {
         match self.role {
             Role::Service => Scope::All,
-            Role::Operator | Role::Viewer if self.all_brands => Scope::All,
-            Role::Runner | Role::Operator | Role::Viewer => Scope::Branches(&self.branch_ids),
+            Role::Operator | Role::Viewer | Role::Admin if self.all_brands => Scope::All,
+            Role::Runner | Role::Operator | Role::Viewer | Role::Admin => {
+                Scope::Branches(&self.branch_ids)
+            }
         }
     }
 
@@ -89,7 +103,16 @@ impl Caller {
     pub fn may_read(&self) -> Result<(), Denied> {
         match self.role {
             Role::Runner => Err(Denied::RunnerKey),
-            Role::Service | Role::Operator | Role::Viewer => Ok(()),
+            Role::Service | Role::Operator | Role::Viewer | Role::Admin => Ok(()),
+        }
+    }
+
+    /// May manage the keys inside its scope.
+    pub fn may_administer(&self) -> Result<(), Denied> {
+        match self.role {
+            Role::Service | Role::Admin => Ok(()),
+            Role::Runner => Err(Denied::RunnerKey),
+            Role::Operator | Role::Viewer => Err(Denied::NotAdmin),
         }
     }
 
@@ -100,6 +123,36 @@ impl Caller {
             Role::Viewer => Err(Denied::ReadOnly),
             _ => Ok(()),
         }
+    }
+}
+
+/// Which scopes a role takes: a service key sees everything and takes none; a runner key
+/// names its site's branches; the others name brands and/or branches, or every brand.
+/// The error says what to change (the CLI and `keys_create` both ask this).
+pub fn key_shape(
+    role: Role,
+    all_brands: bool,
+    brands: usize,
+    branches: usize,
+) -> Result<(), String> {
+    let scoped = brands > 0 || branches > 0;
+    match role {
+        Role::Service if scoped || all_brands => {
+            Err("service keys see every branch; branches, brands and all-brands do not apply".into())
+        }
+        Role::Runner if brands > 0 || all_brands => Err(
+            "a runner key is scoped to its site's branches: name branches, not brands or all brands"
+                .into(),
+        ),
+        Role::Runner if branches == 0 => Err("a runner key needs at least one branch".into()),
+        Role::Operator | Role::Viewer | Role::Admin if scoped && all_brands => {
+            Err("all brands already covers every branch; name no brand or branch with it".into())
+        }
+        Role::Operator | Role::Viewer | Role::Admin if !scoped && !all_brands => Err(format!(
+            "an {} key needs a scope: brands, branches or all brands",
+            role.as_str()
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -67,11 +67,25 @@ impl FromRequestParts<AppState> for SiteCaller {
         let caller = Caller::from_request_parts(parts, state).await?;
         match caller.role {
             Role::Runner | Role::Service => Ok(SiteCaller(caller)),
-            Role::Operator | Role::Viewer => Err(ApiError::Forbidden(format!(
+            Role::Operator | Role::Viewer | Role::Admin => Err(ApiError::Forbidden(format!(
                 "{} keys cannot call the site functions; they are for runners",
                 caller.role.as_str()
             ))),
         }
+    }
+}
+
+/// A caller of the functions that manage keys: admin and service keys.
+#[derive(Debug, Clone)]
+pub struct Administrator(pub Caller);
+
+impl FromRequestParts<AppState> for Administrator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.may_administer()?;
+        Ok(Administrator(caller))
     }
 }
 

@@ -125,6 +125,7 @@ impl From<crate::access::Denied> for ApiError {
             match denied {
                 Denied::RunnerKey => "runner keys cannot call the operator functions",
                 Denied::ReadOnly => "viewer keys can read but not act; use an operator key",
+                Denied::NotAdmin => "managing keys takes an admin key",
             }
             .to_owned(),
         )

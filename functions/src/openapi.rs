@@ -31,6 +31,9 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::fleet::runners,
         crate::api::operator::fleet::violations,
         crate::api::operator::fleet::keys,
+        crate::api::operator::keys::create,
+        crate::api::operator::keys::rotate,
+        crate::api::operator::keys::revoke,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -7,10 +7,10 @@ use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyListRequest, PauseRequest,
-    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
-    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
-    ViolationListRequest, ViolationRequest,
+    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest,
+    KeyRevokeRequest, KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest,
+    RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -65,11 +65,17 @@ pub enum Function {
     ListViolations,
     /// `keys_list`.
     ListKeys,
+    /// `keys_create`.
+    CreateKey,
+    /// `keys_rotate`.
+    RotateKey,
+    /// `keys_revoke`.
+    RevokeKey,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 19] = [
+    pub const ALL: [Function; 22] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -89,11 +95,14 @@ impl Function {
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
+        Function::CreateKey,
+        Function::RotateKey,
+        Function::RevokeKey,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 12] = [
+    pub const OPERATOR: [Function; 15] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -106,6 +115,9 @@ impl Function {
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
+        Function::CreateKey,
+        Function::RotateKey,
+        Function::RevokeKey,
     ];
 
     /// The function's name, as in its path.
@@ -130,6 +142,9 @@ impl Function {
             Function::ListRunners => RunnerListRequest::NAME,
             Function::ListViolations => ViolationListRequest::NAME,
             Function::ListKeys => KeyListRequest::NAME,
+            Function::CreateKey => KeyCreateRequest::NAME,
+            Function::RotateKey => KeyRotateRequest::NAME,
+            Function::RevokeKey => KeyRevokeRequest::NAME,
         }
     }
 
@@ -180,6 +195,9 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::ListRunners => post(api::operator::fleet::runners),
             Function::ListViolations => post(api::operator::fleet::violations),
             Function::ListKeys => post(api::operator::fleet::keys),
+            Function::CreateKey => post(api::operator::keys::create),
+            Function::RotateKey => post(api::operator::keys::rotate),
+            Function::RevokeKey => post(api::operator::keys::revoke),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

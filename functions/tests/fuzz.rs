@@ -327,12 +327,8 @@ async fn thousands_of_hostile_requests_get_4xx_in_the_error_shape_and_change_not
 
 /// Bodies of the operator functions, actions aimed at another brand's rule and execution,
 /// reads at the caller's own (which may answer 200), each list given `cursor`.
-fn operator_targets(
-    foreign_rule: Uuid,
-    foreign_execution: Uuid,
-    own_rule: Uuid,
-    cursor: &str,
-) -> Vec<Target> {
+fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Target> {
+    let (foreign_rule, foreign_execution) = (foreign.rule, foreign.execution);
     let act = |function, body| Target { function, body };
     let why = "fuzzing";
     let mut targets: Vec<Target> = [
@@ -380,8 +376,22 @@ fn operator_targets(
             json!({"kind": "k", "limit": 2, "after": cursor}),
         ),
         act("keys_list", json!({"include_revoked": true})),
+        act(
+            "keys_create",
+            json!({"name": "fuzz", "role": "viewer", "brand_ids": [foreign.brand]}),
+        ),
+        act("keys_rotate", json!({"key_id": foreign.key})),
+        act("keys_revoke", json!({"key_id": foreign.key})),
     ]);
     targets
+}
+
+/// Another brand's objects, which every call here aims at.
+struct Foreign {
+    brand: Uuid,
+    rule: Uuid,
+    execution: Uuid,
+    key: Uuid,
 }
 
 /// Reads of the operator functions: they may answer 200 (in scope, or an empty page).
@@ -451,11 +461,26 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     let (branch_b, foreign_rule) = seed_data.due_rule(RuleSpec::default()).await;
     let b = app.runner_token(&[branch_b]).await;
     let foreign = app.claim(&b, foreign_rule, "runner-b").await;
+    let (brand_b, key_b): (Uuid, Uuid) = sqlx::query_as(
+        "SELECT b.brand_id, k.id FROM branches b, api_keys k \
+         WHERE b.id = $1 AND $1 = ANY(k.branch_ids)",
+    )
+    .bind(branch_b)
+    .fetch_one(&app.pool)
+    .await
+    .expect("brand B and its runner key");
+    let foreign = Foreign {
+        brand: brand_b,
+        rule: foreign_rule,
+        execution: foreign.execution,
+        key: key_b,
+    };
     let scope = KeyScope {
         brand_ids: vec![brand_a],
         ..KeyScope::default()
     };
-    let operator = app.token("fuzz admin", Role::Operator, &scope).await;
+    let operator = app.token("fuzz operator", Role::Operator, &scope).await;
+    let admin = app.token("fuzz admin", Role::Admin, &scope).await;
     let viewer = app.token("fuzz viewer", Role::Viewer, &scope).await;
     // A real cursor of one list (offered to the others), a forged one, one holding NUL.
     let page = app.call("rules_list", &operator, json!({"limit": 1})).await;
@@ -474,11 +499,11 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     ];
     let targets: Vec<Target> = cursors
         .iter()
-        .flat_map(|c| operator_targets(foreign_rule, foreign.execution, own_rule, c))
+        .flat_map(|c| operator_targets(&foreign, own_rule, c))
         .collect();
     let tokens = [
         operator.clone(),
-        operator.clone(),
+        admin.clone(),
         viewer.clone(),
         "res_forged".to_owned(),
     ];

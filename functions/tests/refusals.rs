@@ -459,7 +459,7 @@ async fn an_array_or_a_scalar_is_not_a_request_object_on_any_function() {
     let operator = app
         .token(
             "array admin",
-            res_functions::auth::Role::Operator,
+            res_functions::auth::Role::Admin,
             &res_functions::db::api_keys::KeyScope {
                 all_brands: true,
                 ..Default::default()

@@ -62,6 +62,35 @@ pub(crate) enum KeyCommand {
         #[arg(long)]
         all: bool,
     },
+    /// Make a key inside your scope (an admin key's); its secret is printed this once.
+    Create {
+        /// Who will hold it.
+        #[arg(long)]
+        name: String,
+        /// runner, viewer, operator or admin.
+        #[arg(long)]
+        role: String,
+        /// A brand id (repeatable).
+        #[arg(long = "brand")]
+        brands: Vec<uuid::Uuid>,
+        /// A branch id or name (repeatable).
+        #[arg(long = "branch")]
+        branches: Vec<String>,
+        /// Every brand (an all-brands admin key only).
+        #[arg(long)]
+        all_brands: bool,
+    },
+    /// Make a successor of a key, same name, role and scope; its secret is printed this once.
+    /// The old key works until you revoke it.
+    Rotate {
+        /// The key's id.
+        id: uuid::Uuid,
+    },
+    /// Revoke a key: it stops working at once.
+    Revoke {
+        /// The key's id.
+        id: uuid::Uuid,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,8 +4,9 @@ use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
     CancelExecutionRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
-    KeyListRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
-    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRuleRequest,
+    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest, ShowExecutionRequest,
+    ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -150,6 +151,40 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 })
                 .await?;
             emit(json, &answer, || render::keys(&answer.keys, now))
+        }
+        Command::Keys(KeyCommand::Create {
+            name,
+            role,
+            brands,
+            branches,
+            all_brands,
+        }) => {
+            let mut branch_ids = Vec::new();
+            for branch in branches {
+                branch_ids.push(resolve::branch(client, branch).await?);
+            }
+            let answer = client
+                .call(&KeyCreateRequest {
+                    name: name.clone(),
+                    role: role.clone(),
+                    brand_ids: brands.clone(),
+                    branch_ids,
+                    all_brands: *all_brands,
+                })
+                .await?;
+            emit(json, &answer, || render::secret("created", &answer))
+        }
+        Command::Keys(KeyCommand::Rotate { id }) => {
+            let answer = client.call(&KeyRotateRequest { key_id: *id }).await?;
+            emit(json, &answer, || {
+                render::secret("rotated: its successor", &answer)
+            })
+        }
+        Command::Keys(KeyCommand::Revoke { id }) => {
+            let answer = client.call(&KeyRevokeRequest { key_id: *id }).await?;
+            emit(json, &answer, || {
+                format!("revoked: {} ({})\n", answer.key.id, answer.key.name)
+            })
         }
         Command::Violations(ViolationCommand::List {
             brand,

@@ -3,9 +3,9 @@
 use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
-    ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary, KeySummary,
-    RuleActionResponse, RuleDescription, RuleListResponse, RunnerListResponse, RunnerSummary,
-    ServedBranch, ViolationListResponse, run_report,
+    ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary, KeySecretResponse,
+    KeySummary, RuleActionResponse, RuleDescription, RuleListResponse, RunnerListResponse,
+    RunnerSummary, ServedBranch, ViolationListResponse, run_report,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -131,6 +131,19 @@ pub(crate) fn violations(page: &ViolationListResponse, now: DateTime<Utc>) -> St
         .collect();
     let header = ["CREATED", "KIND", "RULE @ BRANCH", "EXECUTION", "DETAILS"];
     table(&header, &rows) + &more(page.next.as_ref())
+}
+
+/// A key just made: its id, role and scope, and the secret, said to be shown once.
+pub(crate) fn secret(done: &str, answer: &KeySecretResponse) -> String {
+    let key = &answer.key;
+    format!(
+        "{done}: {} ({}, {}, {})\ntoken: {}\nThis is the only time the token is shown: store it now.\n",
+        key.id,
+        key.name,
+        key.role,
+        key.scope_in_words(),
+        answer.token
+    )
 }
 
 pub(crate) fn keys(keys: &[KeySummary], now: DateTime<Utc>) -> String {

@@ -338,3 +338,78 @@ async fn input_the_functions_refuse_is_bad_usage_exit_2_and_changes_nothing() {
     }
     assert_eq!(app.fingerprint().await, before, "nothing was done");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_brand_admin_creates_rotates_and_revokes_keys_and_sees_each_secret_once() {
+    let (app, brand, _) = one_rule().await;
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    let admin = app.token("brand admin", Role::Admin, &scope).await;
+    let run = |args: Vec<String>| {
+        let (url, token) = (app.base.clone(), admin.clone());
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            resctl(&url, &token, &args)
+        })
+    };
+    let brand_text = brand.to_string();
+    let created = run([
+        "keys",
+        "create",
+        "--name",
+        "wall screen",
+        "--role",
+        "viewer",
+        "--brand",
+        &brand_text,
+    ]
+    .map(str::to_owned)
+    .to_vec())
+    .await
+    .expect("joined");
+    let out = text(&created);
+    assert!(created.status.success(), "{out}");
+    assert!(out.contains("only time the token is shown"), "{out}");
+    let token = out
+        .lines()
+        .find_map(|line| line.strip_prefix("token: "))
+        .expect("the token")
+        .to_owned();
+    let id = out
+        .strip_prefix("created: ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the id")
+        .to_owned();
+    // The viewer key works; `keys list` never shows the secret.
+    let (url, viewer) = (app.base.clone(), token.clone());
+    let read = tokio::task::spawn_blocking(move || resctl(&url, &viewer, &["executions", "list"]))
+        .await
+        .expect("joined");
+    assert!(read.status.success(), "{}", text(&read));
+    let listed = run(["keys", "list"].map(str::to_owned).to_vec())
+        .await
+        .expect("joined");
+    assert!(!text(&listed).contains(&token), "{}", text(&listed));
+    assert!(text(&listed).contains("brand "), "{}", text(&listed));
+
+    let rotated = run(["keys", "rotate", &id].map(str::to_owned).to_vec())
+        .await
+        .expect("joined");
+    assert!(rotated.status.success(), "{}", text(&rotated));
+    assert!(text(&rotated).starts_with("rotated: its successor: "));
+    let revoked = run(["keys", "revoke", &id].map(str::to_owned).to_vec())
+        .await
+        .expect("joined");
+    assert!(revoked.status.success(), "{}", text(&revoked));
+    let again = run(["keys", "revoke", &id].map(str::to_owned).to_vec())
+        .await
+        .expect("joined");
+    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    let unknown = Uuid::new_v4().to_string();
+    let missing = run(["keys", "revoke", &unknown].map(str::to_owned).to_vec())
+        .await
+        .expect("joined");
+    assert_eq!(missing.status.code(), Some(4), "{}", text(&missing));
+}

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use res_functions::access::key_shape;
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
 use res_functions::db::api_keys::{KeyScope, KeysSeen};
@@ -101,6 +102,7 @@ enum RoleArg {
     Runner,
     Operator,
     Viewer,
+    Admin,
     Service,
 }
 
@@ -168,6 +170,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let role = match role {
                 RoleArg::Runner => Role::Runner,
                 RoleArg::Operator => Role::Operator,
+                RoleArg::Admin => Role::Admin,
                 RoleArg::Viewer => Role::Viewer,
                 RoleArg::Service => Role::Service,
             };
@@ -250,28 +253,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// Which scope options a role takes: refused before anything is written.
 fn check_scope(role: Role, scope: &KeyScope) -> anyhow::Result<()> {
-    let scoped = !scope.branch_ids.is_empty() || !scope.brand_ids.is_empty();
-    match role {
-        Role::Service if scoped || scope.all_brands => {
-            bail!("service keys see every branch; --branch, --brand and --all-brands do not apply")
-        }
-        Role::Runner if !scope.brand_ids.is_empty() || scope.all_brands => {
-            bail!(
-                "a runner key is scoped to its site's branches: use --branch, not --brand or --all-brands"
-            )
-        }
-        Role::Runner if scope.branch_ids.is_empty() => {
-            bail!("a runner key needs at least one --branch <uuid>")
-        }
-        Role::Operator | Role::Viewer if scoped && scope.all_brands => {
-            bail!("--all-brands already covers every branch; drop --brand/--branch")
-        }
-        Role::Operator | Role::Viewer if !scoped && !scope.all_brands => bail!(
-            "an {} key needs a scope: --brand <uuid>, --branch <uuid> or --all-brands",
-            role.as_str()
-        ),
-        _ => Ok(()),
-    }
+    key_shape(
+        role,
+        scope.all_brands,
+        scope.brand_ids.len(),
+        scope.branch_ids.len(),
+    )
+    .map_err(|problem| anyhow::anyhow!("{problem} (--brand, --branch, --all-brands)"))
 }
 
 fn default_key_name(role: Role, scope: &KeyScope) -> String {

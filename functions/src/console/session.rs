@@ -102,7 +102,7 @@ impl FromRequestParts<AppState> for Signed {
 
 /// Operator and viewer keys are for people; runner and service keys are for machines.
 fn console_role(role: Role) -> bool {
-    matches!(role, Role::Operator | Role::Viewer)
+    matches!(role, Role::Operator | Role::Viewer | Role::Admin)
 }
 
 /// The session token from the request's cookies.

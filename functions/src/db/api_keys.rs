@@ -176,6 +176,33 @@ pub async fn list(
     seen: KeysSeen<'_>,
     include_revoked: bool,
 ) -> Result<Vec<KeySummary>, sqlx::Error> {
+    keys(pool, seen, include_revoked, None).await
+}
+
+/// One key, revoked or not, if `seen` covers it.
+pub(crate) async fn one(
+    pool: &PgPool,
+    seen: KeysSeen<'_>,
+    id: Uuid,
+) -> Result<Option<KeySummary>, sqlx::Error> {
+    Ok(keys(pool, seen, true, Some(id)).await?.pop())
+}
+
+/// The brands a key names (a brand-scoped admin makes keys only for these).
+pub(crate) async fn brands_of(pool: &PgPool, id: Uuid) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT brand_ids FROM api_keys WHERE id = $1")
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+        .map(Option::unwrap_or_default)
+}
+
+async fn keys(
+    pool: &PgPool,
+    seen: KeysSeen<'_>,
+    include_revoked: bool,
+    only: Option<Uuid>,
+) -> Result<Vec<KeySummary>, sqlx::Error> {
     let (all, service, caller_key, branches) = match seen {
         KeysSeen::All => (true, true, None, &[][..]),
         KeysSeen::AllButService => (true, false, None, &[][..]),
@@ -197,6 +224,7 @@ pub async fn list(
            AND ($3 OR (NOT k.all_brands \
                        AND k.branch_ids <@ $5 \
                        AND k.brand_ids <@ (SELECT c.brand_ids FROM api_keys c WHERE c.id = $4))) \
+           AND ($6::uuid IS NULL OR k.id = $6) \
          ORDER BY k.created_at DESC, k.id",
     )
     .bind(include_revoked)
@@ -204,6 +232,7 @@ pub async fn list(
     .bind(all)
     .bind(caller_key)
     .bind(branches)
+    .bind(only)
     .fetch_all(pool)
     .await?;
     Ok(rows

@@ -15,6 +15,9 @@ use super::{
 };
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 use super::{
+    KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
+};
+use super::{
     KeyListRequest, KeyListResponse, RuleListRequest, RuleListResponse, RunnerListRequest,
     RunnerListResponse, ViolationListRequest, ViolationListResponse,
 };
@@ -69,6 +72,9 @@ calls! {
     RunnerListRequest => "runners_list", RunnerListResponse;
     ViolationListRequest => "violations_list", ViolationListResponse;
     KeyListRequest => "keys_list", KeyListResponse;
+    KeyCreateRequest => "keys_create", KeySecretResponse;
+    KeyRotateRequest => "keys_rotate", KeySecretResponse;
+    KeyRevokeRequest => "keys_revoke", KeyRevokeResponse;
 }
 
 #[cfg(test)]

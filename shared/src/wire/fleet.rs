@@ -292,7 +292,7 @@ pub struct KeyListRequest {
 pub struct KeySummary {
     pub id: Uuid,
     pub name: String,
-    /// `runner`, `operator`, `viewer` or `service`.
+    /// `runner`, `operator`, `viewer`, `admin` or `service`.
     pub role: String,
     pub all_brands: bool,
     pub brand_ids: Vec<Uuid>,

@@ -17,6 +17,7 @@ mod error;
 mod execution;
 mod fleet;
 mod inspect;
+mod keys;
 mod next_run;
 mod operator;
 mod plan;
@@ -45,6 +46,9 @@ pub use fleet::{
 pub use inspect::{
     DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RuleCondition,
     RuleDescription, ShowExecutionRequest, ViolationSummary,
+};
+pub use keys::{
+    KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
 };
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use operator::{

@@ -11,11 +11,10 @@ use res_shared::wire::{
 
 use super::inspect::{overdue_cause, standing};
 use super::page;
-use crate::access::{Caller, Role, Scope};
+use crate::access::Caller;
 use crate::api::require_text;
 use crate::auth::Reader;
 use crate::db;
-use crate::db::api_keys::KeysSeen;
 use crate::db::branch_rules::{DescribedRule, RuleFilter};
 use crate::db::history::ViolationFilter;
 use crate::db::runners::RunnerFilter;
@@ -256,14 +255,7 @@ pub(crate) async fn keys(
     Reader(caller): Reader,
     ApiJson(request): ApiJson<KeyListRequest>,
 ) -> Result<Json<KeyListResponse>, ApiError> {
-    let seen = match (caller.role, caller.scope()) {
-        (Role::Service, _) => KeysSeen::All,
-        (_, Scope::All) => KeysSeen::AllButService,
-        (_, Scope::Branches(branches)) => KeysSeen::Within {
-            caller_key: caller.key_id,
-            branches,
-        },
-    };
+    let seen = super::keys::keys_seen(&caller);
     let keys = db::api_keys::list(&state.pool, seen, request.include_revoked).await?;
     Ok(Json(KeyListResponse { keys }))
 }

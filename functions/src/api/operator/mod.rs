@@ -6,6 +6,7 @@ mod decide;
 pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod inspect;
+pub(crate) mod keys;
 pub(crate) mod overview;
 mod page;
 pub(crate) mod rules;
