@@ -19,6 +19,8 @@ struct Claimed {
     execution: Uuid,
     token: String,
     runner: String,
+    /// The rule's revision the claim produced.
+    revision: Option<i64>,
 }
 
 async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
@@ -34,6 +36,7 @@ async fn claimed_with(spec: RuleSpec<'_>) -> Claimed {
         .await;
     assert_eq!(claim.status, 200, "{}", claim.body);
     Claimed {
+        revision: claim.body["revision"].as_i64(),
         execution: serde_json::from_value(claim.body["execution_id"].clone()).expect("uuid"),
         token: claim.body["claim_token"]
             .as_str()
@@ -336,6 +339,37 @@ async fn a_report_finishes_the_execution_and_schedules_with_the_shared_rules() {
         Some(2)
     );
     assert_eq!(metrics.and_then(|m| m["duration_ms"].as_i64()), Some(1234));
+}
+
+#[tokio::test]
+async fn every_write_to_a_rule_moves_its_revision_and_claims_and_reports_say_which() {
+    let c = claimed().await;
+    let plan_revision = || async {
+        c.app
+            .call(PlanRequest::NAME, &c.runner, json!({"runner_id": "site-1"}))
+            .await
+            .body["workflows"][0]["revision"]
+            .as_i64()
+    };
+    let claimed = c.revision.expect("the claim says its revision");
+    assert_eq!(plan_revision().await, Some(claimed));
+    let reply = c.report(c.finish_body(false)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let reported = reply.body["revision"]
+        .as_i64()
+        .expect("the report says its revision");
+    assert!(reported > claimed, "{reported} after {claimed}");
+    assert_eq!(plan_revision().await, Some(reported));
+    // A change made after the report (an admin moving the rule) is newer than both.
+    sqlx::query("UPDATE branch_rules SET next_run_time = now() WHERE id = $1")
+        .bind(c.rule)
+        .execute(&c.app.pool)
+        .await
+        .expect("moved");
+    assert_eq!(plan_revision().await, Some(reported + 1));
+    // The report replayed answers as it did, with the revision it produced then.
+    let replayed = c.report(c.finish_body(false)).await;
+    assert_eq!(replayed.body, reply.body);
 }
 
 #[tokio::test]

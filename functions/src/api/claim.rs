@@ -197,7 +197,7 @@ async fn claim_rule(
         }
         ClaimOutcome::Resume { execution_id } => {
             let paused = latest.as_ref().filter(|e| e.id == execution_id);
-            let (lease_expires_at, context) = db::executions::resume(
+            let (lease_expires_at, context, revision) = db::executions::resume(
                 &mut tx,
                 execution_id,
                 &request.runner_id,
@@ -213,6 +213,7 @@ async fn claim_rule(
                 retry_of: None,
                 root_execution_id: paused.map_or(execution_id, |e| e.root_id),
                 context,
+                revision,
             }
         }
         ClaimOutcome::Claim {
@@ -245,7 +246,7 @@ async fn claim_rule(
                 },
             )
             .await;
-            let (execution_id, lease_expires_at, root_execution_id) = match inserted {
+            let (execution_id, lease_expires_at, root_execution_id, mut revision) = match inserted {
                 Ok(row) => row,
                 // The partial unique index is the last line of defence against a second run.
                 Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
@@ -258,7 +259,7 @@ async fn claim_rule(
                 Err(other) => return Err(other.into()),
             };
             if manual {
-                db::operator::clear_run_request(&mut tx, rule.id).await?;
+                revision = db::operator::clear_run_request(&mut tx, rule.id).await?;
             }
             Claimed {
                 execution_id,
@@ -267,6 +268,7 @@ async fn claim_rule(
                 retry_of,
                 root_execution_id,
                 context: None,
+                revision,
             }
         }
     };
@@ -288,6 +290,7 @@ async fn claim_rule(
         root_execution_id: claimed.root_execution_id,
         resumed,
         context: claimed.context,
+        revision: claimed.revision,
     }))
 }
 
@@ -299,6 +302,8 @@ struct Claimed {
     retry_of: Option<Uuid>,
     root_execution_id: Uuid,
     context: Option<Box<serde_json::value::RawValue>>,
+    /// The rule's revision once this claim marked it running.
+    revision: Option<i64>,
 }
 
 fn refusal(reason: &'static str, message: String, blockers: Vec<Blocker>) -> ApiError {

@@ -373,12 +373,19 @@ pub(crate) struct RunRecord<'a> {
     pub(crate) finished_at: DateTime<Utc>,
 }
 
-/// Records a finished run and the next run time; returns `(last_run_time, run_count)`.
+/// A rule's counters as a report leaves them.
+pub(crate) struct RunCounters {
+    pub(crate) last_run_time: Option<DateTime<Utc>>,
+    pub(crate) run_count: i64,
+    pub(crate) revision: i64,
+}
+
+/// Records a finished run and the next run time; returns the counters it left.
 pub(crate) async fn record_run(
     tx: &mut Tx,
     id: Uuid,
     run: &RunRecord<'_>,
-) -> Result<(DateTime<Utc>, i64), sqlx::Error> {
+) -> Result<(DateTime<Utc>, RunCounters), sqlx::Error> {
     sqlx::query_as(
         "UPDATE branch_rules SET is_currently_running = false, last_run_time = $6, \
                 run_count = run_count + 1, \
@@ -388,7 +395,7 @@ pub(crate) async fn record_run(
                                           ELSE COALESCE(needs_attention_at, now()) END, \
                 needs_attention_reason = $5 \
          WHERE id = $1 \
-         RETURNING last_run_time, run_count",
+         RETURNING last_run_time, run_count, revision",
     )
     .bind(id)
     .bind(run.failed)
@@ -398,19 +405,28 @@ pub(crate) async fn record_run(
     .bind(run.finished_at)
     .fetch_one(&mut **tx)
     .await
-    .and_then(|(last, count): (Option<DateTime<Utc>>, i64)| {
-        last.map(|last| (last, count))
-            .ok_or_else(|| sqlx::Error::Protocol("last_run_time was not set".into()))
-    })
+    .and_then(
+        |(last, run_count, revision): (Option<DateTime<Utc>>, i64, i64)| {
+            let counters = RunCounters {
+                last_run_time: last,
+                run_count,
+                revision,
+            };
+            last.map(|last| (last, counters))
+                .ok_or_else(|| sqlx::Error::Protocol("last_run_time was not set".into()))
+        },
+    )
 }
 
-/// A rule's `(last_run_time, run_count)`, unchanged (a crashed offline run counts as no run).
-pub(crate) async fn run_counters(
-    tx: &mut Tx,
-    id: Uuid,
-) -> Result<(Option<DateTime<Utc>>, i64), sqlx::Error> {
-    sqlx::query_as("SELECT last_run_time, run_count FROM branch_rules WHERE id = $1")
+/// A rule's counters, unchanged (a crashed offline run counts as no run).
+pub(crate) async fn run_counters(tx: &mut Tx, id: Uuid) -> Result<RunCounters, sqlx::Error> {
+    sqlx::query_as("SELECT last_run_time, run_count, revision FROM branch_rules WHERE id = $1")
         .bind(id)
         .fetch_one(&mut **tx)
         .await
+        .map(|(last_run_time, run_count, revision)| RunCounters {
+            last_run_time,
+            run_count,
+            revision,
+        })
 }

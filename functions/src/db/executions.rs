@@ -104,12 +104,12 @@ pub(crate) struct NewExecution<'a> {
 }
 
 /// Inserts a scheduled execution and marks its rule running, in one round trip; returns
-/// its id, lease end and root. A second live execution for the same rule violates
-/// `executions_one_live_per_rule`.
+/// its id, lease end, root and the rule's new revision. A second live execution for the
+/// same rule violates `executions_one_live_per_rule`.
 pub(crate) async fn insert(
     tx: &mut Tx,
     new: &NewExecution<'_>,
-) -> Result<(Uuid, DateTime<Utc>, Uuid), sqlx::Error> {
+) -> Result<(Uuid, DateTime<Utc>, Uuid, Option<i64>), sqlx::Error> {
     sqlx::query_as(
         "WITH inserted AS ( \
              INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
@@ -119,8 +119,9 @@ pub(crate) async fn insert(
                     now() + make_interval(secs => $6), $8, $9, $10, $11 \
              FROM (SELECT gen_random_uuid() AS id) g \
              RETURNING id, lease_expires_at, root_id), \
-         running AS (UPDATE branch_rules SET is_currently_running = true WHERE id = $1) \
-         SELECT id, lease_expires_at, root_id FROM inserted",
+         running AS (UPDATE branch_rules SET is_currently_running = true WHERE id = $1 \
+                     RETURNING revision) \
+         SELECT id, lease_expires_at, root_id, (SELECT revision FROM running) FROM inserted",
     )
     .bind(new.branch_rule_id)
     .bind(new.runner_id)
@@ -158,7 +159,7 @@ pub(crate) async fn pause(
 }
 
 /// Hands a paused execution to a new claimant (new token, new lease, same id) and marks
-/// its rule running. Returns the lease end and the saved context.
+/// its rule running. Returns the lease end, the saved context and the rule's new revision.
 pub(crate) async fn resume(
     tx: &mut Tx,
     id: Uuid,
@@ -166,7 +167,14 @@ pub(crate) async fn resume(
     claim_token: &str,
     lease_seconds: i32,
     boot_id: Option<&str>,
-) -> Result<(DateTime<Utc>, Option<Box<serde_json::value::RawValue>>), sqlx::Error> {
+) -> Result<
+    (
+        DateTime<Utc>,
+        Option<Box<serde_json::value::RawValue>>,
+        Option<i64>,
+    ),
+    sqlx::Error,
+> {
     sqlx::query_as(
         "WITH resumed AS ( \
              UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
@@ -178,8 +186,8 @@ pub(crate) async fn resume(
              RETURNING branch_rule_id, lease_expires_at, context), \
          running AS ( \
              UPDATE branch_rules SET is_currently_running = true \
-             WHERE id = (SELECT branch_rule_id FROM resumed)) \
-         SELECT lease_expires_at, context FROM resumed",
+             WHERE id = (SELECT branch_rule_id FROM resumed) RETURNING revision) \
+         SELECT lease_expires_at, context, (SELECT revision FROM running) FROM resumed",
     )
     .bind(id)
     .bind(runner_id)

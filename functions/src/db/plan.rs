@@ -35,7 +35,7 @@ macro_rules! workflow_select {
                 COALESCE(b.timezone, bd.timezone) AS timezone, \
                 COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
                 COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy, \
-                br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, \
+                br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, br.revision, \
                 CASE WHEN held.status = 'paused' THEN held.resume_at END AS resume_at \
          FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
@@ -213,6 +213,7 @@ struct EntryRow {
     failure_count: i64,
     is_last_run_failed: bool,
     updated_at: DateTime<Utc>,
+    revision: i64,
 }
 
 impl EntryRow {
@@ -243,6 +244,7 @@ impl EntryRow {
             failure_count: self.failure_count,
             is_last_run_failed: self.is_last_run_failed,
             updated_at: self.updated_at,
+            revision: Some(self.revision),
         }
     }
 }

@@ -148,6 +148,7 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
             let lag = (Utc::now() - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
             daemon.metrics.dispatch_lag_seconds.observe(lag);
             daemon.activity.claimed(id, claim.execution_id);
+            daemon.plan.saw_revision(id, claim.revision);
             let span = tracing::info_span!("execution", execution_id = %claim.execution_id);
             run_claimed(daemon, job, claim).instrument(span).await
         }

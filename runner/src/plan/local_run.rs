@@ -36,6 +36,8 @@ pub(crate) fn local_next_run(
         run_count: entry.workflow.run_count + 1,
         degenerate: next.next_run.degenerate,
         warnings: next.problem.into_iter().collect(),
+        // Computed here: the server has not seen this run yet.
+        revision: None,
     }
 }
 

@@ -140,11 +140,18 @@ fn merge_entry(
         entry.workflow.is_currently_running = true;
         kept = true;
     }
-    // Rule 2: what this runner wrote within the refresh interval is newer than the server.
-    let recent = entry
-        .local
-        .updated_at
-        .is_some_and(|at| now - at < settings.refresh_interval);
+    // Rule 2: what this runner wrote is newer than a plan read before the write. With
+    // revisions that is exact: the plan's revision is not newer than the one the write
+    // produced, and any later change (a new schedule or window) is taken at once. Without
+    // (an older server, or a report computed here), a write within the refresh interval is
+    // taken to be newer.
+    let recent = match (entry.local.seen_revision, entry.workflow.revision) {
+        (Some(mine), Some(theirs)) => theirs <= mine,
+        _ => entry
+            .local
+            .updated_at
+            .is_some_and(|at| now - at < settings.refresh_interval),
+    };
     // A schedule computed here while the cloud was away stands until the server's moves
     // past it (the outbox delivers the report, and the server then agrees or is ahead).
     let local_schedule_ahead = entry.local.local_next_run

@@ -59,6 +59,11 @@ pub(crate) struct Local {
     /// runner is): only this survives a refresh that says otherwise.
     #[serde(default)]
     pub(crate) running_here: bool,
+    /// The branch rule's revision this runner's last claim or report produced: a plan
+    /// showing no newer one was read before that write, so the local schedule stands. None
+    /// when the last local change has no server answer (the time rule applies then).
+    #[serde(default)]
+    pub(crate) seen_revision: Option<i64>,
 }
 
 impl Plan {

@@ -139,6 +139,16 @@ impl PlanStore {
         });
     }
 
+    /// Notes the revision this runner's claim produced: a plan read before the claim
+    /// committed does not undo what this runner knows.
+    pub(crate) fn saw_revision(&self, id: Uuid, revision: Option<i64>) {
+        self.update(|plan| {
+            if let Some(entry) = plan.workflows.get_mut(&id) {
+                entry.local.seen_revision = revision;
+            }
+        });
+    }
+
     /// Applies the answer to a run's report (from the functions, or computed here when
     /// `local` because they were unreachable).
     pub(crate) fn apply_report(
@@ -164,6 +174,7 @@ impl PlanStore {
             entry.local.running_here = false;
             entry.local.updated_at = Some(now);
             entry.local.local_next_run = local;
+            entry.local.seen_revision = answer.revision;
             Some(before)
         });
         if let Some(before) = before {

@@ -57,6 +57,9 @@ pub struct ClaimResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub context: Option<Box<serde_json::value::RawValue>>,
+    /// The branch rule's revision this claim produced (absent from older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
 }
 
 /// `branch_rules_claim` refusal (HTTP 409).

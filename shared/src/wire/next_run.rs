@@ -104,4 +104,8 @@ pub struct SetNextRunTimeResponse {
     /// Problems that did not stop the report, e.g. an invalid stored cron expression.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The branch rule's revision this report produced (absent when computed by the
+    /// runner itself, or from older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
 }

@@ -197,6 +197,11 @@ pub struct PlanEntry {
     /// Last change to the branch rule row.
     #[serde(with = "super::time")]
     pub updated_at: DateTime<Utc>,
+    /// Counts the branch rule row's changes: a runner keeps its own schedule only while the
+    /// plan shows no revision newer than the one its last claim or report produced. Absent
+    /// from servers older than revisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
 }
 
 /// A branch.

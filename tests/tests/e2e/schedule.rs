@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, FixedOffset, TimeDelta, Timelike, Utc};
 use res_tests::functions::RuleSpec;
+use res_tests::processes::eventually;
 
 use crate::system::{System, detector};
 
@@ -135,4 +136,62 @@ async fn a_run_that_outlasts_its_period_is_followed_at_once_only_under_buffer_on
             "a run claimed {past_grid} ms after its 3 s grid time: {runs:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_changed_right_after_a_run_reaches_the_site_at_once() {
+    let system = System::start().await;
+    // Daily at 03:00: after its first run the rule is not due again until tomorrow.
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() - TimeDelta::seconds(1)),
+                ..RuleSpec::default()
+            },
+            &detector(0.2, 0),
+        )
+        .await;
+    // The production intervals: a runner keeping its own values for a refresh interval
+    // after a report would hold the change for 20 s, and the delta that brought it would
+    // not bring it again.
+    let mut runner = system.runner(
+        "site-1",
+        &[("PLAN_REFRESH_SECONDS", "20"), ("PLAN_WAIT_SECONDS", "20")],
+    );
+    eventually(
+        "the first run completes",
+        Duration::from_secs(20),
+        || async { system.statuses(rule).await == ["completed"] },
+    )
+    .await;
+    // An admin moves the rule to two seconds from now, right after the run's report.
+    let moved_to: DateTime<Utc> = sqlx::query_scalar(
+        "UPDATE branch_rules SET next_run_time = now() + interval '2 seconds' \
+         WHERE id = $1 RETURNING next_run_time",
+    )
+    .bind(rule)
+    .fetch_one(&system.pool)
+    .await
+    .expect("moved");
+    // Two seconds, plus the long poll's second: well inside the old 20 s hold.
+    eventually(
+        "the site runs the rule at its new time",
+        Duration::from_secs(8),
+        || async { system.statuses(rule).await.len() >= 2 },
+    )
+    .await;
+    assert!(runner.stop());
+    let claims: Vec<DateTime<Utc>> = sqlx::query_scalar(
+        "SELECT scheduled_at FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at",
+    )
+    .bind(rule)
+    .fetch_all(&system.pool)
+    .await
+    .expect("executions");
+    assert!(
+        claims[1] >= moved_to,
+        "the second run was claimed at {}, before its new time {moved_to}",
+        claims[1]
+    );
 }

@@ -97,6 +97,7 @@ mod tests {
             run_count: 3,
             degenerate: false,
             warnings: vec![],
+            revision: Some(7),
         };
         let stored = serde_json::to_value(&answer).expect("serialisable");
         assert_eq!(

@@ -327,7 +327,7 @@ async fn write_report(
         attention: attention.as_deref(),
         finished_at: from,
     };
-    let (last_run_time, run_count) = db::branch_rules::record_run(tx, rule.id, &record).await?;
+    let (last_run_time, counters) = db::branch_rules::record_run(tx, rule.id, &record).await?;
     if let Some(reason) = &attention {
         tracing::warn!(reason = %Untrusted(reason), "the rule needs attention");
     }
@@ -336,9 +336,10 @@ async fn write_report(
         next_run_time,
         last_run_time,
         is_currently_running: false,
-        run_count,
+        run_count: counters.run_count,
         degenerate: next.next_run.degenerate,
         warnings,
+        revision: Some(counters.revision),
     };
     let execution_id = match mode {
         Some(Mode::Claimed(execution)) => Some(execution.id),
@@ -411,18 +412,20 @@ async fn record_crashed(
     id: Uuid,
 ) -> Result<SetNextRunTimeResponse, ApiError> {
     let offline = request.offline.as_ref();
-    let (last_run_time, run_count) = db::branch_rules::run_counters(tx, rule.id).await?;
+    let counters = db::branch_rules::run_counters(tx, rule.id).await?;
     let answer = SetNextRunTimeResponse {
         branch_rule_id: rule.id,
         next_run_time: rule.next_run_time.unwrap_or(rule.db_now),
         // A rule that never finished a run answers with when this one stopped.
-        last_run_time: last_run_time
+        last_run_time: counters
+            .last_run_time
             .or(offline.map(|o| o.finished_at))
             .unwrap_or(rule.db_now),
         is_currently_running: false,
-        run_count,
+        run_count: counters.run_count,
         degenerate: false,
         warnings: Vec::new(),
+        revision: Some(counters.revision),
     };
     let times = offline.map(|o| (o.started_at, o.finished_at));
     let crashed = ExecutionStatus::Crashed.as_str();

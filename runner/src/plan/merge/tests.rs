@@ -292,3 +292,104 @@ fn a_running_flag_the_server_gave_follows_the_server() {
     );
     assert!(!plan.workflows[&id].workflow.is_currently_running);
 }
+
+/// A plan entry at `revision`, as a server with revisions lists it.
+fn at_revision(id: Uuid, next: DateTime<Utc>, revision: i64) -> PlanEntry {
+    PlanEntry {
+        revision: Some(revision),
+        ..workflow(id, next)
+    }
+}
+
+/// The plan right after this runner's report produced revision 6 at 10:29:55.
+fn reported_at_revision_6(id: Uuid) -> Plan {
+    plan_with(
+        at_revision(id, t(59), 6),
+        Local {
+            updated_at: Some(t(30) - TimeDelta::seconds(5)),
+            seen_revision: Some(6),
+            ..Local::default()
+        },
+    )
+}
+
+#[test]
+fn a_plan_read_before_the_report_committed_does_not_undo_it() {
+    let id = Uuid::new_v4();
+    let mut plan = reported_at_revision_6(id);
+    // Read at revision 5 (the claim), delivered after the report.
+    let outcome = merge(
+        &mut plan,
+        response(false, vec![at_revision(id, t(0), 5)], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert_eq!(plan.workflows[&id].workflow.next_run_time, Some(t(59)));
+    assert_eq!(outcome.kept_local, vec![id]);
+}
+
+#[test]
+fn a_change_committed_after_the_report_is_taken_at_once() {
+    let id = Uuid::new_v4();
+    let mut plan = reported_at_revision_6(id);
+    // An admin moved the rule two seconds after its report: the time rule would have kept
+    // the runner's own next run for the rest of the refresh interval.
+    let outcome = merge(
+        &mut plan,
+        response(false, vec![at_revision(id, t(45), 7)], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert_eq!(plan.workflows[&id].workflow.next_run_time, Some(t(45)));
+    assert!(outcome.kept_local.is_empty());
+    assert_eq!(outcome.rescheduled, vec![(id, Some(t(59)), Some(t(45)))]);
+}
+
+#[test]
+fn the_plan_at_the_reports_own_revision_changes_nothing() {
+    let id = Uuid::new_v4();
+    let mut plan = reported_at_revision_6(id);
+    let outcome = merge(
+        &mut plan,
+        response(false, vec![at_revision(id, t(59), 6)], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert_eq!(plan.workflows[&id].workflow.next_run_time, Some(t(59)));
+    assert!(outcome.rescheduled.is_empty());
+}
+
+#[test]
+fn an_older_server_without_revisions_keeps_the_time_rule() {
+    let id = Uuid::new_v4();
+    let mut plan = reported_at_revision_6(id);
+    let outcome = merge(
+        &mut plan,
+        response(false, vec![workflow(id, t(45))], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert_eq!(plan.workflows[&id].workflow.next_run_time, Some(t(59)));
+    assert_eq!(outcome.kept_local, vec![id]);
+}
+
+#[test]
+fn a_schedule_computed_offline_stands_until_the_server_moves_past_it_even_at_a_newer_revision() {
+    let id = Uuid::new_v4();
+    let mut plan = plan_with(
+        at_revision(id, t(59), 6),
+        Local {
+            updated_at: Some(t(0)),
+            local_next_run: true,
+            seen_revision: None,
+            ..Local::default()
+        },
+    );
+    merge(
+        &mut plan,
+        response(false, vec![at_revision(id, t(0), 9)], vec![]),
+        t(30),
+        settings(false),
+    );
+    assert_eq!(plan.workflows[&id].workflow.next_run_time, Some(t(59)));
+}
