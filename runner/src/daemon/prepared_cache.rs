@@ -16,9 +16,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::plan::Entry;
-use crate::workflow::config::ConfigErrors;
 use crate::workflow::engine::Engine;
 use crate::workflow::prepare::Prepared;
+use res_workflow::ConfigErrors;
 
 /// The cache.
 #[derive(Debug)]

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::wire::{ActionTemplate, ExecutionStatus, Waiting};
+use res_workflow::{Action, ConfigErrors, Node, Workflow};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -20,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::config::{Action, ConfigErrors, Node, Workflow};
 use super::executors::{ActionCall, ActionError, ActionInfo, ActionJob, Executors};
 use super::metrics::Sampler;
 use super::report::{Consolidation, ExecutionReport, NodeRecord, NodeStatus, RunError};
@@ -103,7 +103,7 @@ impl Engine {
         config: &Value,
         templates: &BTreeMap<Uuid, ActionTemplate>,
     ) -> Result<Workflow, ConfigErrors> {
-        Workflow::load(config, templates, &self.executors)
+        Workflow::check(config, templates, &self.executors)
     }
 
     /// Runs (or resumes) an execution to its end or its next pause. `cancel` is cancelled
@@ -215,6 +215,21 @@ impl Engine {
             resume_at,
             metrics,
         }
+    }
+}
+
+/// Runs `action` with this engine's executor of its name (the one it was checked against).
+async fn run_action(
+    engine: &Engine,
+    action: &Action,
+    call: ActionCall<'_>,
+) -> Result<Value, ActionError> {
+    match engine.executors.get(action.executor) {
+        Some(executor) => executor.run(call).await,
+        None => Err(ActionError::failed(format!(
+            "this runner has no '{}' action",
+            action.executor
+        ))),
     }
 }
 
@@ -370,7 +385,7 @@ impl Run<'_> {
                 tokio::time::sleep(settings.stop_grace + HARD_STOP_MARGIN).await;
             };
             tokio::select! {
-                outcome = action.executor.run(call) => outcome,
+                outcome = run_action(self.engine, action, call) => outcome,
                 () = abandon => Err(ActionError::Stopped { partial: None }),
             }
         };

@@ -1,11 +1,11 @@
 //! The workflow engine: what a claimed branch rule runs.
 //!
-//! A [`config::Workflow`] is loaded and checked once; the [`engine::Engine`] runs it for an
+//! A [`res_workflow::Workflow`] is loaded and checked once (by the checker the functions
+//! share); the [`engine::Engine`] runs it for an
 //! execution with [`executors`] behind one trait, stops it at the deadline, the runtime
 //! limit or on request ([`stop`]), pauses it at long delays ([`state`]) and reports every
 //! node it ran ([`report`]).
 
-pub mod config;
 pub mod engine;
 pub mod executors;
 pub(crate) mod metrics;

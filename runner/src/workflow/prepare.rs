@@ -9,8 +9,8 @@ use res_shared::wire::{ClaimResponse, PlanEntry, PlanLookups};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::config::{ConfigErrors, Problem, Workflow};
 use super::engine::{Engine, Execution};
+use res_workflow::{ConfigErrors, Problem, Workflow};
 
 /// A branch rule ready to run: everything but the claim.
 #[derive(Debug, Clone)]

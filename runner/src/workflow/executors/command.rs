@@ -3,8 +3,6 @@
 //! program's process group gets SIGTERM, then SIGKILL after the grace period; whatever it
 //! printed by then is kept as the partial result.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,52 +11,18 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use res_shared::untrusted::Untrusted;
-use serde::Deserialize;
+use res_workflow::actions::{CommandConfig, parse_config};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tracing::Instrument;
 
-use super::{ActionCall, ActionError, ActionKind, Executor, check_parses, parse_result};
+use super::{ActionCall, ActionError, ActionKind, Executor, parse_result};
 
 /// Most stdout kept from a program.
 const MAX_STDOUT_BYTES: usize = 16 * 1024 * 1024;
 /// Longest stderr line logged; the rest of the line is dropped.
 const MAX_LOG_LINE: usize = 4096;
-
-/// A template config for `command`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CommandConfig {
-    /// Always `command`.
-    #[allow(dead_code)]
-    executor: String,
-    /// The program (a path, or a name looked up in `PATH`).
-    program: String,
-    /// Its arguments.
-    #[serde(default)]
-    args: Vec<String>,
-    /// Extra environment variables.
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    /// Working directory (default: the runner's).
-    #[serde(default)]
-    working_dir: Option<PathBuf>,
-    /// Longest run before the program is stopped as failed (default 300 s).
-    #[serde(default = "default_timeout")]
-    timeout_seconds: u64,
-    /// Seconds between SIGTERM and SIGKILL (default: the engine's).
-    #[serde(default)]
-    grace_seconds: Option<u64>,
-    /// Passed to the program in `action.parameters`.
-    #[serde(default)]
-    #[allow(dead_code)]
-    parameters: Value,
-}
-
-fn default_timeout() -> u64 {
-    300
-}
 
 /// Told when a program's process group starts and when its leader has ended, so whoever
 /// supervises the runner can end groups a killed runner left behind.
@@ -94,22 +58,12 @@ impl Executor for CommandExecutor {
     }
 
     fn check_config(&self, config: &Value) -> Vec<String> {
-        let mut problems = check_parses::<CommandConfig>(config);
-        if let Ok(parsed) = super::parse_config::<CommandConfig>(config) {
-            if parsed.program.trim().is_empty() {
-                problems.push("program: must name a program".into());
-            }
-            if parsed.timeout_seconds == 0 {
-                problems.push("timeout_seconds: must be at least 1".into());
-            }
-        }
-        problems
+        CommandConfig::problems(config)
     }
 
     fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {
         Box::pin(async move {
-            let config: CommandConfig =
-                super::parse_config(call.config).map_err(ActionError::failed)?;
+            let config: CommandConfig = parse_config(call.config).map_err(ActionError::failed)?;
             let grace = config.grace_seconds.map_or(call.grace, Duration::from_secs);
             let input = serde_json::to_vec(call.job)
                 .map_err(|e| ActionError::failed(format!("cannot encode the job: {e}")))?;

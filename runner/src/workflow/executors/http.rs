@@ -1,44 +1,16 @@
 //! `http` detection: POST the job to a detector service on the site host; its JSON reply is
 //! the node result.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde::Deserialize;
+use res_workflow::actions::{HttpConfig, endpoint, parse_config};
 use serde_json::Value;
 
-use super::{
-    ActionCall, ActionError, ActionKind, Executor, check_parses, parse_config, time_budget,
-};
+use super::{ActionCall, ActionError, ActionKind, Executor, time_budget};
 
 /// Longest reply read from a detector.
 const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
-
-/// A template config for `http`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HttpConfig {
-    /// Always `http` (it is how this executor was chosen).
-    #[allow(dead_code)]
-    executor: String,
-    /// The detector's endpoint.
-    url: String,
-    /// Longest wait for the reply (default 60 s); the deadline may cut it shorter.
-    #[serde(default = "default_timeout")]
-    timeout_seconds: u64,
-    /// Extra request headers (e.g. an API key of the detector service).
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    /// Passed to the detector in `action.parameters`.
-    #[serde(default)]
-    #[allow(dead_code)]
-    parameters: Value,
-}
-
-fn default_timeout() -> u64 {
-    60
-}
 
 /// POSTs jobs to detector services.
 #[derive(Debug, Clone)]
@@ -71,21 +43,7 @@ impl Executor for HttpExecutor {
     }
 
     fn check_config(&self, config: &Value) -> Vec<String> {
-        let mut problems = check_parses::<HttpConfig>(config);
-        if let Ok(parsed) = parse_config::<HttpConfig>(config) {
-            if let Err(problem) = endpoint(&parsed.url) {
-                problems.push(problem);
-            }
-            if parsed.timeout_seconds == 0 {
-                problems.push("timeout_seconds: must be at least 1".into());
-            }
-            for name in parsed.headers.keys() {
-                if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                    problems.push(format!("headers: '{name}' is not a valid header name"));
-                }
-            }
-        }
-        problems
+        HttpConfig::problems(config)
     }
 
     fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {
@@ -152,14 +110,6 @@ impl Executor for HttpExecutor {
 }
 
 /// Parses an endpoint URL, which must be http or https.
-pub(super) fn endpoint(url: &str) -> Result<reqwest::Url, String> {
-    match reqwest::Url::parse(url) {
-        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => Ok(parsed),
-        Ok(_) => Err(format!("url: '{url}' is not an http(s) URL")),
-        Err(error) => Err(format!("url: '{url}' is not a URL ({error})")),
-    }
-}
-
 /// Reads a reply body, refusing one larger than [`MAX_REPLY_BYTES`].
 pub(super) async fn read_capped(
     mut response: reqwest::Response,

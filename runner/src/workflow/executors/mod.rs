@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
+pub use res_workflow::ActionKind;
+use res_workflow::Catalogue;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -24,25 +25,6 @@ pub(crate) use violation::ViolationExecutor;
 
 use super::services::ExecutionServices;
 use super::stop::StopSignal;
-
-/// Which nodes an executor serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionKind {
-    /// Detection nodes (named by the template's `config.executor`).
-    Detection,
-    /// Business nodes (named by the node's `action`).
-    Business,
-}
-
-impl ActionKind {
-    /// `detection` or `business`, as in templates and configs.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Detection => "detection",
-            ActionKind::Business => "business",
-        }
-    }
-}
 
 /// What an action is given: everything it may need about the run, as JSON on the wire.
 #[derive(Debug, Clone, Serialize)]
@@ -125,7 +107,8 @@ pub trait Executor: Send + Sync {
     fn name(&self) -> &'static str;
     /// Which nodes it serves.
     fn kind(&self) -> ActionKind;
-    /// Every problem with a template config, empty when it is usable.
+    /// Every problem with a template config, empty when it is usable (the standard
+    /// executors use their `res_workflow::actions` check).
     fn check_config(&self, config: &Value) -> Vec<String>;
     /// Runs the action; the result becomes the node's result.
     fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>>;
@@ -168,33 +151,29 @@ impl Executors {
     pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn Executor>> {
         self.by_name.get(name)
     }
+}
 
-    /// Names of the executors of one kind, for error messages.
-    pub(crate) fn names(&self, kind: ActionKind) -> Vec<&'static str> {
+impl Catalogue for Executors {
+    fn find(&self, name: &str) -> Option<(&'static str, ActionKind)> {
+        self.by_name
+            .get(name)
+            .map(|executor| (executor.name(), executor.kind()))
+    }
+
+    fn check_config(&self, name: &str, config: &Value) -> Vec<String> {
+        match self.by_name.get(name) {
+            Some(executor) => executor.check_config(config),
+            None => vec![format!("unknown action '{name}'")],
+        }
+    }
+
+    fn names(&self, kind: ActionKind) -> Vec<&'static str> {
         self.by_name
             .iter()
             .filter(|(_, e)| e.kind() == kind)
             .map(|(name, _)| *name)
             .collect()
     }
-}
-
-/// Parses a template config into an executor's typed config; the error names the field.
-pub(crate) fn parse_config<T: DeserializeOwned>(config: &Value) -> Result<T, String> {
-    serde_path_to_error::deserialize(config).map_err(|error| {
-        let path = error.path().to_string();
-        let inner = error.into_inner().to_string();
-        if path == "." {
-            inner
-        } else {
-            format!("{path}: {inner}")
-        }
-    })
-}
-
-/// [`Executor::check_config`] for executors whose whole check is "does it parse".
-fn check_parses<T: DeserializeOwned>(config: &Value) -> Vec<String> {
-    parse_config::<T>(config).err().into_iter().collect()
 }
 
 /// Parses a JSON result from program or service output: the whole text, else its last
@@ -238,32 +217,21 @@ mod tests {
     }
 
     #[test]
-    fn config_errors_name_the_field() {
-        #[derive(Debug, serde::Deserialize)]
-        #[allow(dead_code)]
-        struct Config {
-            url: String,
-            timeout_seconds: Option<u64>,
-        }
-        let error =
-            parse_config::<Config>(&serde_json::json!({"url": "x", "timeout_seconds": "5"}))
-                .expect_err("a string timeout is refused");
-        assert!(error.starts_with("timeout_seconds: "), "{error}");
-        let error = parse_config::<Config>(&serde_json::json!({})).expect_err("url is required");
-        assert!(error.contains("url"), "{error}");
-    }
-
-    #[test]
-    fn the_standard_registry_names_each_kind() {
+    fn the_standard_registry_is_what_the_functions_check_against() {
+        use res_workflow::StandardActions;
         crate::tls::install();
         let executors = Executors::standard();
-        assert_eq!(
-            executors.names(ActionKind::Detection),
-            vec!["command", "http"]
-        );
-        assert_eq!(
-            executors.names(ActionKind::Business),
-            vec!["create_violation", "notify"]
-        );
+        for kind in [ActionKind::Detection, ActionKind::Business] {
+            assert_eq!(executors.names(kind), StandardActions.names(kind));
+            for name in executors.names(kind) {
+                assert_eq!(executors.find(name), StandardActions.find(name));
+                let config = serde_json::json!({"executor": name, "url": "ftp://x", "kind": ""});
+                assert_eq!(
+                    Catalogue::check_config(&executors, name, &config),
+                    StandardActions.check_config(name, &config),
+                    "{name}"
+                );
+            }
+        }
     }
 }

@@ -1,57 +1,17 @@
 //! `notify` business action: POST the job as a JSON notification to a webhook, retrying
 //! transient failures with exponential backoff.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde::Deserialize;
+use res_workflow::actions::{NotifyConfig, endpoint, parse_config};
 use serde_json::{Value, json};
 
-use super::http::{endpoint, read_capped};
-use super::{
-    ActionCall, ActionError, ActionKind, Executor, check_parses, parse_config, time_budget,
-};
+use super::http::read_capped;
+use super::{ActionCall, ActionError, ActionKind, Executor, time_budget};
 
 /// Longest wait between attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// A business template config for `notify`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NotifyConfig {
-    /// Ignored (the node's `action` chose this executor).
-    #[serde(default)]
-    #[allow(dead_code)]
-    executor: Option<String>,
-    /// The webhook.
-    url: String,
-    /// Per attempt (default 10 s).
-    #[serde(default = "default_timeout")]
-    timeout_seconds: u64,
-    /// Attempts before giving up (default 5).
-    #[serde(default = "default_attempts")]
-    max_attempts: u32,
-    /// Wait before the second attempt, doubled each time up to 60 s (default 1 s).
-    #[serde(default = "default_backoff")]
-    backoff_seconds: f64,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    /// Passed in `action.parameters`.
-    #[serde(default)]
-    #[allow(dead_code)]
-    parameters: Value,
-}
-
-fn default_timeout() -> u64 {
-    10
-}
-fn default_attempts() -> u32 {
-    5
-}
-fn default_backoff() -> f64 {
-    1.0
-}
 
 /// Posts notifications to webhooks.
 #[derive(Debug, Clone)]
@@ -93,24 +53,7 @@ impl Executor for NotifyExecutor {
     }
 
     fn check_config(&self, config: &Value) -> Vec<String> {
-        let mut problems = check_parses::<NotifyConfig>(config);
-        if let Ok(parsed) = parse_config::<NotifyConfig>(config) {
-            if let Err(problem) = endpoint(&parsed.url) {
-                problems.push(problem);
-            }
-            if !(1..=20).contains(&parsed.max_attempts) {
-                problems.push("max_attempts: must be 1-20".into());
-            }
-            if parsed.timeout_seconds == 0 {
-                problems.push("timeout_seconds: must be at least 1".into());
-            }
-            if !(parsed.backoff_seconds.is_finite()
-                && (0.0..=60.0).contains(&parsed.backoff_seconds))
-            {
-                problems.push("backoff_seconds: must be 0-60".into());
-            }
-        }
-        problems
+        NotifyConfig::problems(config)
     }
 
     fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {

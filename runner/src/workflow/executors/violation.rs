@@ -2,26 +2,10 @@
 //! keyed so a retried or resumed run never records it twice.
 
 use futures_util::future::BoxFuture;
-use serde::Deserialize;
+use res_workflow::actions::{ViolationConfig, parse_config};
 use serde_json::{Value, json};
 
-use super::{ActionCall, ActionError, ActionJob, ActionKind, Executor, check_parses, parse_config};
-
-/// A business template config for `create_violation`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ViolationConfig {
-    /// Ignored here (the node's `action` chose this executor); allowed for symmetry.
-    #[serde(default)]
-    #[allow(dead_code)]
-    executor: Option<String>,
-    /// The violation kind (e.g. `queue_too_long`); default: the template's name.
-    #[serde(default)]
-    kind: Option<String>,
-    /// Copied into the violation's details.
-    #[serde(default)]
-    parameters: Value,
-}
+use super::{ActionCall, ActionError, ActionJob, ActionKind, Executor};
 
 /// The idempotency key of a violation: the same for every attempt of a retry chain (the
 /// root execution) and for a resumed run, different for each visit of the node.
@@ -43,15 +27,7 @@ impl Executor for ViolationExecutor {
     }
 
     fn check_config(&self, config: &Value) -> Vec<String> {
-        let mut problems = check_parses::<ViolationConfig>(config);
-        if let Ok(ViolationConfig {
-            kind: Some(kind), ..
-        }) = parse_config(config)
-            && (kind.trim().is_empty() || kind.chars().count() > 100)
-        {
-            problems.push("kind: must be 1-100 characters".into());
-        }
-        problems
+        ViolationConfig::problems(config)
     }
 
     fn run<'a>(&'a self, call: ActionCall<'a>) -> BoxFuture<'a, Result<Value, ActionError>> {

@@ -1,34 +1,40 @@
-//! Workflow configs (`action_template_connections.workflow_config`): loaded once, checked
-//! completely, every problem reported with its JSON path. The types are here; checking is
-//! in `load`, the loop rule in `cycles`.
+//! Workflow configs (`action_template_connections.workflow_config`): their types and the one
+//! checker that the functions run before a config is written and the runner runs before it
+//! executes one, so both refuse the same configs with the same words. Every problem is
+//! reported with its JSON path. Checking is in `check`, the loop rule in `cycles`, the
+//! actions a node may name in `actions`.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use res_expr::Expression;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::executors::Executor;
+pub mod actions;
+mod check;
+mod cycles;
+
+pub use actions::{ActionKind, Catalogue, StandardActions};
 
 /// A checked workflow, ready to run many times.
 #[derive(Debug, Clone)]
 pub struct Workflow {
     /// Where execution starts.
-    pub(crate) start: String,
-    pub(crate) nodes: BTreeMap<String, Node>,
+    pub start: String,
+    /// The nodes by id.
+    pub nodes: BTreeMap<String, Node>,
     /// Edges in config order (outgoing edges are followed in this order).
-    pub(crate) edges: Vec<Edge>,
+    pub edges: Vec<Edge>,
     /// Decides, when execution first reaches a business node, whether business runs.
-    pub(crate) consolidation: Option<Expression>,
+    pub consolidation: Option<Expression>,
     /// Runs longer than this end with status `timeout`.
-    pub(crate) max_runtime_seconds: Option<u64>,
+    pub max_runtime_seconds: Option<u64>,
 }
 
 /// What a node does.
 #[derive(Debug, Clone)]
-pub(crate) enum Node {
+pub enum Node {
     /// Analyse the branch's cameras with the template's executor.
     Detection(Action),
     /// Turn results into a violation or a notification.
@@ -42,7 +48,7 @@ pub(crate) enum Node {
 
 impl Node {
     /// `detection`, `business` or `delay`.
-    pub(crate) fn type_name(&self) -> &'static str {
+    pub fn type_name(&self) -> &'static str {
         match self {
             Node::Detection(_) => "detection",
             Node::Business(_) => "business",
@@ -51,7 +57,7 @@ impl Node {
     }
 
     /// The action of a detection or business node.
-    pub(crate) fn action(&self) -> Option<&Action> {
+    pub fn action(&self) -> Option<&Action> {
         match self {
             Node::Detection(action) | Node::Business(action) => Some(action),
             Node::Delay { .. } => None,
@@ -59,37 +65,30 @@ impl Node {
     }
 }
 
-/// An action node's template, resolved to its executor.
-#[derive(Clone)]
-pub(crate) struct Action {
-    pub(crate) template_id: Uuid,
-    pub(crate) name: String,
+/// An action node's template, resolved to the action that runs it.
+#[derive(Debug, Clone)]
+pub struct Action {
+    /// The action template.
+    pub template_id: Uuid,
+    /// The template's name.
+    pub name: String,
     /// Its config (the executor's settings).
-    pub(crate) config: Value,
+    pub config: Value,
     /// `config.parameters`, handed to the action.
-    pub(crate) parameters: Value,
-    /// What runs it.
-    pub(crate) executor: Arc<dyn Executor>,
-}
-
-impl fmt::Debug for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Action")
-            .field("template_id", &self.template_id)
-            .field("name", &self.name)
-            .field("executor", &self.executor.name())
-            .finish_non_exhaustive()
-    }
+    pub parameters: Value,
+    /// The executor that runs it (`http`, `command`, `create_violation`, `notify`, ...).
+    pub executor: &'static str,
 }
 
 /// A transition between nodes.
 #[derive(Debug, Clone)]
-pub(crate) struct Edge {
-    pub(crate) from: String,
+pub struct Edge {
+    /// Source node.
+    pub from: String,
     /// Target node.
-    pub(crate) to: String,
+    pub to: String,
     /// Followed only when this holds; always without one.
-    pub(crate) condition: Option<Expression>,
+    pub condition: Option<Expression>,
 }
 
 /// Every problem found in a config.
@@ -100,8 +99,9 @@ pub struct ConfigErrors(pub Vec<Problem>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// Where.
-    pub(crate) path: String,
-    pub(crate) message: String,
+    pub path: String,
+    /// What is wrong there.
+    pub message: String,
 }
 
 impl fmt::Display for ConfigErrors {
@@ -121,13 +121,10 @@ impl std::error::Error for ConfigErrors {}
 
 impl Workflow {
     /// The edges leaving `node`, in config order.
-    pub(crate) fn outgoing<'w>(&'w self, node: &'w str) -> impl Iterator<Item = &'w Edge> + 'w {
+    pub fn outgoing<'w>(&'w self, node: &'w str) -> impl Iterator<Item = &'w Edge> + 'w {
         self.edges.iter().filter(move |e| e.from == node)
     }
 }
-
-mod cycles;
-mod load;
 
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,6 @@
 //! Checking a config: every node, edge and expression, every problem with its path.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use res_expr::Expression;
 use res_shared::wire::{ActionTemplate, MAX_PAUSE_SECONDS};
@@ -10,13 +9,13 @@ use uuid::Uuid;
 
 use super::cycles::cycles_without_delay;
 use super::{Action, ConfigErrors, Edge, Node, Problem, Workflow};
-use crate::workflow::executors::{ActionKind, Executors};
+use crate::actions::{ActionKind, Catalogue};
 
 /// Collects problems while loading.
 struct Checker<'t> {
     problems: Vec<Problem>,
     templates: &'t BTreeMap<Uuid, ActionTemplate>,
-    executors: &'t Executors,
+    actions: &'t dyn Catalogue,
 }
 
 impl Checker<'_> {
@@ -97,14 +96,14 @@ impl Checker<'_> {
                 None => {
                     self.problem(
                         format!("{at}.config.executor"),
-                        format!("is missing ({})", self.executors.names(kind).join(", ")),
+                        format!("is missing ({})", self.actions.names(kind).join(", ")),
                     );
                     return None;
                 }
             },
         };
-        let executor = match self.executors.get(&name) {
-            Some(executor) if executor.kind() == kind => Arc::clone(executor),
+        let executor = match self.actions.find(&name) {
+            Some((executor, of)) if of == kind => executor,
             _ => {
                 let where_ = if named.is_some() {
                     format!("{path}.action")
@@ -116,13 +115,13 @@ impl Checker<'_> {
                     format!(
                         "unknown {} action '{name}' ({})",
                         kind.as_str(),
-                        self.executors.names(kind).join(", ")
+                        self.actions.names(kind).join(", ")
                     ),
                 );
                 return None;
             }
         };
-        let problems = executor.check_config(&config);
+        let problems = self.actions.check_config(executor, &config);
         let usable = problems.is_empty();
         for message in problems {
             self.problem(format!("{at}.config"), message);
@@ -138,17 +137,17 @@ impl Checker<'_> {
 }
 
 impl Workflow {
-    /// Loads and checks a config against the plan's templates and the known executors;
+    /// Checks a config against the templates it may name and the actions that can run;
     /// every problem is reported at once.
-    pub(crate) fn load(
+    pub fn check(
         config: &Value,
         templates: &BTreeMap<Uuid, ActionTemplate>,
-        executors: &Executors,
+        actions: &dyn Catalogue,
     ) -> Result<Workflow, ConfigErrors> {
         let mut check = Checker {
             problems: Vec::new(),
             templates,
-            executors,
+            actions,
         };
         let Some(root) = config.as_object() else {
             check.problem("$", "the workflow config must be a JSON object");
@@ -309,7 +308,7 @@ fn load_node(check: &mut Checker<'_>, path: &str, node: &Value) -> Option<Node> 
                 .action(path, node, ActionKind::Business, Some(action))
                 .map(Node::Business),
             None => {
-                let known = check.executors.names(ActionKind::Business).join(", ");
+                let known = check.actions.names(ActionKind::Business).join(", ");
                 check.problem(format!("{path}.action"), format!("is missing ({known})"));
                 None
             }

@@ -4,13 +4,6 @@ use res_shared::wire::ActionTemplate;
 use serde_json::json;
 
 use super::*;
-use crate::workflow::executors::Executors;
-
-/// The standard executors after the TLS set-up a runner does at process start.
-fn standard_executors() -> Executors {
-    crate::tls::install();
-    Executors::standard()
-}
 
 const DETECT: &str = "00000000-0000-0000-0000-000000000001";
 const VIOLATION: &str = "00000000-0000-0000-0000-000000000002";
@@ -55,7 +48,7 @@ fn example() -> Value {
 }
 
 fn load(config: &Value) -> Result<Workflow, ConfigErrors> {
-    Workflow::load(config, &templates(), &standard_executors())
+    Workflow::check(config, &templates(), &StandardActions)
 }
 
 fn problems(config: &Value) -> Vec<(String, String)> {
@@ -72,8 +65,8 @@ fn the_contract_example_loads() {
     let workflow = load(&example()).expect("valid");
     assert_eq!(workflow.start, "detect");
     assert_eq!(workflow.nodes.len(), 4);
-    assert!(matches!(&workflow.nodes["detect"], Node::Detection(a) if a.executor.name() == "http"));
-    assert!(matches!(&workflow.nodes["alert"], Node::Business(a) if a.executor.name() == "notify"));
+    assert!(matches!(&workflow.nodes["detect"], Node::Detection(a) if a.executor == "http"));
+    assert!(matches!(&workflow.nodes["alert"], Node::Business(a) if a.executor == "notify"));
     assert!(matches!(
         workflow.nodes["cooldown"],
         Node::Delay { seconds: 600 }
@@ -171,7 +164,7 @@ fn templates_must_exist_match_the_node_and_configure_their_executor() {
     }))
     .expect("template");
     templates.insert(broken.id, broken);
-    let found = Workflow::load(&example(), &templates, &standard_executors())
+    let found = Workflow::check(&example(), &templates, &StandardActions)
         .expect_err("the detector config is incomplete")
         .0;
     assert_eq!(found.len(), 1, "{found:?}");
