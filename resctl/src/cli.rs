@@ -49,9 +49,29 @@ pub(crate) enum Command {
     /// Violations the rules found.
     #[command(subcommand)]
     Violations(ViolationCommand),
-    /// API keys within your scope (created, rotated and revoked with `res-functions`).
+    /// API keys within your scope: list, create, rotate, revoke.
     #[command(subcommand)]
     Keys(KeyCommand),
+    /// Configuration documents (the catalogue, a brand): check one, print their JSON Schema.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// The JSON Schema of configuration documents, for editors (`# yaml-language-server:
+    /// $schema=…` or VS Code's `yaml.schemas`).
+    Schema,
+    /// Check a document here, without the functions: every problem with its path, then
+    /// warnings. Exit 2 when it has problems.
+    Validate {
+        /// The document (YAML or JSON; `-` reads standard input).
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// A catalogue document to check a brand's rule and template names against.
+        #[arg(long)]
+        catalogue: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

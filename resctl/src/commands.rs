@@ -186,6 +186,8 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 format!("revoked: {} ({})\n", answer.key.id, answer.key.name)
             })
         }
+        // Checked offline in `main`, before any client exists.
+        Command::Config(_) => Ok(String::new()),
         Command::Violations(ViolationCommand::List {
             brand,
             branch: branch_ref,

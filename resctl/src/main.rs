@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod config;
+mod documents;
 mod render;
 mod resolve;
 
@@ -52,6 +53,23 @@ impl Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Documents are checked here, with no token and no functions.
+    if let cli::Command::Config(command) = &cli.command {
+        return match documents::run(command, cli.json) {
+            Ok(outcome) if outcome.ok => {
+                print!("{}", outcome.output);
+                ExitCode::SUCCESS
+            }
+            Ok(outcome) => {
+                print!("{}", outcome.output);
+                ExitCode::from(Failure::BadUsage as u8)
+            }
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(Failure::BadUsage as u8)
+            }
+        };
+    }
     res_client::tls::install();
     let file = match config::load(cli.config.as_deref()) {
         Ok(file) => file,

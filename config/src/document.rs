@@ -1,0 +1,322 @@
+//! The document a person edits: the catalogue (action templates and rules, shared by every
+//! brand) and a brand (its branches, the catalogue rules it uses, and which of them run at
+//! which branch). Objects refer to each other by name; `id`s are optional, shown by export
+//! and kept stable across applies.
+//!
+//! Unknown fields are refused everywhere, so a misspelt key is an error, not a silent no-op.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// One configuration document: the catalogue, one brand, or both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Document {
+    /// The configuration revision this document was exported from; an apply that names it
+    /// is refused if what it touches changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_revision: Option<i64>,
+    /// Action templates and rules (platform engineers; a platform-wide key applies them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalogue: Option<Catalogue>,
+    /// One brand (its admin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand: Option<Brand>,
+}
+
+/// What every brand can use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Catalogue {
+    /// Detection and business actions with their executor settings.
+    #[serde(default)]
+    pub action_templates: Vec<ActionTemplate>,
+    /// Rules: a default schedule and a workflow over the templates.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// A detection or business action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ActionTemplate {
+    /// Unique in the catalogue; workflow nodes name it.
+    pub name: String,
+    /// Stable id (export shows it; leave it out for a new template).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// `detection` or `business`.
+    pub kind: TemplateKind,
+    /// The executor's settings (docs/workflow.md): for detection, `executor` (`http` or
+    /// `command`) and its fields; for business, the fields of the node's action.
+    #[serde(default = "empty_object")]
+    #[schemars(extend("type" = "object"))]
+    pub config: Value,
+}
+
+/// Which nodes a template serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TemplateKind {
+    /// Analyses camera streams.
+    Detection,
+    /// Creates violations or sends notifications.
+    Business,
+}
+
+impl TemplateKind {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TemplateKind::Detection => "detection",
+            TemplateKind::Business => "business",
+        }
+    }
+}
+
+/// A rule of the catalogue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Unique in the catalogue; brands name it.
+    pub name: String,
+    /// Stable id (export shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// Only `active` rules run.
+    #[serde(default)]
+    pub status: RuleStatus,
+    /// The default schedule: a cron expression (`*/30 * * * *`, docs/schedule.md) or an
+    /// interval (`@every 5m`); a brand may override it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// What a run does.
+    pub workflow: WorkflowDoc,
+}
+
+/// A rule's status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleStatus {
+    /// Runs where a brand schedules it.
+    #[default]
+    Active,
+    /// Kept, never run.
+    Inactive,
+    /// Being written, never run.
+    Draft,
+}
+
+impl RuleStatus {
+    /// The stored spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleStatus::Active => "active",
+            RuleStatus::Inactive => "inactive",
+            RuleStatus::Draft => "draft",
+        }
+    }
+}
+
+/// A workflow as docs/workflow.md describes it, with templates named instead of by id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowDoc {
+    /// Where a run starts.
+    pub start_node: String,
+    /// The nodes by id.
+    pub nodes: BTreeMap<String, NodeDoc>,
+    /// Transitions, followed in this order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<EdgeDoc>,
+    /// A Python expression over `aggregated_actions_details`: whether business nodes run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consolidation_logic: Option<String>,
+    /// Runs longer than this end as `timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_seconds: Option<u64>,
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeDoc {
+    /// `detection`, `business` or `delay`.
+    #[serde(rename = "type")]
+    pub kind: NodeKind,
+    /// The action template (detection and business nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// The business action: `create_violation` or `notify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// How long a delay node waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+}
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    /// Runs a detection template.
+    Detection,
+    /// Runs a business template.
+    Business,
+    /// Waits.
+    Delay,
+}
+
+/// A transition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeDoc {
+    /// Source node id.
+    pub from: String,
+    /// Target node id.
+    pub to: String,
+    /// A Python expression over the source node's result; always followed without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub condition: Option<String>,
+}
+
+/// A brand: its branches and the rules it runs where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Brand {
+    /// The brand's name.
+    pub name: String,
+    /// Stable id (export shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// IANA zone branches read their windows in unless they name their own.
+    #[serde(default = "default_zone")]
+    pub zone: String,
+    /// Settings for every rule of the brand that does not set its own.
+    #[serde(default, skip_serializing_if = "RuleSettings::is_empty")]
+    pub defaults: RuleSettings,
+    /// The catalogue rules the brand uses, by rule name, with its overrides.
+    #[serde(default)]
+    pub rules: BTreeMap<String, BrandRule>,
+    /// The brand's branches.
+    #[serde(default)]
+    pub branches: Vec<Branch>,
+}
+
+/// Failure threshold, overlap policy and jitter: set per brand rule, per branch rule, or
+/// as the brand's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSettings {
+    /// Failures in a row before the rule needs attention (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<u32>,
+    /// What happens to occurrences that come due during a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["skip", "buffer_one"]))]
+    pub overlap_policy: Option<String>,
+    /// Each branch's runs move up to this many seconds after their time (0-3600), spread
+    /// by branch rule so a fleet does not start in the same second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_seconds: Option<u32>,
+}
+
+impl RuleSettings {
+    fn is_empty(&self) -> bool {
+        *self == RuleSettings::default()
+    }
+}
+
+/// A catalogue rule as one brand uses it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BrandRule {
+    /// Stable id (export shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// Overrides the rule's schedule for this brand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// Failures in a row before the rule needs attention (default: the brand's, else 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<u32>,
+    /// Overrides the brand's default overlap policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["skip", "buffer_one"]))]
+    pub overlap_policy: Option<String>,
+    /// Overrides the brand's default jitter (0-3600 seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_seconds: Option<u32>,
+}
+
+/// A branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Branch {
+    /// Unique in the brand.
+    pub name: String,
+    /// Stable id (export shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// The branch's IANA zone, when not the brand's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// An inactive branch runs nothing.
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// The brand's rules that run here, by rule name.
+    #[serde(default)]
+    pub rules: BTreeMap<String, BranchRule>,
+}
+
+/// A rule at one branch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BranchRule {
+    /// Stable id (export shows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    /// An inactive branch rule does not run.
+    #[serde(default = "yes")]
+    pub active: bool,
+    /// The local hours it may run in (the branch's zone); always without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+    /// Overlap policy and jitter at this branch (its failure threshold is the brand rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["skip", "buffer_one"]))]
+    pub overlap_policy: Option<String>,
+    /// Jitter at this branch (0-3600 seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_seconds: Option<u32>,
+    /// Per-template details at this branch (cameras, thresholds), by template name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub actions: BTreeMap<String, Value>,
+}
+
+/// An operation window: `from` and `to` as `HH:MM` wall-clock times; `to` may be `24:00`,
+/// and a window may run past midnight (`22:00`-`06:00`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Window {
+    /// First minute it may run.
+    pub from: String,
+    /// When it must be done.
+    pub to: String,
+}
+
+fn default_zone() -> String {
+    "Asia/Riyadh".to_owned()
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+fn yes() -> bool {
+    true
+}

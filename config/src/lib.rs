@@ -1,0 +1,26 @@
+//! RES configuration as documents a person edits: the catalogue (action templates and
+//! rules) and a brand (branches, the rules it uses, which run where), in YAML or JSON.
+//!
+//! Pure: [`parse`] reads a document within fixed budgets, [`validate`] checks it with the
+//! code that will run it (schedules and windows by `res-shared`, workflows by
+//! `res-workflow`) and lists every problem at once with its path in the document, plus
+//! warnings that do not refuse. No I/O: the functions and `resctl` are the shells.
+
+mod document;
+mod parse;
+mod path;
+mod validate;
+
+pub use document::{
+    ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
+    NodeKind, Rule, RuleSettings, RuleStatus, TemplateKind, Window, WorkflowDoc,
+};
+pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
+pub use res_workflow::Problem;
+pub use validate::{Report, validate};
+
+/// The published JSON Schema of a document (`resctl config schema`), for editors.
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Document);
+    serde_json::to_value(schema).unwrap_or_default()
+}

@@ -1,0 +1,121 @@
+//! Commands over configuration documents that need no functions: the JSON Schema, and
+//! checking a document with the same validation an apply runs.
+
+use std::io::Read;
+use std::path::Path;
+
+use res_config::{Document, Problem, Report};
+use serde_json::json;
+
+use crate::cli::ConfigCommand;
+
+/// What an offline command printed and whether it succeeded.
+pub(crate) struct Outcome {
+    pub(crate) output: String,
+    pub(crate) ok: bool,
+}
+
+/// Runs `resctl config schema|validate`.
+pub(crate) fn run(command: &ConfigCommand, json: bool) -> Result<Outcome, String> {
+    match command {
+        ConfigCommand::Schema => {
+            let schema = serde_json::to_string_pretty(&res_config::json_schema())
+                .map_err(|e| format!("cannot print the schema: {e}"))?;
+            Ok(Outcome {
+                output: format!("{schema}\n"),
+                ok: true,
+            })
+        }
+        ConfigCommand::Validate { file, catalogue } => {
+            let stored = match catalogue {
+                None => None,
+                Some(path) => match read_document(path)? {
+                    Ok(Document {
+                        catalogue: Some(catalogue),
+                        ..
+                    }) => Some(catalogue),
+                    Ok(_) => {
+                        return Err(format!("{} has no `catalogue`", path.display()));
+                    }
+                    Err(problem) => {
+                        return Ok(refused(path, &[problem], &[], json));
+                    }
+                },
+            };
+            let report = match read_document(file)? {
+                Ok(document) => res_config::validate(&document, stored.as_ref()),
+                Err(problem) => Report {
+                    errors: vec![problem],
+                    warnings: Vec::new(),
+                },
+            };
+            if report.is_valid() {
+                Ok(accepted(file, &report.warnings, json))
+            } else {
+                Ok(refused(file, &report.errors, &report.warnings, json))
+            }
+        }
+    }
+}
+
+/// The file's text parsed, or the parse problem; `Err` when it cannot be read at all.
+fn read_document(path: &Path) -> Result<Result<Document, Problem>, String> {
+    let limit = res_config::MAX_DOCUMENT_BYTES as u64 + 1;
+    let mut text = String::new();
+    let read = if path == Path::new("-") {
+        std::io::stdin().take(limit).read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
+    };
+    read.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(res_config::parse(&text))
+}
+
+fn lines(kind: &str, problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{kind}: {}: {}\n", p.path, p.message))
+        .collect()
+}
+
+fn as_json(valid: bool, errors: &[Problem], warnings: &[Problem]) -> String {
+    let list = |problems: &[Problem]| {
+        problems
+            .iter()
+            .map(|p| json!({"path": p.path, "message": p.message}))
+            .collect::<Vec<_>>()
+    };
+    let body = json!({"valid": valid, "errors": list(errors), "warnings": list(warnings)});
+    format!("{body:#}\n")
+}
+
+fn accepted(file: &Path, warnings: &[Problem], json: bool) -> Outcome {
+    let output = if json {
+        as_json(true, &[], warnings)
+    } else {
+        format!(
+            "{}{} is valid ({} warning{})\n",
+            lines("warning", warnings),
+            file.display(),
+            warnings.len(),
+            if warnings.len() == 1 { "" } else { "s" }
+        )
+    };
+    Outcome { output, ok: true }
+}
+
+fn refused(file: &Path, errors: &[Problem], warnings: &[Problem], json: bool) -> Outcome {
+    let output = if json {
+        as_json(false, errors, warnings)
+    } else {
+        format!(
+            "{}{}{} has {} problem{}; nothing was checked against the functions\n",
+            lines("error", errors),
+            lines("warning", warnings),
+            file.display(),
+            errors.len(),
+            if errors.len() == 1 { "" } else { "s" }
+        )
+    };
+    Outcome { output, ok: false }
+}

@@ -1,0 +1,150 @@
+//! `resctl config validate|schema` as a child process: documents are checked with no token
+//! and no functions, every problem printed with its path, exit 2 when there are any.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn repo(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
+}
+
+fn resctl(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resctl"))
+        .args(args)
+        .env_remove("RES_TOKEN")
+        .env_remove("RES_URL")
+        .env("RESCTL_CONFIG", "/nonexistent/resctl.toml")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("resctl starts");
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(stdin.unwrap_or("").as_bytes())
+            .expect("stdin");
+    }
+    child.wait_with_output().expect("resctl ends")
+}
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_documented_examples_are_valid_without_a_token() {
+    let catalogue = repo("docs/config/catalogue.yaml");
+    let brand = repo("docs/config/brand.yaml");
+    let catalogue = catalogue.to_str().expect("utf-8 path");
+    let brand = brand.to_str().expect("utf-8 path");
+    let out = resctl(&["config", "validate", "-f", catalogue], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).ends_with("is valid (0 warnings)\n"),
+        "{}",
+        text(&out)
+    );
+    let out = resctl(
+        &["config", "validate", "-f", brand, "--catalogue", catalogue],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).ends_with("is valid (0 warnings)\n"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn every_problem_is_printed_with_its_path_and_the_exit_code_is_2() {
+    let catalogue = repo("docs/config/catalogue.yaml");
+    let broken = r#"
+brand:
+  name: Demo Retail
+  zone: Asia/Riyad
+  rules:
+    Queue length: {schedule: "*/15 * * *"}
+  branches:
+    - name: Riyadh Olaya
+      rules:
+        Queue length:
+          window: {from: "08:00", to: "8pm"}
+        Empty shelves: {}
+"#;
+    let out = resctl(
+        &[
+            "config",
+            "validate",
+            "-f",
+            "-",
+            "--catalogue",
+            catalogue.to_str().expect("utf-8 path"),
+        ],
+        Some(broken),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let printed = text(&out);
+    for line in [
+        "error: brand.zone: unknown time zone 'Asia/Riyad'",
+        "error: brand.rules[\"Queue length\"].schedule: invalid cron '*/15 * * *'",
+        "error: brand.branches[0].rules[\"Empty shelves\"]: 'Empty shelves' is not among the brand's rules",
+        "error: brand.branches[0].rules[\"Queue length\"].window.to: '8pm' is not a time",
+        "- has 4 problems; nothing was checked against the functions",
+    ] {
+        assert!(printed.contains(line), "missing {line:?} in\n{printed}");
+    }
+
+    let out = resctl(&["config", "validate", "-f", "-", "--json"], Some(broken));
+    assert_eq!(out.status.code(), Some(2));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(answer["valid"], false);
+    assert_eq!(answer["errors"][0]["path"], "brand.zone");
+    assert!(answer["warnings"].is_array());
+}
+
+#[test]
+fn unreadable_documents_are_refused_with_their_place() {
+    let out = resctl(
+        &["config", "validate", "-f", "-"],
+        Some("brand:\n  name: A\n  name: B\n"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).starts_with("error: line 3, column 3: "),
+        "{}",
+        text(&out)
+    );
+
+    let out = resctl(
+        &["config", "validate", "-f", "/nonexistent/brand.yaml"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot read /nonexistent/brand.yaml"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_published_schema_is_the_one_resctl_prints() {
+    let out = resctl(&["config", "schema"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let published: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo("docs/config/schema.json")).expect("docs/config/schema.json"),
+    )
+    .expect("json");
+    assert_eq!(
+        printed, published,
+        "regenerate: resctl config schema > docs/config/schema.json"
+    );
+    for top in ["catalogue", "brand", "base_revision"] {
+        assert!(printed["properties"].get(top).is_some(), "{top}");
+    }
+    assert_eq!(printed["additionalProperties"], false);
+}
