@@ -6,11 +6,13 @@
 //! `res-workflow`) and lists every problem at once with its path in the document, plus
 //! warnings that do not refuse. No I/O: the functions and `resctl` are the shells.
 
+mod diff;
 mod document;
 mod parse;
 mod path;
 mod validate;
 
+pub use diff::{Change, ChangeAction, Diff, FieldChange, RunPreview, diff};
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
     NodeKind, Rule, RuleSettings, RuleStatus, TemplateKind, Window, WorkflowDoc,

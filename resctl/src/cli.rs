@@ -72,6 +72,22 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         catalogue: Option<PathBuf>,
     },
+    /// Compare two documents here: what applying FILE over FROM would create, change and
+    /// archive, with the next runs of every branch rule whose timing moves.
+    Compare {
+        /// The document as it was (an earlier export, say).
+        #[arg(long)]
+        from: PathBuf,
+        /// The document as it should be.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+        /// A catalogue document a brand's rules resolve against.
+        #[arg(long)]
+        catalogue: Option<PathBuf>,
+        /// Show objects left out as deleted rather than archived.
+        #[arg(long)]
+        prune: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use res_config::{Document, Problem, Report};
+use res_config::{Catalogue, Document, Problem, Report};
 use serde_json::json;
 
 use crate::cli::ConfigCommand;
@@ -27,20 +27,9 @@ pub(crate) fn run(command: &ConfigCommand, json: bool) -> Result<Outcome, String
             })
         }
         ConfigCommand::Validate { file, catalogue } => {
-            let stored = match catalogue {
-                None => None,
-                Some(path) => match read_document(path)? {
-                    Ok(Document {
-                        catalogue: Some(catalogue),
-                        ..
-                    }) => Some(catalogue),
-                    Ok(_) => {
-                        return Err(format!("{} has no `catalogue`", path.display()));
-                    }
-                    Err(problem) => {
-                        return Ok(refused(path, &[problem], &[], json));
-                    }
-                },
+            let stored = match read_catalogue(catalogue.as_deref(), json)? {
+                Ok(stored) => stored,
+                Err(outcome) => return Ok(outcome),
             };
             let report = match read_document(file)? {
                 Ok(document) => res_config::validate(&document, stored.as_ref()),
@@ -55,7 +44,73 @@ pub(crate) fn run(command: &ConfigCommand, json: bool) -> Result<Outcome, String
                 Ok(refused(file, &report.errors, &report.warnings, json))
             }
         }
+        ConfigCommand::Compare {
+            from,
+            file,
+            catalogue,
+            prune,
+        } => compare(from, file, catalogue.as_deref(), *prune, json),
     }
+}
+
+/// `--catalogue`'s catalogue, or the outcome refusing it.
+fn read_catalogue(
+    path: Option<&Path>,
+    json: bool,
+) -> Result<Result<Option<Catalogue>, Outcome>, String> {
+    let Some(path) = path else {
+        return Ok(Ok(None));
+    };
+    match read_document(path)? {
+        Ok(Document {
+            catalogue: Some(catalogue),
+            ..
+        }) => Ok(Ok(Some(catalogue))),
+        Ok(_) => Err(format!("{} has no `catalogue`", path.display())),
+        Err(problem) => Ok(Err(refused(path, &[problem], &[], json))),
+    }
+}
+
+/// Both documents valid, then what turns `from` into `file`.
+fn compare(
+    from: &Path,
+    file: &Path,
+    catalogue: Option<&Path>,
+    prune: bool,
+    json: bool,
+) -> Result<Outcome, String> {
+    let stored = match read_catalogue(catalogue, json)? {
+        Ok(stored) => stored,
+        Err(outcome) => return Ok(outcome),
+    };
+    let mut documents = Vec::new();
+    for path in [from, file] {
+        let report = match read_document(path)? {
+            Ok(document) => {
+                let report = res_config::validate(&document, stored.as_ref());
+                documents.push(document);
+                report
+            }
+            Err(problem) => Report {
+                errors: vec![problem],
+                warnings: Vec::new(),
+            },
+        };
+        if !report.is_valid() {
+            return Ok(refused(path, &report.errors, &report.warnings, json));
+        }
+    }
+    let [before, after] = documents.as_slice() else {
+        return Err("both documents are needed".into());
+    };
+    let diff = res_config::diff(before, after, stored.as_ref(), chrono::Utc::now(), prune);
+    let output = if json {
+        serde_json::to_string_pretty(&diff).map_err(|e| format!("cannot print the diff: {e}"))?
+            + "\n"
+    } else {
+        diff.to_string()
+    };
+    Ok(Outcome { output, ok: true })
 }
 
 /// The file's text parsed, or the parse problem; `Err` when it cannot be read at all.

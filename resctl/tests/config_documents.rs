@@ -148,3 +148,65 @@ fn the_published_schema_is_the_one_resctl_prints() {
     }
     assert_eq!(printed["additionalProperties"], false);
 }
+
+#[test]
+fn compare_shows_each_change_and_when_the_branch_rule_runs_before_and_after() {
+    let catalogue = repo("docs/config/catalogue.yaml");
+    let brand = repo("docs/config/brand.yaml");
+    let moved = std::env::temp_dir().join(format!("resctl-compare-{}.yaml", std::process::id()));
+    let original = std::fs::read_to_string(&brand).expect("brand.yaml");
+    std::fs::write(
+        &moved,
+        original.replace(
+            "from: \"07:00\", to: \"23:00\"",
+            "from: \"10:00\", to: \"23:00\"",
+        ),
+    )
+    .expect("write");
+    let args = [
+        "config",
+        "compare",
+        "--from",
+        brand.to_str().expect("utf-8 path"),
+        "-f",
+        moved.to_str().expect("utf-8 path"),
+        "--catalogue",
+        catalogue.to_str().expect("utf-8 path"),
+    ];
+    let out = resctl(&args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let printed = text(&out);
+    assert!(
+        printed.starts_with(
+            "~ branch rule 'Berlin Mitte / Queue length'\n    window: 07:00-23:00 → 10:00-23:00\n    next runs (Europe/Berlin):\n      before: "
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.ends_with("0 to create, 1 to change, 0 to archive or delete.\n"),
+        "{printed}"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let out = resctl(&json_args, None);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(answer["changes"][0]["kind"], "branch rule");
+    assert_eq!(answer["changes"][0]["fields"][0]["after"], "10:00-23:00");
+    assert_eq!(answer["changes"][0]["runs"]["zone"], "Europe/Berlin");
+
+    // Nothing is compared unless both documents are valid.
+    std::fs::write(
+        &moved,
+        original.replace("zone: Europe/Berlin", "zone: Europe/Berlinn"),
+    )
+    .expect("write");
+    let out = resctl(&args, None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).contains("error: brand.branches[1].zone: unknown time zone 'Europe/Berlinn'"),
+        "{}",
+        text(&out)
+    );
+    let _ = std::fs::remove_file(&moved);
+}

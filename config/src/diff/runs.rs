@@ -1,0 +1,157 @@
+//! When a branch rule runs, before and after: its effective schedule (the brand rule's,
+//! else the catalogue rule's), window, zone (the branch's, else the brand's) and jitter
+//! (the branch rule's, else the brand rule's, else the brand's default) read by
+//! `res-shared` exactly as the functions and the runner will.
+
+use chrono::{DateTime, Utc};
+use res_shared::schedule::{Schedule, Zone, jitter_offset};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{Change, ChangeAction};
+use crate::document::{Branch, BranchRule, Brand, Catalogue};
+
+/// How many next runs a preview shows.
+const PREVIEW_RUNS: usize = 3;
+
+/// A branch rule's next runs before and after a change, on its branch's wall clock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunPreview {
+    /// The zone the times are in.
+    pub zone: String,
+    /// Before (empty for a new branch rule); a schedule that cannot run says why.
+    pub before: Vec<String>,
+    /// After.
+    pub after: Vec<String>,
+}
+
+/// The catalogues a brand's rules resolve against, before and after.
+pub(super) struct Catalogues<'c> {
+    pub(super) before: Option<&'c Catalogue>,
+    pub(super) after: Option<&'c Catalogue>,
+}
+
+/// What decides when one branch rule runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Timing {
+    schedule: Option<String>,
+    window: Option<(String, String)>,
+    zone: String,
+    jitter_seconds: u32,
+    id: Option<Uuid>,
+}
+
+/// Adds a preview to each branch rule whose timing changes, listing the rule as changed
+/// when only something above it (its brand rule, branch or brand) moved it.
+pub(super) fn preview(
+    before: Option<&Brand>,
+    after: &Brand,
+    catalogues: &Catalogues<'_>,
+    now: DateTime<Utc>,
+    changes: &mut Vec<Change>,
+) {
+    for branch in &after.branches {
+        let was_branch = before.and_then(|b| {
+            b.branches
+                .iter()
+                .find(|w| branch.id.is_some() && w.id == branch.id)
+                .or_else(|| b.branches.iter().find(|w| w.name == branch.name))
+        });
+        for (name, rule) in &branch.rules {
+            let new = timing(after, branch, name, rule, catalogues.after);
+            let old = before.zip(was_branch).and_then(|(brand, was)| {
+                let rule = was.rules.get(name)?;
+                Some(timing(brand, was, name, rule, catalogues.before))
+            });
+            if old.as_ref() == Some(&new) {
+                continue;
+            }
+            let preview = RunPreview {
+                zone: new.zone.clone(),
+                before: old.map(|old| next_runs(&old, now)).unwrap_or_default(),
+                after: next_runs(&new, now),
+            };
+            let label = format!("{} / {name}", branch.name);
+            match changes
+                .iter_mut()
+                .find(|c| c.kind == "branch rule" && c.name == label)
+            {
+                Some(change) => change.runs = Some(preview),
+                None => changes.push(Change {
+                    kind: "branch rule",
+                    name: label,
+                    action: ChangeAction::Update,
+                    fields: Vec::new(),
+                    runs: Some(preview),
+                }),
+            }
+        }
+    }
+}
+
+fn timing(
+    brand: &Brand,
+    branch: &Branch,
+    name: &str,
+    rule: &BranchRule,
+    catalogue: Option<&Catalogue>,
+) -> Timing {
+    let brand_rule = brand.rules.get(name);
+    Timing {
+        schedule: brand_rule.and_then(|r| r.schedule.clone()).or_else(|| {
+            catalogue
+                .and_then(|c| c.rules.iter().find(|r| r.name == name))
+                .and_then(|r| r.schedule.clone())
+        }),
+        window: rule.window.as_ref().map(|w| (w.from.clone(), w.to.clone())),
+        zone: branch.zone.clone().unwrap_or_else(|| brand.zone.clone()),
+        jitter_seconds: rule
+            .jitter_seconds
+            .or(brand_rule.and_then(|r| r.jitter_seconds))
+            .or(brand.defaults.jitter_seconds)
+            .unwrap_or(0),
+        id: rule.id,
+    }
+}
+
+/// The next runs after `now` as the branch's wall clock shows them, or why there are none.
+fn next_runs(timing: &Timing, now: DateTime<Utc>) -> Vec<String> {
+    let Some(text) = &timing.schedule else {
+        return vec!["no schedule".to_owned()];
+    };
+    let (from, to) = timing.window.clone().unzip();
+    let schedule = match Schedule::parse(text, from.as_deref(), to.as_deref(), Some(&timing.zone)) {
+        Ok(schedule) => schedule,
+        Err(error) => return vec![format!("cannot run: {error}")],
+    };
+    let schedule = match timing.id {
+        Some(id) => schedule.with_offset(jitter_offset(id, timing.jitter_seconds)),
+        None => schedule,
+    };
+    let zone = schedule.zone();
+    let mut runs = Vec::with_capacity(PREVIEW_RUNS + 1);
+    let mut after = now;
+    for _ in 0..PREVIEW_RUNS {
+        match schedule.next_run(after, false) {
+            Ok(next) => {
+                runs.push(wall_clock(zone, next.next_run_time));
+                after = next.next_run_time;
+            }
+            Err(error) => {
+                runs.push(format!("cannot run: {error}"));
+                break;
+            }
+        }
+    }
+    if timing.id.is_none() && timing.jitter_seconds > 0 {
+        runs.push(format!(
+            "each up to {} s later (jitter)",
+            timing.jitter_seconds
+        ));
+    }
+    runs
+}
+
+fn wall_clock(zone: Zone, t: DateTime<Utc>) -> String {
+    zone.local(t).format("%a %Y-%m-%d %H:%M:%S").to_string()
+}

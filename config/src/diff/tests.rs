@@ -1,0 +1,248 @@
+//! Diffs over the documented examples (docs/config/).
+
+use chrono::{DateTime, Utc};
+
+use super::*;
+use crate::parse;
+
+const CATALOGUE: &str = include_str!("../../../docs/config/catalogue.yaml");
+const BRAND: &str = include_str!("../../../docs/config/brand.yaml");
+
+fn catalogue() -> Catalogue {
+    parse(CATALOGUE)
+        .expect("parses")
+        .catalogue
+        .expect("a catalogue")
+}
+
+fn brand(edit: impl Fn(String) -> String) -> Document {
+    parse(&edit(BRAND.to_owned())).expect("parses")
+}
+
+/// 08:00 in Riyadh, 06:00 in Berlin.
+fn now() -> DateTime<Utc> {
+    "2026-11-26T05:00:00Z".parse().expect("a time")
+}
+
+fn changed(current: &Document, desired: &Document, prune: bool) -> Diff {
+    diff(current, desired, Some(&catalogue()), now(), prune)
+}
+
+#[test]
+fn a_document_that_says_what_is_stored_changes_nothing() {
+    let stored = brand(|b| b);
+    let found = changed(&stored, &stored, false);
+    assert_eq!(found, Diff::default());
+    assert_eq!(
+        found.to_string(),
+        "No changes: the document says what is stored.\n"
+    );
+}
+
+#[test]
+fn a_window_change_shows_the_field_and_the_next_runs_before_and_after() {
+    let stored = brand(|b| b);
+    let desired = brand(|b| {
+        b.replace(
+            "from: \"08:00\", to: \"24:00\"",
+            "from: \"09:00\", to: \"24:00\"",
+        )
+    });
+    let found = changed(&stored, &desired, false);
+    assert_eq!(found.changes.len(), 1, "{found}");
+    let change = &found.changes[0];
+    assert_eq!(
+        (change.kind, change.name.as_str()),
+        ("branch rule", "Riyadh Olaya / Queue length")
+    );
+    assert_eq!(change.action, ChangeAction::Update);
+    assert_eq!(
+        change.fields,
+        [FieldChange {
+            field: "window",
+            before: Some("08:00-24:00".into()),
+            after: Some("09:00-24:00".into()),
+        }]
+    );
+    let runs = change.runs.as_ref().expect("a preview");
+    assert_eq!(runs.zone, "Asia/Riyadh");
+    assert_eq!(
+        runs.before,
+        [
+            "Thu 2026-11-26 08:15:00",
+            "Thu 2026-11-26 08:30:00",
+            "Thu 2026-11-26 08:45:00",
+            "each up to 30 s later (jitter)"
+        ]
+    );
+    assert_eq!(
+        runs.after[..3],
+        [
+            "Thu 2026-11-26 09:00:00",
+            "Thu 2026-11-26 09:15:00",
+            "Thu 2026-11-26 09:30:00"
+        ]
+    );
+    assert_eq!(
+        found.to_string(),
+        "~ branch rule 'Riyadh Olaya / Queue length'\n    \
+         window: 08:00-24:00 → 09:00-24:00\n    \
+         next runs (Asia/Riyadh):\n      \
+         before: Thu 2026-11-26 08:15:00, Thu 2026-11-26 08:30:00, Thu 2026-11-26 08:45:00, each up to 30 s later (jitter)\n      \
+         after:  Thu 2026-11-26 09:00:00, Thu 2026-11-26 09:15:00, Thu 2026-11-26 09:30:00, each up to 30 s later (jitter)\n\
+         0 to create, 1 to change, 0 to archive or delete.\n"
+    );
+}
+
+#[test]
+fn a_change_above_a_branch_rule_lists_each_branch_rule_it_moves() {
+    let stored = brand(|b| b);
+    let desired = brand(|b| b.replace("  zone: Asia/Riyadh\n", "  zone: Asia/Dubai\n"));
+    let found = changed(&stored, &desired, false);
+    let names: Vec<(&str, &str, bool)> = found
+        .changes
+        .iter()
+        .map(|c| (c.kind, c.name.as_str(), c.runs.is_some()))
+        .collect();
+    // Berlin Mitte keeps its own zone, so its rule does not move.
+    assert_eq!(
+        names,
+        [
+            ("brand", "Demo Retail", false),
+            ("branch rule", "Riyadh Olaya / Empty shelves", true),
+            ("branch rule", "Riyadh Olaya / Queue length", true),
+        ]
+    );
+    let moved = found.changes[2].runs.as_ref().expect("a preview");
+    assert_eq!(moved.zone, "Asia/Dubai");
+    // Now is 08:00 in Riyadh and 09:00 in Dubai: the window keeps its hours in the new zone.
+    assert_eq!(moved.before[0], "Thu 2026-11-26 08:15:00");
+    assert_eq!(moved.after[0], "Thu 2026-11-26 09:15:00");
+
+    let rescheduled = brand(|b| b.replace("\"*/15 * * * *\"", "\"0 * * * *\""));
+    let found = changed(&stored, &rescheduled, false);
+    let names: Vec<&str> = found.changes.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Queue length",
+            "Riyadh Olaya / Queue length",
+            "Berlin Mitte / Queue length"
+        ]
+    );
+    assert_eq!(found.changes[0].fields[0].field, "schedule");
+}
+
+#[test]
+fn objects_left_out_are_archived_or_with_prune_deleted_and_new_ones_created() {
+    let stored = brand(|b| b);
+    let without_berlin = brand(|b| {
+        let cut = b.find("    - name: Berlin Mitte").expect("berlin");
+        b[..cut].to_owned()
+    });
+    // A branch is archived with its rules: one change, not one per rule.
+    let found = changed(&stored, &without_berlin, false);
+    assert_eq!(found.changes.len(), 1, "{found}");
+    assert_eq!(
+        (
+            found.changes[0].kind,
+            found.changes[0].name.as_str(),
+            found.changes[0].action
+        ),
+        ("branch", "Berlin Mitte", ChangeAction::Archive)
+    );
+    assert_eq!(found.counts(), (0, 0, 1));
+    let pruned = changed(&stored, &without_berlin, true);
+    assert_eq!(pruned.changes[0].action, ChangeAction::Delete);
+
+    let created = changed(&without_berlin, &stored, false);
+    assert_eq!(created.changes[0].action, ChangeAction::Create);
+    assert_eq!(created.changes[0].name, "Berlin Mitte");
+    assert_eq!(
+        created.changes[0].fields[0],
+        FieldChange {
+            field: "name",
+            before: None,
+            after: Some("Berlin Mitte".into())
+        }
+    );
+    let rule = &created.changes[1];
+    assert_eq!(
+        (rule.kind, rule.action),
+        ("branch rule", ChangeAction::Create)
+    );
+    let runs = rule.runs.as_ref().expect("a preview");
+    assert!(runs.before.is_empty());
+    assert_eq!(runs.zone, "Europe/Berlin");
+    assert_eq!(runs.after[0], "Thu 2026-11-26 07:00:00");
+}
+
+#[test]
+fn an_object_with_an_id_is_renamed_not_replaced() {
+    let id = "5b0c6a5e-2f7e-4a39-9d2a-8d1f4c1c0a11";
+    let stored = brand(|b| {
+        b.replace(
+            "    - name: Berlin Mitte\n",
+            &format!("    - name: Berlin Mitte\n      id: {id}\n"),
+        )
+    });
+    let renamed = brand(|b| {
+        b.replace(
+            "    - name: Berlin Mitte\n",
+            &format!("    - name: Berlin Alexanderplatz\n      id: {id}\n"),
+        )
+    });
+    let found = changed(&stored, &renamed, false);
+    assert_eq!(found.changes[0].action, ChangeAction::Update, "{found}");
+    assert_eq!(
+        found.changes[0].fields,
+        [FieldChange {
+            field: "name",
+            before: Some("Berlin Mitte".into()),
+            after: Some("Berlin Alexanderplatz".into()),
+        }]
+    );
+    assert!(
+        found
+            .changes
+            .iter()
+            .all(|c| c.action != ChangeAction::Archive),
+        "{found}"
+    );
+}
+
+#[test]
+fn catalogue_changes_are_per_template_and_rule() {
+    let stored = parse(CATALOGUE).expect("parses");
+    let desired = parse(&CATALOGUE.replace("max_attempts: 3", "max_attempts: 5")).expect("parses");
+    let found = diff(&stored, &desired, None, now(), false);
+    assert_eq!(found.changes.len(), 1, "{found}");
+    assert_eq!(
+        (found.changes[0].kind, found.changes[0].name.as_str()),
+        ("action template", "Tell the manager")
+    );
+    let field = &found.changes[0].fields[0];
+    assert_eq!(field.field, "config");
+    assert!(
+        field
+            .before
+            .as_deref()
+            .is_some_and(|b| b.contains("\"max_attempts\":3"))
+    );
+    assert!(
+        field
+            .after
+            .as_deref()
+            .is_some_and(|a| a.contains("\"max_attempts\":5"))
+    );
+
+    let brand_only = brand(|b| b);
+    let untouched = diff(&stored, &brand_only, Some(&catalogue()), now(), false);
+    assert!(
+        untouched
+            .changes
+            .iter()
+            .all(|c| c.kind != "rule" && c.kind != "action template"),
+        "a brand document leaves the catalogue alone"
+    );
+}
