@@ -123,7 +123,7 @@ impl RuleStatus {
 }
 
 /// A workflow as docs/workflow.md describes it, with templates named instead of by id.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowDoc {
     /// Where a run starts.

@@ -10,6 +10,8 @@ mod diff;
 mod document;
 mod parse;
 mod path;
+mod print;
+mod stored;
 mod validate;
 
 pub use diff::{Change, ChangeAction, Diff, FieldChange, RunPreview, diff};
@@ -18,7 +20,9 @@ pub use document::{
     NodeKind, Rule, RuleSettings, RuleStatus, TemplateKind, Window, WorkflowDoc,
 };
 pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
+pub use print::to_yaml;
 pub use res_workflow::Problem;
+pub use stored::{stored_workflow, workflow_from_stored};
 pub use validate::{Report, validate};
 
 /// The published JSON Schema of a document (`resctl config schema`), for editors.

@@ -34,6 +34,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::keys::create,
         crate::api::operator::keys::rotate,
         crate::api::operator::keys::revoke,
+        crate::api::operator::config::export,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -6,11 +6,12 @@ use axum::http::{Method, Uri};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
-    Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest,
-    KeyRevokeRequest, KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest,
-    RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest, ViolationRequest,
+    Call, CancelExecutionRequest, ClaimRequest, ConfigExportRequest, DescribeRuleRequest,
+    ExecutionListRequest, FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
+    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
+    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -71,11 +72,13 @@ pub enum Function {
     RotateKey,
     /// `keys_revoke`.
     RevokeKey,
+    /// `config_export`.
+    ExportConfig,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 22] = [
+    pub const ALL: [Function; 23] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -98,11 +101,12 @@ impl Function {
         Function::CreateKey,
         Function::RotateKey,
         Function::RevokeKey,
+        Function::ExportConfig,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 15] = [
+    pub const OPERATOR: [Function; 16] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -118,6 +122,7 @@ impl Function {
         Function::CreateKey,
         Function::RotateKey,
         Function::RevokeKey,
+        Function::ExportConfig,
     ];
 
     /// The function's name, as in its path.
@@ -145,6 +150,7 @@ impl Function {
             Function::CreateKey => KeyCreateRequest::NAME,
             Function::RotateKey => KeyRotateRequest::NAME,
             Function::RevokeKey => KeyRevokeRequest::NAME,
+            Function::ExportConfig => ConfigExportRequest::NAME,
         }
     }
 
@@ -198,6 +204,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::CreateKey => post(api::operator::keys::create),
             Function::RotateKey => post(api::operator::keys::rotate),
             Function::RevokeKey => post(api::operator::keys::revoke),
+            Function::ExportConfig => post(api::operator::config::export),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

@@ -382,6 +382,8 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         ),
         act("keys_rotate", json!({"key_id": foreign.key})),
         act("keys_revoke", json!({"key_id": foreign.key})),
+        act("config_export", json!({"brand_id": foreign.brand})),
+        act("config_export", json!({"catalogue": true})),
     ]);
     targets
 }

@@ -55,6 +55,23 @@ pub(crate) enum Command {
     /// Configuration documents (the catalogue, a brand): check one, print their JSON Schema.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The stored configuration as a YAML document (an admin key): one brand, or the
+    /// catalogue (a platform-wide key).
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The brand's id.
+    #[arg(
+        long,
+        conflicts_with = "catalogue",
+        required_unless_present = "catalogue"
+    )]
+    pub(crate) brand: Option<Uuid>,
+    /// The catalogue instead of a brand.
+    #[arg(long)]
+    pub(crate) catalogue: bool,
 }
 
 #[derive(Debug, Subcommand)]

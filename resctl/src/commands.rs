@@ -3,10 +3,10 @@
 use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
-    CancelExecutionRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
-    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRuleRequest,
-    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest, ShowExecutionRequest,
-    ViolationListRequest,
+    CancelExecutionRequest, ConfigExportRequest, DescribeRuleRequest, ExecutionListRequest,
+    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -17,6 +17,14 @@ use crate::cli::{
 };
 use crate::render;
 use crate::resolve::{self, Unresolved};
+
+/// An exported document this resctl cannot read or write.
+fn invalid_document(message: String) -> Unresolved {
+    Unresolved::Cloud(CloudError::Invalid {
+        function: "config_export",
+        message,
+    })
+}
 
 /// Runs the command; its output, ready to print.
 pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, Unresolved> {
@@ -188,6 +196,26 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
         }
         // Checked offline in `main`, before any client exists.
         Command::Config(_) => Ok(String::new()),
+        Command::Export(args) => {
+            let answer = client
+                .call(&ConfigExportRequest {
+                    brand_id: args.brand,
+                    catalogue: args.catalogue,
+                })
+                .await?;
+            if json {
+                return emit(json, &answer, String::new);
+            }
+            let document: res_config::Document = serde_json::from_value(answer.document)
+                .map_err(|e| invalid_document(e.to_string()))?;
+            let header = format!(
+                "RES configuration at revision {}, exported {}.\n\
+                 Check an edited copy with: resctl config validate -f FILE",
+                answer.revision,
+                now.format("%Y-%m-%d %H:%M UTC")
+            );
+            res_config::to_yaml(&document, &header).map_err(invalid_document)
+        }
         Command::Violations(ViolationCommand::List {
             brand,
             branch: branch_ref,

@@ -413,3 +413,75 @@ async fn a_brand_admin_creates_rotates_and_revokes_keys_and_sees_each_secret_onc
         .expect("joined");
     assert_eq!(missing.status.code(), Some(4), "{}", text(&missing));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_exports_its_brand_as_yaml_that_validates_and_the_catalogue_needs_a_platform_key()
+{
+    let (app, brand, _rule) = one_rule().await;
+    let admin = app
+        .token(
+            "ada",
+            Role::Admin,
+            &KeyScope {
+                brand_ids: vec![brand],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let platform = app
+        .token(
+            "platform",
+            Role::Admin,
+            &KeyScope {
+                all_brands: true,
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let url = app.base.clone();
+    let brand_id = brand.to_string();
+    let (exported, catalogue, refused, json) = tokio::task::spawn_blocking(move || {
+        (
+            resctl(&url, &admin, &["export", "--brand", &brand_id]),
+            resctl(&url, &platform, &["export", "--catalogue"]),
+            resctl(&url, &admin, &["export", "--catalogue"]),
+            resctl(&url, &admin, &["export", "--brand", &brand_id, "--json"]),
+        )
+    })
+    .await
+    .expect("joined");
+    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    let yaml = String::from_utf8_lossy(&exported.stdout).into_owned();
+    assert!(
+        yaml.starts_with("# RES configuration at revision 0, exported "),
+        "{yaml}"
+    );
+    let document = res_config::parse(&yaml).expect("the export reads as a document");
+    let brand_doc = document.brand.expect("a brand");
+    assert_eq!(brand_doc.id, Some(brand));
+    assert_eq!(brand_doc.branches.len(), 1);
+    assert_eq!(document.base_revision, Some(0));
+
+    assert_eq!(catalogue.status.code(), Some(0), "{}", text(&catalogue));
+    let dir = std::env::temp_dir().join(format!("resctl-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let (brand_file, catalogue_file) = (dir.join("brand.yaml"), dir.join("catalogue.yaml"));
+    std::fs::write(&brand_file, &yaml).expect("write");
+    std::fs::write(&catalogue_file, &catalogue.stdout).expect("write");
+    let checked = Command::new(env!("CARGO_BIN_EXE_resctl"))
+        .args(["config", "validate", "-f"])
+        .arg(&brand_file)
+        .arg("--catalogue")
+        .arg(&catalogue_file)
+        .output()
+        .expect("resctl runs");
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // 403: refused (exit 3), nothing printed on stdout.
+    assert_eq!(refused.status.code(), Some(3), "{}", text(&refused));
+    assert!(refused.stdout.is_empty());
+    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(answer["revision"], 0);
+    assert_eq!(answer["document"]["brand"]["id"], brand.to_string());
+}

@@ -6,61 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use res_shared::wire::ActionTemplate;
 use res_workflow::{StandardActions, Workflow};
-use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::Report;
-use crate::document::{Catalogue, NodeKind, WorkflowDoc};
+use crate::document::{Catalogue, WorkflowDoc};
 use crate::path::Path;
-
-/// A workflow in its stored form (`action_template_connections.workflow_config`), each
-/// node's template replaced by the id `id_of` gives its name (left out when it has none).
-pub(crate) fn stored_workflow(
-    workflow: &WorkflowDoc,
-    id_of: impl Fn(&str) -> Option<Uuid>,
-) -> Value {
-    let nodes: Map<String, Value> = workflow
-        .nodes
-        .iter()
-        .map(|(id, node)| {
-            let mut stored = Map::new();
-            let kind = match node.kind {
-                NodeKind::Detection => "detection",
-                NodeKind::Business => "business",
-                NodeKind::Delay => "delay",
-            };
-            stored.insert("type".into(), kind.into());
-            if let Some(template) = node.template.as_deref().and_then(&id_of) {
-                stored.insert("action_template_id".into(), template.to_string().into());
-            }
-            if let Some(action) = &node.action {
-                stored.insert("action".into(), action.clone().into());
-            }
-            if let Some(seconds) = node.seconds {
-                stored.insert("seconds".into(), seconds.into());
-            }
-            (id.clone(), Value::Object(stored))
-        })
-        .collect();
-    let mut stored = json!({
-        "start_node": workflow.start_node,
-        "nodes": nodes,
-        "edges": workflow.edges.iter().map(|edge| {
-            let mut stored = json!({"from": edge.from, "to": edge.to});
-            if let Some(condition) = &edge.condition {
-                stored["condition"] = condition.clone().into();
-            }
-            stored
-        }).collect::<Vec<_>>(),
-    });
-    if let Some(logic) = &workflow.consolidation_logic {
-        stored["consolidation_logic"] = logic.clone().into();
-    }
-    if let Some(seconds) = workflow.max_runtime_seconds {
-        stored["max_runtime_seconds"] = seconds.into();
-    }
-    stored
-}
+use crate::stored::stored_workflow;
 
 /// Checks one rule's workflow against the catalogue's templates.
 pub(super) fn check_workflow(

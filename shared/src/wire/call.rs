@@ -13,6 +13,7 @@ use super::{
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
+use super::{ConfigExportRequest, ConfigExportResponse};
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 use super::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
@@ -75,6 +76,7 @@ calls! {
     KeyCreateRequest => "keys_create", KeySecretResponse;
     KeyRotateRequest => "keys_rotate", KeySecretResponse;
     KeyRevokeRequest => "keys_revoke", KeyRevokeResponse;
+    ConfigExportRequest => "config_export", ConfigExportResponse;
 }
 
 #[cfg(test)]

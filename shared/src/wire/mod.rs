@@ -13,6 +13,7 @@
 
 mod call;
 mod claim;
+mod config;
 mod error;
 mod execution;
 mod fleet;
@@ -32,6 +33,7 @@ pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
 };
+pub use config::{ConfigExportRequest, ConfigExportResponse};
 pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,

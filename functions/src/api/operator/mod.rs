@@ -2,6 +2,7 @@
 //! and read the history, within their key's scope.
 
 pub(crate) mod cancel;
+pub(crate) mod config;
 mod decide;
 pub(crate) mod fleet;
 pub(crate) mod history;

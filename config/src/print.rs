@@ -1,0 +1,33 @@
+//! Writing a document back as YAML (export), so that reading it gives the same document.
+
+use crate::document::Document;
+
+/// The document as YAML, with a first line saying where it came from.
+pub fn to_yaml(document: &Document, header: &str) -> Result<String, String> {
+    let body = serde_saphyr::to_string(document).map_err(|e| format!("cannot write YAML: {e}"))?;
+    let header: String = header.lines().map(|line| format!("# {line}\n")).collect();
+    Ok(format!("{header}{body}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    #[test]
+    fn what_is_written_reads_back_the_same() {
+        let text = format!(
+            "{}{}",
+            include_str!("../../docs/config/catalogue.yaml"),
+            include_str!("../../docs/config/brand.yaml")
+        );
+        let mut document = parse(&text).expect("parses");
+        document.base_revision = Some(7);
+        let written = to_yaml(&document, "exported\nby a test").expect("writes");
+        assert!(
+            written.starts_with("# exported\n# by a test\n"),
+            "{written}"
+        );
+        assert_eq!(parse(&written).expect("reads back"), document, "{written}");
+    }
+}
