@@ -14,3 +14,8 @@ CREATE TABLE config_revisions (
 );
 
 CREATE INDEX config_revisions_by_scope ON config_revisions (brand_id, id DESC);
+
+-- What a document leaves out is archived, not deleted: kept with its history, out of every
+-- export, and no longer run (an archived branch is also inactive).
+ALTER TABLE brand_rules ADD COLUMN is_archived boolean NOT NULL DEFAULT false;
+ALTER TABLE branches ADD COLUMN is_archived boolean NOT NULL DEFAULT false;

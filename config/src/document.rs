@@ -207,6 +207,26 @@ pub struct Brand {
     pub branches: Vec<Branch>,
 }
 
+impl Brand {
+    /// Copies the brand's defaults into each of its rules that does not set its own, then
+    /// clears them: what is stored (and what the functions and runners read) is per rule,
+    /// so a document with defaults and its export compare equal.
+    pub fn fold_defaults(&mut self) {
+        let defaults = std::mem::take(&mut self.defaults);
+        for rule in self.rules.values_mut() {
+            if rule.failure_threshold.is_none() {
+                rule.failure_threshold = defaults.failure_threshold;
+            }
+            if rule.overlap_policy.is_none() {
+                rule.overlap_policy.clone_from(&defaults.overlap_policy);
+            }
+            if rule.jitter_seconds.is_none() {
+                rule.jitter_seconds = defaults.jitter_seconds;
+            }
+        }
+    }
+}
+
 /// Failure threshold, overlap policy and jitter: set per brand rule, per branch rule, or
 /// as the brand's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

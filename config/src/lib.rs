@@ -14,7 +14,9 @@ mod print;
 mod stored;
 mod validate;
 
-pub use diff::{Change, ChangeAction, Diff, FieldChange, RunPreview, diff};
+pub use diff::{
+    Change, ChangeAction, Diff, FieldChange, RunPreview, diff, next_run_at, unknown_ids,
+};
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
     NodeKind, Rule, RuleSettings, RuleStatus, TemplateKind, Window, WorkflowDoc,

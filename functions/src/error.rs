@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use res_shared::wire::{ClaimRefusal, ErrorBody, ErrorDetail};
+use res_shared::wire::{ClaimRefusal, ConfigProblem, DocumentRefusal, ErrorBody, ErrorDetail};
 
 /// Everything a function can answer besides success.
 #[derive(Debug, thiserror::Error)]
@@ -40,7 +40,11 @@ pub enum ApiError {
     /// `blockers`, and the common `error`).
     #[error("{}", .0.error.message)]
     ClaimRefused(Box<ClaimRefusal>),
-    /// 413: the body is over 1 MiB.
+    /// 422: a configuration document refused, answered in its own shape (every problem at
+    /// its path, and the warnings, beside the common `error`).
+    #[error("{}", .0.error.message)]
+    InvalidDocument(Box<DocumentRefusal>),
+    /// 413: the body is over its limit (1 MiB; a configuration document's is larger).
     #[error("request body is larger than {limit} bytes")]
     PayloadTooLarge {
         /// The limit in bytes.
@@ -84,6 +88,44 @@ impl ApiError {
         }
     }
 
+    /// A 422 listing every problem of a configuration document.
+    pub fn invalid_document(
+        problems: Vec<res_config::Problem>,
+        warnings: Vec<res_config::Problem>,
+    ) -> ApiError {
+        let convert = |list: Vec<res_config::Problem>| -> Vec<ConfigProblem> {
+            list.into_iter()
+                .map(|p| ConfigProblem {
+                    path: p.path,
+                    message: p.message,
+                })
+                .collect()
+        };
+        let message = match problems.first() {
+            Some(first) if problems.len() == 1 => {
+                format!(
+                    "the document has a problem: {}: {}",
+                    first.path, first.message
+                )
+            }
+            Some(first) => format!(
+                "the document has {} problems (all in `problems`), the first: {}: {}",
+                problems.len(),
+                first.path,
+                first.message
+            ),
+            None => "the document was refused".to_owned(),
+        };
+        ApiError::InvalidDocument(Box::new(DocumentRefusal {
+            error: ErrorDetail {
+                code: "invalid_document".to_owned(),
+                message,
+            },
+            problems: convert(problems),
+            warnings: convert(warnings),
+        }))
+    }
+
     /// A 409 without extra fields.
     pub fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError::Conflict {
@@ -101,6 +143,7 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
             ApiError::ClaimRefused(_) => (StatusCode::CONFLICT, "claim_refused"),
+            ApiError::InvalidDocument(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_document"),
             ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, "unreadable_body"),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
@@ -125,7 +168,7 @@ impl From<crate::access::Denied> for ApiError {
             match denied {
                 Denied::RunnerKey => "runner keys cannot call the operator functions",
                 Denied::ReadOnly => "viewer keys can read but not act; use an operator key",
-                Denied::NotAdmin => "managing keys takes an admin key",
+                Denied::NotAdmin => "managing keys and configuration takes an admin key",
             }
             .to_owned(),
         )
@@ -193,8 +236,12 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, detail) = self.detail();
-        if let ApiError::ClaimRefused(refusal) = self {
-            return (status, Json(*refusal)).into_response();
+        match self {
+            ApiError::ClaimRefused(refusal) => return (status, Json(*refusal)).into_response(),
+            ApiError::InvalidDocument(refusal) => {
+                return (status, Json(*refusal)).into_response();
+            }
+            _ => {}
         }
         (status, Json(ErrorBody { error: detail })).into_response()
     }

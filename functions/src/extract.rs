@@ -12,26 +12,24 @@ use crate::error::ApiError;
 /// The largest request body a function reads.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// A JSON request body.
+/// A JSON request body of at most `LIMIT` bytes.
 #[derive(Debug, Clone)]
-pub struct ApiJson<T>(pub T);
+pub struct ApiJson<T, const LIMIT: usize = MAX_BODY_BYTES>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+impl<S: Send + Sync, T: DeserializeOwned, const LIMIT: usize> FromRequest<S> for ApiJson<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
-        let too_large = ApiError::PayloadTooLarge {
-            limit: MAX_BODY_BYTES,
-        };
+        let too_large = ApiError::PayloadTooLarge { limit: LIMIT };
         let declared = request
             .headers()
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if declared.is_some_and(|length| length > MAX_BODY_BYTES) {
+        if declared.is_some_and(|length| length > LIMIT) {
             return Err(too_large);
         }
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        let bytes = axum::body::to_bytes(request.into_body(), LIMIT)
             .await
             .map_err(|error| {
                 if is_length_limit(&error) {

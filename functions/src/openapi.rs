@@ -35,6 +35,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::keys::rotate,
         crate::api::operator::keys::revoke,
         crate::api::operator::config::export,
+        crate::api::operator::config::apply,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

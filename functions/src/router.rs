@@ -6,11 +6,11 @@ use axum::http::{Method, Uri};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
-    Call, CancelExecutionRequest, ClaimRequest, ConfigExportRequest, DescribeRuleRequest,
-    ExecutionListRequest, FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest,
-    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
-    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
-    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
+    DescribeRuleRequest, ExecutionListRequest, FUNCTIONS_PREFIX, ForceStopRuleRequest,
+    HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest,
+    RuleListRequest, RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
     ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
@@ -74,11 +74,13 @@ pub enum Function {
     RevokeKey,
     /// `config_export`.
     ExportConfig,
+    /// `config_apply`.
+    ApplyConfig,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 23] = [
+    pub const ALL: [Function; 24] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -102,11 +104,12 @@ impl Function {
         Function::RotateKey,
         Function::RevokeKey,
         Function::ExportConfig,
+        Function::ApplyConfig,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 16] = [
+    pub const OPERATOR: [Function; 17] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -123,6 +126,7 @@ impl Function {
         Function::RotateKey,
         Function::RevokeKey,
         Function::ExportConfig,
+        Function::ApplyConfig,
     ];
 
     /// The function's name, as in its path.
@@ -151,6 +155,7 @@ impl Function {
             Function::RotateKey => KeyRotateRequest::NAME,
             Function::RevokeKey => KeyRevokeRequest::NAME,
             Function::ExportConfig => ConfigExportRequest::NAME,
+            Function::ApplyConfig => ConfigApplyRequest::NAME,
         }
     }
 
@@ -205,6 +210,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::RotateKey => post(api::operator::keys::rotate),
             Function::RevokeKey => post(api::operator::keys::revoke),
             Function::ExportConfig => post(api::operator::config::export),
+            Function::ApplyConfig => post(api::operator::config::apply),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

@@ -271,3 +271,403 @@ async fn names_a_document_cannot_tell_apart_are_refused_with_what_to_rename() {
         reply.body
     );
 }
+
+async fn export_brand(f: &Fleet, token: &str, brand: Uuid) -> res_config::Document {
+    let reply = f
+        .app
+        .call("config_export", token, json!({"brand_id": brand}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    document(&reply.body)
+}
+
+fn text_of(document: &res_config::Document) -> String {
+    res_config::to_yaml(document, "edited by a test").expect("yaml")
+}
+
+#[tokio::test]
+async fn an_edited_export_is_shown_then_applied_in_one_revision_and_runners_see_it() {
+    let f = fleet().await;
+    let mut edited = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let brand = edited.brand.as_mut().expect("brand");
+    let olaya = brand
+        .branches
+        .iter_mut()
+        .find(|b| b.name == "Olaya")
+        .expect("Olaya");
+    olaya
+        .rules
+        .get_mut("Queue length")
+        .and_then(|r| r.window.as_mut())
+        .expect("a window")
+        .from = "09:00".into();
+    // Malqa is left out (archived); Qurtubah is new, running the rule all day.
+    brand.branches.retain(|b| b.name != "Malqa");
+    let mut qurtubah = brand.branches[0].clone();
+    qurtubah.id = None;
+    qurtubah.name = "Qurtubah".into();
+    for rule in qurtubah.rules.values_mut() {
+        rule.id = None;
+        rule.window = None;
+    }
+    brand.branches.push(qurtubah);
+    let body = json!({"document": text_of(&edited), "message": "open Qurtubah, close Malqa"});
+
+    let before = f.app.fingerprint().await;
+    let mut dry = body.clone();
+    dry["dry_run"] = json!(true);
+    let shown = f.app.call("config_apply", &f.admin_a, dry).await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(
+        (
+            shown.body["applied"].clone(),
+            shown.body["revision"].clone()
+        ),
+        (json!(false), json!(0))
+    );
+    assert_eq!(
+        f.app.fingerprint().await,
+        before,
+        "a dry run writes nothing"
+    );
+    let summary = shown.body["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    for line in [
+        "~ branch rule 'Olaya / Queue length'\n    window: 08:00-24:00 → 09:00-24:00\n    next runs (Asia/Riyadh):",
+        "+ branch 'Qurtubah'",
+        "+ branch rule 'Qurtubah / Queue length'",
+        "- branch 'Malqa' (archived: kept with its history; --prune deletes it)",
+        "2 to create, 1 to change, 1 to archive or delete.",
+    ] {
+        assert!(summary.contains(line), "missing {line:?} in\n{summary}");
+    }
+
+    let applied = f.app.call("config_apply", &f.admin_a, body).await;
+    assert_eq!(applied.status, 200, "{}", applied.body);
+    assert_eq!(
+        (
+            applied.body["applied"].clone(),
+            applied.body["revision"].clone()
+        ),
+        (json!(true), json!(1))
+    );
+    assert_eq!(applied.body["summary"], json!(summary));
+    let (who, why): (String, String) =
+        sqlx::query_as("SELECT key_name, message FROM config_revisions WHERE id = 1")
+            .fetch_one(&f.app.pool)
+            .await
+            .expect("the revision");
+    assert_eq!(
+        (who.as_str(), why.as_str()),
+        ("A admin", "open Qurtubah, close Malqa")
+    );
+    let malqa: (bool, bool, i64) = sqlx::query_as(
+        "SELECT b.is_archived, b.is_active, count(*) FILTER (WHERE x.is_archived) \
+         FROM branches b JOIN branch_rules x ON x.branch_id = b.id WHERE b.name = 'Malqa' \
+         GROUP BY b.id",
+    )
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("Malqa kept");
+    assert_eq!(
+        malqa,
+        (true, false, 1),
+        "archived with its rule, not deleted"
+    );
+    let new_rule: (Option<chrono::DateTime<chrono::Utc>>, Option<Uuid>) = sqlx::query_as(
+        "SELECT x.next_run_time, x.brand_rule_id FROM branch_rules x JOIN branches b ON b.id = x.branch_id \
+         WHERE b.name = 'Qurtubah'",
+    )
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("Qurtubah's rule");
+    let next = new_rule
+        .0
+        .expect("scheduled from its schedule, not due at once");
+    assert!(
+        next > chrono::Utc::now() && next <= chrono::Utc::now() + chrono::TimeDelta::minutes(16),
+        "{next}"
+    );
+    assert!(new_rule.1.is_some());
+
+    // The branch's runner sees the new window in its plan.
+    let runner = f.app.runner_token(&[f.branch_a]).await;
+    let plan = f
+        .app
+        .call(
+            "get-execution-plan-v2",
+            &runner,
+            json!({"runner_id": "site-olaya"}),
+        )
+        .await;
+    assert_eq!(plan.status, 200, "{}", plan.body);
+    assert_eq!(
+        plan.body["workflows"][0]["operation_time_from"], "09:00:00",
+        "{}",
+        plan.body
+    );
+
+    // Export → apply changes nothing, and the export is at the new revision.
+    let again = export_brand(&f, &f.admin_a, f.brand_a).await;
+    assert_eq!(again.base_revision, Some(1));
+    let unchanged = f.app.fingerprint().await;
+    let replay = f
+        .app
+        .call(
+            "config_apply",
+            &f.admin_a,
+            json!({"document": text_of(&again)}),
+        )
+        .await;
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    assert_eq!(replay.body["applied"], false);
+    assert_eq!(
+        replay.body["summary"],
+        "No changes: the document says what is stored.\n"
+    );
+    assert_eq!(f.app.fingerprint().await, unchanged);
+}
+
+#[tokio::test]
+async fn a_document_with_problems_is_refused_whole_with_every_path_and_nothing_written() {
+    let f = fleet().await;
+    let mut edited = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let brand = edited.brand.as_mut().expect("brand");
+    brand.zone = "Asia/Riyad".into();
+    brand.branches[0]
+        .rules
+        .get_mut("Queue length")
+        .expect("rule")
+        .window = Some(res_config::Window {
+        from: "08:00".into(),
+        to: "25:00".into(),
+    });
+    // Brand B's branch id smuggled in as one of A's.
+    let foreign: Uuid = sqlx::query_scalar("SELECT id FROM branches WHERE brand_id = $1")
+        .bind(f.brand_b)
+        .fetch_one(&f.app.pool)
+        .await
+        .expect("B's branch");
+    brand.branches[1].id = Some(foreign);
+    let before = f.app.fingerprint().await;
+    let reply = f
+        .app
+        .call(
+            "config_apply",
+            &f.admin_a,
+            json!({"document": text_of(&edited)}),
+        )
+        .await;
+    assert_eq!(reply.status, 422, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "invalid_document");
+    let paths: Vec<&str> = reply.body["problems"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|p| p["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        paths,
+        [
+            "brand.zone",
+            "brand.branches[0].rules[\"Queue length\"].window.to",
+            "brand.branches[1].id"
+        ],
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("3 problems"))
+    );
+    assert_eq!(f.app.fingerprint().await, before);
+
+    for (document, code) in [
+        ("brand: {name: A, name: B}", "invalid_document"),
+        ("brand: {name: Acme}", "invalid_document"),
+        ("catalogue: {}", "invalid_field"),
+    ] {
+        let reply = f
+            .app
+            .call("config_apply", &f.admin_a, json!({"document": document}))
+            .await;
+        assert_eq!(reply.status, 422, "{document}: {}", reply.body);
+        assert_eq!(reply.body["error"]["code"], code, "{}", reply.body);
+    }
+    assert_eq!(f.app.fingerprint().await, before);
+}
+
+#[tokio::test]
+async fn applying_to_another_brand_answers_as_an_unknown_one_and_only_admins_apply() {
+    let f = fleet().await;
+    let theirs = export_brand(&f, &f.platform, f.brand_b).await;
+    let before = f.app.fingerprint().await;
+    let foreign = f
+        .app
+        .call(
+            "config_apply",
+            &f.admin_a,
+            json!({"document": text_of(&theirs)}),
+        )
+        .await;
+    let mut unknown_doc = theirs.clone();
+    let unknown = Uuid::new_v4();
+    if let Some(b) = unknown_doc.brand.as_mut() {
+        b.id = Some(unknown);
+    }
+    let missing = f
+        .app
+        .call(
+            "config_apply",
+            &f.admin_a,
+            json!({"document": text_of(&unknown_doc)}),
+        )
+        .await;
+    assert_eq!(
+        (foreign.status, missing.status),
+        (404, 404),
+        "{}",
+        foreign.body
+    );
+    assert_eq!(
+        foreign
+            .body
+            .to_string()
+            .replace(&f.brand_b.to_string(), "ID"),
+        missing.body.to_string().replace(&unknown.to_string(), "ID"),
+    );
+    let ours = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let scope = KeyScope {
+        brand_ids: vec![f.brand_a],
+        ..KeyScope::default()
+    };
+    for role in [Role::Operator, Role::Viewer] {
+        let token = f.app.token(role.as_str(), role, &scope).await;
+        let reply = f
+            .app
+            .call(
+                "config_apply",
+                &token,
+                json!({"document": text_of(&ours), "dry_run": true}),
+            )
+            .await;
+        assert_eq!(reply.status, 403, "{role:?}: {}", reply.body);
+    }
+    assert_eq!(f.app.fingerprint().await, before);
+}
+
+#[tokio::test]
+async fn an_apply_from_a_stale_export_is_refused_when_it_touches_what_changed_since() {
+    let f = fleet().await;
+    let base = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let apply = |document: &res_config::Document, force: bool| {
+        let body = json!({"document": text_of(document), "force": force});
+        let app = &f.app;
+        let token = f.admin_a.clone();
+        async move { app.call("config_apply", &token, body).await }
+    };
+    let set_window = |document: &res_config::Document, branch: &str, from: &str| {
+        let mut d = document.clone();
+        if let Some(b) = d.brand.as_mut()
+            && let Some(window) = b
+                .branches
+                .iter_mut()
+                .find(|x| x.name == branch)
+                .and_then(|x| x.rules.get_mut("Queue length"))
+                .and_then(|r| r.window.as_mut())
+        {
+            window.from = from.into();
+        }
+        d
+    };
+    // Alice moves Olaya; Bob, from the same export, moves Olaya too: refused, named.
+    let first = apply(&set_window(&base, "Olaya", "07:00"), false).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // The base export named revision 0, before any apply: give Bob's a real base.
+    let rev1 = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let second = apply(&set_window(&rev1, "Olaya", "07:30"), false).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let stale = apply(&set_window(&rev1, "Olaya", "10:00"), false).await;
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.body["error"]["code"], "stale_revision");
+    assert!(
+        stale.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(
+                "changed since revision 1 (the latest is 2): branch rule 'Olaya / Queue length' (revision 2, by A admin)"
+            )),
+        "{}",
+        stale.body
+    );
+    // Editing another object from the stale export would still put Olaya back: refused
+    // too, naming Olaya. --force applies it.
+    let elsewhere = apply(&set_window(&rev1, "Malqa", "10:00"), false).await;
+    assert_eq!(elsewhere.status, 409, "{}", elsewhere.body);
+    assert!(
+        elsewhere.body["error"]["message"]
+            .as_str()
+            .is_some_and(
+                |m| m.contains("branch rule 'Olaya / Queue length'") && !m.contains("Malqa")
+            ),
+        "{}",
+        elsewhere.body
+    );
+    let forced = apply(&set_window(&rev1, "Olaya", "10:00"), true).await;
+    assert_eq!(forced.status, 200, "{}", forced.body);
+    assert_eq!(forced.body["revision"], 3);
+    // A fresh export applies without force.
+    let fresh = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let ok = apply(&set_window(&fresh, "Malqa", "10:00"), false).await;
+    assert_eq!(
+        (ok.status, ok.body["revision"].clone()),
+        (200, json!(4)),
+        "{}",
+        ok.body
+    );
+}
+
+#[tokio::test]
+async fn huge_documents_are_refused_by_size_before_they_are_read() {
+    let f = fleet().await;
+    let before = f.app.fingerprint().await;
+    // Within the body limit but over the document limit: refused by the parser, named.
+    let big = format!(
+        "brand:\n  name: A\n# {}\n",
+        "x".repeat(res_config::MAX_DOCUMENT_BYTES)
+    );
+    let reply = f
+        .app
+        .call("config_apply", &f.admin_a, json!({"document": big}))
+        .await;
+    assert_eq!(
+        reply.status,
+        422,
+        "{}",
+        &reply.body.to_string()[..200.min(reply.body.to_string().len())]
+    );
+    assert!(
+        reply.body["problems"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("at most 8388608"))
+    );
+    // Declared over the body limit (16 MiB): 413 before a byte of it is read.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = f.app.base.trim_start_matches("http://").to_owned();
+    let mut socket = tokio::net::TcpStream::connect(&address)
+        .await
+        .expect("connects");
+    let head = format!(
+        "POST /functions/v1/config_apply HTTP/1.1\r\nHost: {address}\r\n\
+         Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        f.admin_a,
+        (16 << 20) + 1
+    );
+    socket.write_all(head.as_bytes()).await.expect("sends");
+    let mut answer = vec![0; 4096];
+    let read = socket.read(&mut answer).await.expect("an answer");
+    let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(f.app.fingerprint().await, before);
+}

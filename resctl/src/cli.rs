@@ -58,6 +58,28 @@ pub(crate) enum Command {
     /// The stored configuration as a YAML document (an admin key): one brand, or the
     /// catalogue (a platform-wide key).
     Export(ExportArgs),
+    /// What applying a brand document would change, checked by the functions (nothing is
+    /// written): each object and field, and when each moved branch rule runs next.
+    Diff(ApplyArgs),
+    /// Apply a brand document in one transaction, or nothing: the diff, then the new
+    /// configuration revision.
+    Apply(ApplyArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ApplyArgs {
+    /// The document (YAML or JSON; `-` reads standard input).
+    #[arg(short = 'f', long = "file")]
+    pub(crate) file: PathBuf,
+    /// Why (recorded with the revision).
+    #[arg(short = 'm', long = "message")]
+    pub(crate) message: Option<String>,
+    /// Delete what the document leaves out, with its history, instead of archiving it.
+    #[arg(long)]
+    pub(crate) prune: bool,
+    /// Apply even when objects it changes were changed since its base_revision.
+    #[arg(long)]
+    pub(crate) force: bool,
 }
 
 #[derive(Debug, Args)]

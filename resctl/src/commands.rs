@@ -3,10 +3,10 @@
 use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
-    CancelExecutionRequest, ConfigExportRequest, DescribeRuleRequest, ExecutionListRequest,
-    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
-    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    ShowExecutionRequest, ViolationListRequest,
+    CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest, DescribeRuleRequest,
+    ExecutionListRequest, ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
+    KeyRotateRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
+    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -196,6 +196,20 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
         }
         // Checked offline in `main`, before any client exists.
         Command::Config(_) => Ok(String::new()),
+        Command::Diff(args) | Command::Apply(args) => {
+            let dry_run = matches!(cli.command, Command::Diff(_));
+            let document = crate::documents::read_text(&args.file).map_err(Unresolved::NotFound)?;
+            let answer = client
+                .call(&ConfigApplyRequest {
+                    document,
+                    message: args.message.clone(),
+                    dry_run,
+                    prune: args.prune,
+                    force: args.force,
+                })
+                .await?;
+            emit(json, &answer, || render::applied(&answer, dry_run))
+        }
         Command::Export(args) => {
             let answer = client
                 .call(&ConfigExportRequest {

@@ -115,6 +115,12 @@ fn compare(
 
 /// The file's text parsed, or the parse problem; `Err` when it cannot be read at all.
 fn read_document(path: &Path) -> Result<Result<Document, Problem>, String> {
+    Ok(res_config::parse(&read_text(path)?))
+}
+
+/// A document's text (`-`: standard input), read up to one byte past the largest
+/// document so the parser can say it is too large.
+pub(crate) fn read_text(path: &Path) -> Result<String, String> {
     let limit = res_config::MAX_DOCUMENT_BYTES as u64 + 1;
     let mut text = String::new();
     let read = if path == Path::new("-") {
@@ -123,7 +129,7 @@ fn read_document(path: &Path) -> Result<Result<Document, Problem>, String> {
         std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
     };
     read.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(res_config::parse(&text))
+    Ok(text)
 }
 
 fn lines(kind: &str, problems: &[Problem]) -> String {

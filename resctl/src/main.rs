@@ -128,6 +128,22 @@ fn main() -> ExitCode {
                 Unresolved::NotFound(message) | Unresolved::Ambiguous(message) => {
                     eprintln!("error: {message}");
                 }
+                Unresolved::Cloud(CloudError::Rejected { body, .. })
+                    if body["problems"].is_array() =>
+                {
+                    // A refused document: every problem at its path, then the warnings.
+                    for (kind, list) in
+                        [("error", &body["problems"]), ("warning", &body["warnings"])]
+                    {
+                        for problem in list.as_array().into_iter().flatten() {
+                            eprintln!(
+                                "{kind}: {}: {}",
+                                problem["path"].as_str().unwrap_or("$"),
+                                problem["message"].as_str().unwrap_or_default()
+                            );
+                        }
+                    }
+                }
                 Unresolved::Cloud(error) => eprintln!("error: {error}"),
             }
             ExitCode::from(failure as u8)

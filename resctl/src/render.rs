@@ -3,9 +3,9 @@
 use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
-    ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary, KeySecretResponse,
-    KeySummary, RuleActionResponse, RuleDescription, RuleListResponse, RunnerListResponse,
-    RunnerSummary, ServedBranch, ViolationListResponse, run_report,
+    ConfigApplyResponse, ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary,
+    KeySecretResponse, KeySummary, RuleActionResponse, RuleDescription, RuleListResponse,
+    RunnerListResponse, RunnerSummary, ServedBranch, ViolationListResponse, run_report,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -371,6 +371,31 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         out.push_str("runners of this branch:\n");
         let rows: Vec<Vec<String>> = d.runners.iter().map(|r| runner_row(r, now)).collect();
         out.push_str(&table(&RUNNER_HEADER, &rows));
+    }
+    out
+}
+
+/// A diff or an apply: warnings, the changes, then what became of them.
+pub(crate) fn applied(answer: &ConfigApplyResponse, dry_run: bool) -> String {
+    let mut out: String = answer
+        .warnings
+        .iter()
+        .map(|w| format!("warning: {}: {}\n", w.path, w.message))
+        .collect();
+    out.push_str(&answer.summary);
+    let changed = answer.diff["changes"]
+        .as_array()
+        .is_some_and(|changes| !changes.is_empty());
+    if answer.applied {
+        out.push_str(&format!(
+            "Applied as configuration revision {}.\n",
+            answer.revision
+        ));
+    } else if dry_run && changed {
+        out.push_str(&format!(
+            "Nothing was written (at revision {}): resctl apply -f FILE applies it.\n",
+            answer.revision
+        ));
     }
     out
 }

@@ -485,3 +485,92 @@ async fn an_admin_exports_its_brand_as_yaml_that_validates_and_the_catalogue_nee
     assert_eq!(answer["revision"], 0);
     assert_eq!(answer["document"]["brand"]["id"], brand.to_string());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_sees_the_diff_then_applies_an_edited_export_and_a_broken_one_lists_every_problem()
+{
+    let (app, brand, _rule) = one_rule().await;
+    let admin = app
+        .token(
+            "ada",
+            Role::Admin,
+            &KeyScope {
+                brand_ids: vec![brand],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let url = app.base.clone();
+    let brand_id = brand.to_string();
+    let dir = std::env::temp_dir().join(format!("resctl-apply-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a directory");
+    let file = dir.join("brand.yaml");
+    let broken = dir.join("broken.yaml");
+    let f = file.clone();
+    let b = broken.clone();
+    let (diffed, applied, again, refused) = tokio::task::spawn_blocking(move || {
+        let exported = resctl(&url, &admin, &["export", "--brand", &brand_id]);
+        let yaml = String::from_utf8_lossy(&exported.stdout).into_owned();
+        assert!(yaml.contains("zone: UTC"), "{yaml}");
+        std::fs::write(&f, yaml.replace("zone: UTC", "zone: Asia/Riyadh")).expect("write");
+        std::fs::write(
+            &b,
+            yaml.replace("zone: UTC", "zone: Asia/Riyad")
+                .replace("name: Brand", "name: ''"),
+        )
+        .expect("write");
+        let path = f.to_str().expect("utf-8 path").to_owned();
+        (
+            resctl(&url, &admin, &["diff", "-f", &path]),
+            resctl(
+                &url,
+                &admin,
+                &["apply", "-f", &path, "-m", "the brand is in Riyadh"],
+            ),
+            resctl(&url, &admin, &["diff", "-f", &path]),
+            resctl(
+                &url,
+                &admin,
+                &["apply", "-f", b.to_str().expect("utf-8 path")],
+            ),
+        )
+    })
+    .await
+    .expect("joined");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(diffed.status.code(), Some(0), "{}", text(&diffed));
+    let shown = String::from_utf8_lossy(&diffed.stdout).into_owned();
+    assert!(
+        shown.starts_with("~ brand 'Brand'\n    zone: UTC → Asia/Riyadh\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.ends_with("Nothing was written (at revision 0): resctl apply -f FILE applies it.\n"),
+        "{shown}"
+    );
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert!(
+        text(&applied).ends_with("Applied as configuration revision 1.\n"),
+        "{}",
+        text(&applied)
+    );
+    let message: String = sqlx::query_scalar("SELECT message FROM config_revisions WHERE id = 1")
+        .fetch_one(&app.pool)
+        .await
+        .expect("revision 1");
+    assert_eq!(message, "the brand is in Riyadh");
+    // The export carried base_revision 0; applied once, the same file is now stale only
+    // where it changed nothing: the diff says nothing changes.
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(text(&again).starts_with("No changes"), "{}", text(&again));
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(
+        stderr.contains("error: brand.name: must not be empty\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("error: brand.zone: unknown time zone 'Asia/Riyad'"),
+        "{stderr}"
+    );
+}

@@ -4,6 +4,7 @@
 //! Pure: the functions run it over the stored configuration (exported as a document) and
 //! the document sent, inside the transaction that applies it.
 
+mod ids;
 mod objects;
 mod render;
 mod runs;
@@ -13,7 +14,8 @@ use serde::Serialize;
 
 use crate::document::{Catalogue, Document};
 
-pub use runs::RunPreview;
+pub use ids::unknown_ids;
+pub use runs::{RunPreview, next_run_at};
 
 /// Every change, in document order: catalogue, brand, brand rules, branches, branch rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

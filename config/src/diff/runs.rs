@@ -114,6 +114,28 @@ fn timing(
     }
 }
 
+/// When branch rule `id` (rule `name` at `branch`) first runs after `now` under this
+/// document, as the functions store it: `None` when it has no usable schedule.
+pub fn next_run_at(
+    brand: &Brand,
+    branch: &Branch,
+    name: &str,
+    rule: &BranchRule,
+    catalogue: Option<&Catalogue>,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let timing = timing(brand, branch, name, rule, catalogue);
+    let text = timing.schedule.as_deref()?;
+    let (from, to) = timing.window.unzip();
+    Schedule::parse(text, from.as_deref(), to.as_deref(), Some(&timing.zone))
+        .ok()?
+        .with_offset(jitter_offset(id, timing.jitter_seconds))
+        .next_run(now, false)
+        .ok()
+        .map(|next| next.next_run_time)
+}
+
 /// The next runs after `now` as the branch's wall clock shows them, or why there are none.
 fn next_runs(timing: &Timing, now: DateTime<Utc>) -> Vec<String> {
     let Some(text) = &timing.schedule else {

@@ -8,7 +8,7 @@ use res_config::{
     RuleStatus, TemplateKind, Window, workflow_from_stored,
 };
 use serde_json::Value;
-use sqlx::PgPool;
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// Why stored configuration cannot be shown as a document.
@@ -39,17 +39,17 @@ struct RuleRow {
 }
 
 /// The catalogue: every action template and rule, by name.
-pub(crate) async fn catalogue(pool: &PgPool) -> Result<Catalogue, sqlx::Error> {
+pub(crate) async fn catalogue(conn: &mut PgConnection) -> Result<Catalogue, sqlx::Error> {
     let templates: Vec<TemplateRow> =
         sqlx::query_as("SELECT id, name, kind, config FROM action_templates ORDER BY name, id")
-            .fetch_all(pool)
+            .fetch_all(&mut *conn)
             .await?;
     let rules: Vec<RuleRow> = sqlx::query_as(
         "SELECT r.id, r.name, r.status, r.cron_expression, c.workflow_config \
          FROM rules r LEFT JOIN action_template_connections c ON c.rule_id = r.id \
          ORDER BY r.name, r.id",
     )
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     let names: BTreeMap<Uuid, String> = templates.iter().map(|t| (t.id, t.name.clone())).collect();
     let empty = Value::Object(serde_json::Map::new());
@@ -135,11 +135,14 @@ struct DetailRow {
 }
 
 /// One brand as a document, or `None` when there is no such brand.
-pub(crate) async fn brand(pool: &PgPool, brand_id: Uuid) -> Result<Option<Brand>, ExportError> {
+pub(crate) async fn brand(
+    conn: &mut PgConnection,
+    brand_id: Uuid,
+) -> Result<Option<Brand>, ExportError> {
     let Some(brand): Option<BrandRow> =
         sqlx::query_as("SELECT id, name, timezone FROM brands WHERE id = $1")
             .bind(brand_id)
-            .fetch_optional(pool)
+            .fetch_optional(&mut *conn)
             .await?
     else {
         return Ok(None);
@@ -148,16 +151,17 @@ pub(crate) async fn brand(pool: &PgPool, brand_id: Uuid) -> Result<Option<Brand>
         "SELECT br.id, r.name AS rule_name, br.cron_expression, br.failure_threshold, \
                 br.overlap_policy, br.jitter_seconds \
          FROM brand_rules br JOIN rules r ON r.id = br.rule_id \
-         WHERE br.brand_id = $1 ORDER BY r.name, br.id",
+         WHERE br.brand_id = $1 AND NOT br.is_archived ORDER BY r.name, br.id",
     )
     .bind(brand_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     let branches: Vec<BranchRow> = sqlx::query_as(
-        "SELECT id, name, timezone, is_active FROM branches WHERE brand_id = $1 ORDER BY name, id",
+        "SELECT id, name, timezone, is_active FROM branches \
+         WHERE brand_id = $1 AND NOT is_archived ORDER BY name, id",
     )
     .bind(brand_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     let branch_rules: Vec<BranchRuleRow> = sqlx::query_as(
         "SELECT x.id, x.branch_id, r.name AS rule_name, x.is_active, \
@@ -168,7 +172,7 @@ pub(crate) async fn brand(pool: &PgPool, brand_id: Uuid) -> Result<Option<Brand>
          WHERE b.brand_id = $1 AND NOT x.is_archived ORDER BY r.name, x.id",
     )
     .bind(brand_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     let details: Vec<DetailRow> = sqlx::query_as(
         "SELECT d.branch_rule_id, t.name AS template_name, d.config \
@@ -178,7 +182,7 @@ pub(crate) async fn brand(pool: &PgPool, brand_id: Uuid) -> Result<Option<Brand>
          WHERE b.brand_id = $1 AND NOT x.is_archived ORDER BY t.name, d.id",
     )
     .bind(brand_id)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
     assemble(brand, brand_rules, branches, branch_rules, details).map(Some)
 }
@@ -284,13 +288,24 @@ fn wall_time(stored: &str) -> String {
 /// The latest configuration revision of a brand, or of the catalogue (`None`); 0 before
 /// the first apply.
 pub(crate) async fn latest_revision(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     brand_id: Option<Uuid>,
 ) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         "SELECT COALESCE(max(id), 0) FROM config_revisions WHERE brand_id IS NOT DISTINCT FROM $1",
     )
     .bind(brand_id)
-    .fetch_one(pool)
+    .fetch_one(&mut *conn)
     .await
+}
+
+/// Locks a brand for an apply; `None` when there is no such brand.
+pub(crate) async fn lock_brand(
+    conn: &mut PgConnection,
+    brand_id: Uuid,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM brands WHERE id = $1 FOR UPDATE")
+        .bind(brand_id)
+        .fetch_optional(&mut *conn)
+        .await
 }

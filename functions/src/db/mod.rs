@@ -5,6 +5,7 @@ pub mod api_keys;
 pub(crate) mod branch_rules;
 pub(crate) mod changes;
 pub(crate) mod config;
+pub(crate) mod config_apply;
 pub(crate) mod executions;
 pub(crate) mod fleet;
 pub(crate) mod history;

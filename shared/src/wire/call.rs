@@ -13,7 +13,7 @@ use super::{
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
-use super::{ConfigExportRequest, ConfigExportResponse};
+use super::{ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse};
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 use super::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
@@ -77,6 +77,7 @@ calls! {
     KeyRotateRequest => "keys_rotate", KeySecretResponse;
     KeyRevokeRequest => "keys_revoke", KeyRevokeResponse;
     ConfigExportRequest => "config_export", ConfigExportResponse;
+    ConfigApplyRequest => "config_apply", ConfigApplyResponse;
 }
 
 #[cfg(test)]

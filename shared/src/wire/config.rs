@@ -27,3 +27,60 @@ pub struct ConfigExportResponse {
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub document: Value,
 }
+
+/// `config_apply`: a document applied in one transaction, or nothing (`dry_run`: only the
+/// changes it would make, as `resctl diff` shows them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConfigApplyRequest {
+    /// The document's text, YAML or JSON, as written (its comments are kept in history).
+    pub document: String,
+    /// Why (recorded with the revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Only say what would change; write nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+    /// Delete what the document leaves out, with its history, instead of archiving it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prune: bool,
+    /// Apply even when objects it changes were changed since its `base_revision`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+}
+
+/// What an apply changed (or, for a dry run, would change).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigApplyResponse {
+    /// Whether anything was written (false for a dry run, and when nothing changes).
+    pub applied: bool,
+    /// The scope's revision now: the new one when applied.
+    pub revision: i64,
+    /// Each change per object and field, with next runs (docs/configure.md).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub diff: Value,
+    /// The same as a person reads it.
+    pub summary: String,
+    /// Problems that do not refuse the document.
+    pub warnings: Vec<ConfigProblem>,
+}
+
+/// One problem with a document, at its path in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigProblem {
+    /// `brand.branches[3].rules["Queue length"].window.to`, or `line L, column C`.
+    pub path: String,
+    pub message: String,
+}
+
+/// A document refused (422 `invalid_document`): the common error and every problem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DocumentRefusal {
+    pub error: super::ErrorDetail,
+    pub problems: Vec<ConfigProblem>,
+    pub warnings: Vec<ConfigProblem>,
+}

@@ -33,7 +33,10 @@ pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
 };
-pub use config::{ConfigExportRequest, ConfigExportResponse};
+pub use config::{
+    ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
+    ConfigProblem, DocumentRefusal,
+};
 pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
