@@ -207,6 +207,39 @@ pub struct Brand {
     pub branches: Vec<Branch>,
 }
 
+impl Document {
+    /// The document as it will be stored, so that comparing it with an export shows only
+    /// real changes: the brand's defaults folded into its rules, and window times written
+    /// as export writes them (`8:00` as `08:00`, `18:00:00` as `18:00`).
+    pub fn normalize(&mut self) {
+        if let Some(brand) = &mut self.brand {
+            brand.fold_defaults();
+            for rule in brand.branches.iter_mut().flat_map(|b| b.rules.values_mut()) {
+                if let Some(window) = &mut rule.window {
+                    window.from = canonical_time("from", &window.from);
+                    window.to = canonical_time("to", &window.to);
+                }
+            }
+        }
+    }
+}
+
+/// A window end as export writes it, or the text unchanged when it is not a time
+/// (validation says so).
+fn canonical_time(field: &'static str, text: &str) -> String {
+    use chrono::Timelike;
+    match res_shared::schedule::parse_wall_time(field, text) {
+        Ok(time)
+            if field == "to" && time == chrono::NaiveTime::MIN && text.trim().starts_with("24") =>
+        {
+            "24:00".to_owned()
+        }
+        Ok(time) if time.second() == 0 => time.format("%H:%M").to_string(),
+        Ok(time) => time.format("%H:%M:%S").to_string(),
+        Err(_) => text.to_owned(),
+    }
+}
+
 impl Brand {
     /// Copies the brand's defaults into each of its rules that does not set its own, then
     /// clears them: what is stored (and what the functions and runners read) is per rule,

@@ -36,6 +36,8 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::keys::revoke,
         crate::api::operator::config::export,
         crate::api::operator::config::apply,
+        crate::api::operator::config::history,
+        crate::api::operator::config::show,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

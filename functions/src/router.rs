@@ -7,11 +7,11 @@ use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
-    DescribeRuleRequest, ExecutionListRequest, FUNCTIONS_PREFIX, ForceStopRuleRequest,
-    HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
-    PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest,
-    RuleListRequest, RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
-    ViolationListRequest, ViolationRequest,
+    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
+    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest,
+    KeyRevokeRequest, KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest,
+    RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -76,11 +76,15 @@ pub enum Function {
     ExportConfig,
     /// `config_apply`.
     ApplyConfig,
+    /// `config_history`.
+    ConfigHistory,
+    /// `config_show`.
+    ShowConfig,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 24] = [
+    pub const ALL: [Function; 26] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -105,11 +109,13 @@ impl Function {
         Function::RevokeKey,
         Function::ExportConfig,
         Function::ApplyConfig,
+        Function::ConfigHistory,
+        Function::ShowConfig,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 17] = [
+    pub const OPERATOR: [Function; 19] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -127,6 +133,8 @@ impl Function {
         Function::RevokeKey,
         Function::ExportConfig,
         Function::ApplyConfig,
+        Function::ConfigHistory,
+        Function::ShowConfig,
     ];
 
     /// The function's name, as in its path.
@@ -156,6 +164,8 @@ impl Function {
             Function::RevokeKey => KeyRevokeRequest::NAME,
             Function::ExportConfig => ConfigExportRequest::NAME,
             Function::ApplyConfig => ConfigApplyRequest::NAME,
+            Function::ConfigHistory => ConfigHistoryRequest::NAME,
+            Function::ShowConfig => ConfigShowRequest::NAME,
         }
     }
 
@@ -211,6 +221,8 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::RevokeKey => post(api::operator::keys::revoke),
             Function::ExportConfig => post(api::operator::config::export),
             Function::ApplyConfig => post(api::operator::config::apply),
+            Function::ConfigHistory => post(api::operator::config::history),
+            Function::ShowConfig => post(api::operator::config::show),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

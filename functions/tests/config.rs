@@ -671,3 +671,155 @@ async fn huge_documents_are_refused_by_size_before_they_are_read() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert_eq!(f.app.fingerprint().await, before);
 }
+
+#[tokio::test]
+async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it() {
+    let f = fleet().await;
+    let set_from = |document: &res_config::Document, from: &str| {
+        let mut d = document.clone();
+        if let Some(window) = d
+            .brand
+            .as_mut()
+            .and_then(|b| b.branches.iter_mut().find(|x| x.name == "Olaya"))
+            .and_then(|x| x.rules.get_mut("Queue length"))
+            .and_then(|r| r.window.as_mut())
+        {
+            window.from = from.into();
+        }
+        text_of(&d)
+    };
+    for (from, why) in [("09:00", "later opening"), ("10:00", "later still")] {
+        let base = export_brand(&f, &f.admin_a, f.brand_a).await;
+        let reply = f
+            .app
+            .call(
+                "config_apply",
+                &f.admin_a,
+                json!({"document": set_from(&base, from), "message": why}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let history = f
+        .app
+        .call("config_history", &f.admin_a, json!({"brand_id": f.brand_a}))
+        .await;
+    assert_eq!(history.status, 200, "{}", history.body);
+    let revisions = history.body["revisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let seen: Vec<(i64, &str, &str, i64)> = revisions
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap_or_default(),
+                r["key_name"].as_str().unwrap_or_default(),
+                r["message"].as_str().unwrap_or_default(),
+                r["changed"].as_i64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (2, "A admin", "later still", 1),
+            (1, "A admin", "later opening", 1)
+        ]
+    );
+    let page = f
+        .app
+        .call(
+            "config_history",
+            &f.admin_a,
+            json!({"brand_id": f.brand_a, "before": 2}),
+        )
+        .await;
+    assert_eq!(
+        page.body["revisions"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        page.body
+    );
+
+    // Roll back: revision 1's document, applied again.
+    let first = f
+        .app
+        .call("config_show", &f.admin_a, json!({"revision": 1}))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["message"], "later opening");
+    assert_eq!(
+        first.body["diff"]["changes"][0]["fields"][0]["after"],
+        "09:00-24:00"
+    );
+    let old: res_config::Document =
+        serde_json::from_value(first.body["document"].clone()).expect("a document");
+    let rolled = f
+        .app
+        .call(
+            "config_apply",
+            &f.admin_a,
+            json!({"document": text_of(&old), "message": "roll back to 1"}),
+        )
+        .await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
+    assert_eq!(rolled.body["revision"], 3);
+    assert!(
+        rolled.body["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("window: 10:00-24:00 → 09:00-24:00")),
+        "{}",
+        rolled.body
+    );
+    let from: String = sqlx::query_scalar(
+        "SELECT x.operation_time_from::text FROM branch_rules x WHERE x.branch_id = $1",
+    )
+    .bind(f.branch_a)
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("the window");
+    assert_eq!(from, "09:00:00");
+
+    // Another brand's admin: the history and the revisions answer as unknown ones.
+    let admin_b = f
+        .app
+        .token(
+            "B admin",
+            Role::Admin,
+            &KeyScope {
+                brand_ids: vec![f.brand_b],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let theirs = f
+        .app
+        .call("config_show", &admin_b, json!({"revision": 1}))
+        .await;
+    let nobody = f
+        .app
+        .call("config_show", &admin_b, json!({"revision": 999}))
+        .await;
+    assert_eq!((theirs.status, nobody.status), (404, 404));
+    assert_eq!(
+        theirs
+            .body
+            .to_string()
+            .replace("revision 1 ", "revision N "),
+        nobody
+            .body
+            .to_string()
+            .replace("revision 999 ", "revision N ")
+    );
+    let listed = f
+        .app
+        .call("config_history", &admin_b, json!({"brand_id": f.brand_a}))
+        .await;
+    assert_eq!(listed.status, 404, "{}", listed.body);
+    let catalogue = f
+        .app
+        .call("config_history", &f.admin_a, json!({"catalogue": true}))
+        .await;
+    assert_eq!(catalogue.status, 403, "{}", catalogue.body);
+}

@@ -384,6 +384,8 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         act("keys_revoke", json!({"key_id": foreign.key})),
         act("config_export", json!({"brand_id": foreign.brand})),
         act("config_export", json!({"catalogue": true})),
+        act("config_history", json!({"brand_id": foreign.brand, "limit": 5})),
+        act("config_show", json!({"revision": 1})),
         act(
             "config_apply",
             json!({"document": format!("brand: {{name: X, id: {}}}", foreign.brand), "message": why}),

@@ -52,7 +52,8 @@ pub(crate) enum Command {
     /// API keys within your scope: list, create, rotate, revoke.
     #[command(subcommand)]
     Keys(KeyCommand),
-    /// Configuration documents (the catalogue, a brand): check one, print their JSON Schema.
+    /// Configuration documents (the catalogue, a brand): check and compare them here, print
+    /// their JSON Schema, read the history of what was applied.
     #[command(subcommand)]
     Config(ConfigCommand),
     /// The stored configuration as a YAML document (an admin key): one brand, or the
@@ -127,6 +128,43 @@ pub(crate) enum ConfigCommand {
         #[arg(long)]
         prune: bool,
     },
+    /// The applied revisions of a brand or of the catalogue, newest first (an admin key).
+    History {
+        /// The brand's id.
+        #[arg(
+            long,
+            conflicts_with = "catalogue",
+            required_unless_present = "catalogue"
+        )]
+        brand: Option<Uuid>,
+        /// The catalogue's revisions instead.
+        #[arg(long)]
+        catalogue: bool,
+        /// Only revisions older than this one.
+        #[arg(long)]
+        before: Option<i64>,
+        /// How many.
+        #[arg(long)]
+        limit: Option<u32>,
+    },
+    /// One revision: who, when, why and its changes; with --document, the document as
+    /// applied (apply it to roll back to that revision).
+    Show {
+        revision: i64,
+        /// Print the document (YAML) instead of the changes.
+        #[arg(long)]
+        document: bool,
+    },
+}
+
+impl ConfigCommand {
+    /// Whether it runs here, without a token or the functions.
+    pub(crate) fn is_offline(&self) -> bool {
+        matches!(
+            self,
+            ConfigCommand::Schema | ConfigCommand::Validate { .. } | ConfigCommand::Compare { .. }
+        )
+    }
 }
 
 #[derive(Debug, Subcommand)]

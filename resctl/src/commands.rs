@@ -3,16 +3,17 @@
 use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
-    CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest, DescribeRuleRequest,
-    ExecutionListRequest, ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
-    KeyRotateRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
-    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
+    CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest,
+    ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRuleRequest,
+    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest, ShowExecutionRequest,
+    ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cli::{
-    Cli, Command, ExecutionCommand, KeyCommand, RuleCommand, RuleRef, RunnerCommand,
+    Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand, RuleRef, RunnerCommand,
     ViolationCommand,
 };
 use crate::render;
@@ -194,7 +195,50 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 format!("revoked: {} ({})\n", answer.key.id, answer.key.name)
             })
         }
-        // Checked offline in `main`, before any client exists.
+        Command::Config(ConfigCommand::History {
+            brand,
+            catalogue,
+            before,
+            limit,
+        }) => {
+            let answer = client
+                .call(&ConfigHistoryRequest {
+                    brand_id: *brand,
+                    catalogue: *catalogue,
+                    before: *before,
+                    limit: *limit,
+                })
+                .await?;
+            emit(json, &answer, || {
+                render::config_history(&answer.revisions, now)
+            })
+        }
+        Command::Config(ConfigCommand::Show { revision, document }) => {
+            let answer = client
+                .call(&ConfigShowRequest {
+                    revision: *revision,
+                })
+                .await?;
+            if json {
+                return emit(json, &answer, String::new);
+            }
+            if *document {
+                let parsed: res_config::Document = serde_json::from_value(answer.document.clone())
+                    .map_err(|e| invalid_document(e.to_string()))?;
+                let header = format!(
+                    "RES configuration as revision {} applied it ({}, {}).\n\
+                     Apply it to roll back to it: resctl apply -f FILE",
+                    answer.revision.revision,
+                    answer.revision.key_name,
+                    answer.revision.applied_at.format("%Y-%m-%d %H:%M UTC")
+                );
+                return res_config::to_yaml(&parsed, &header).map_err(invalid_document);
+            }
+            let diff: res_config::Diff = serde_json::from_value(answer.diff.clone())
+                .map_err(|e| invalid_document(e.to_string()))?;
+            Ok(render::config_revision(&answer.revision, &diff, now))
+        }
+        // Run offline in `main`, before any client exists.
         Command::Config(_) => Ok(String::new()),
         Command::Diff(args) | Command::Apply(args) => {
             let dry_run = matches!(cli.command, Command::Diff(_));

@@ -50,6 +50,9 @@ pub(crate) fn run(command: &ConfigCommand, json: bool) -> Result<Outcome, String
             catalogue,
             prune,
         } => compare(from, file, catalogue.as_deref(), *prune, json),
+        ConfigCommand::History { .. } | ConfigCommand::Show { .. } => {
+            Err("this command reads the functions; it is not one of the offline ones".into())
+        }
     }
 }
 
@@ -99,6 +102,9 @@ fn compare(
         if !report.is_valid() {
             return Ok(refused(path, &report.errors, &report.warnings, json));
         }
+    }
+    for document in &mut documents {
+        document.normalize();
     }
     let [before, after] = documents.as_slice() else {
         return Err("both documents are needed".into());

@@ -54,7 +54,9 @@ impl Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Documents are checked here, with no token and no functions.
-    if let cli::Command::Config(command) = &cli.command {
+    if let cli::Command::Config(command) = &cli.command
+        && command.is_offline()
+    {
         return match documents::run(command, cli.json) {
             Ok(outcome) if outcome.ok => {
                 print!("{}", outcome.output);

@@ -3,9 +3,10 @@
 use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
-    ConfigApplyResponse, ExecutionDetail, ExecutionListResponse, ExecutionStatus, ExecutionSummary,
-    KeySecretResponse, KeySummary, RuleActionResponse, RuleDescription, RuleListResponse,
-    RunnerListResponse, RunnerSummary, ServedBranch, ViolationListResponse, run_report,
+    ConfigApplyResponse, ConfigRevision, ExecutionDetail, ExecutionListResponse, ExecutionStatus,
+    ExecutionSummary, KeySecretResponse, KeySummary, RuleActionResponse, RuleDescription,
+    RuleListResponse, RunnerListResponse, RunnerSummary, ServedBranch, ViolationListResponse,
+    run_report,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -398,6 +399,46 @@ pub(crate) fn applied(answer: &ConfigApplyResponse, dry_run: bool) -> String {
         ));
     }
     out
+}
+
+/// A scope's configuration revisions.
+pub(crate) fn config_history(revisions: &[ConfigRevision], now: DateTime<Utc>) -> String {
+    if revisions.is_empty() {
+        return "No configuration has been applied here yet.\n".to_owned();
+    }
+    let rows: Vec<Vec<String>> = revisions
+        .iter()
+        .map(|r| {
+            vec![
+                r.revision.to_string(),
+                relative(r.applied_at, now),
+                r.key_name.clone(),
+                format!("+{} ~{} -{}", r.created, r.changed, r.removed),
+                r.message.clone(),
+            ]
+        })
+        .collect();
+    table(&["REVISION", "APPLIED", "BY", "CHANGES", "MESSAGE"], &rows)
+}
+
+/// One revision: who, when, why, then its changes.
+pub(crate) fn config_revision(
+    revision: &ConfigRevision,
+    diff: &res_config::Diff,
+    now: DateTime<Utc>,
+) -> String {
+    let why = if revision.message.is_empty() {
+        "(no message)".to_owned()
+    } else {
+        revision.message.clone()
+    };
+    format!(
+        "revision {} applied {} ({}) by {}: {why}\n{diff}",
+        revision.revision,
+        relative(revision.applied_at, now),
+        revision.applied_at.format("%Y-%m-%d %H:%M:%S UTC"),
+        revision.key_name,
+    )
 }
 
 #[cfg(test)]

@@ -508,6 +508,7 @@ async fn an_admin_sees_the_diff_then_applies_an_edited_export_and_a_broken_one_l
     let broken = dir.join("broken.yaml");
     let f = file.clone();
     let b = broken.clone();
+    let (u, a, id) = (app.base.clone(), admin.clone(), brand.to_string());
     let (diffed, applied, again, refused) = tokio::task::spawn_blocking(move || {
         let exported = resctl(&url, &admin, &["export", "--brand", &brand_id]);
         let yaml = String::from_utf8_lossy(&exported.stdout).into_owned();
@@ -573,4 +574,34 @@ async fn an_admin_sees_the_diff_then_applies_an_edited_export_and_a_broken_one_l
         stderr.contains("error: brand.zone: unknown time zone 'Asia/Riyad'"),
         "{stderr}"
     );
+
+    let (history, shown, document) = tokio::task::spawn_blocking(move || {
+        (
+            resctl(&u, &a, &["config", "history", "--brand", &id]),
+            resctl(&u, &a, &["config", "show", "1"]),
+            resctl(&u, &a, &["config", "show", "1", "--document"]),
+        )
+    })
+    .await
+    .expect("joined");
+    assert_eq!(history.status.code(), Some(0), "{}", text(&history));
+    let listed = String::from_utf8_lossy(&history.stdout).into_owned();
+    assert!(listed.starts_with("REVISION"), "{listed}");
+    assert!(
+        listed.contains("ada")
+            && listed.contains("+0 ~2 -0")
+            && listed.contains("the brand is in Riyadh"),
+        "{listed}"
+    );
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(shown.starts_with("revision 1 applied "), "{shown}");
+    assert!(
+        shown.contains(
+            "by ada: the brand is in Riyadh\n~ brand 'Brand'\n    zone: UTC → Asia/Riyadh\n"
+        ),
+        "{shown}"
+    );
+    let yaml = String::from_utf8_lossy(&document.stdout).into_owned();
+    let old = res_config::parse(&yaml).expect("the revision's document reads as a document");
+    assert_eq!(old.brand.map(|b| b.zone), Some("Asia/Riyadh".to_owned()));
 }

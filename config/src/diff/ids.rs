@@ -9,19 +9,27 @@ use uuid::Uuid;
 use crate::document::Brand;
 use crate::path::Path;
 
-/// Problems with the ids of `desired`, a brand document meant for the stored `current`.
+/// Problems with the ids of `desired`, a brand document meant for the stored `current`:
+/// each must be one of its objects', and name one object only.
 pub fn unknown_ids(current: &Brand, desired: &Brand) -> Vec<Problem> {
     let mut problems = Vec::new();
     let root = Path::root("brand");
+    let mut seen: BTreeSet<Uuid> = BTreeSet::new();
     let mut unknown = |id: Option<Uuid>, known: &BTreeSet<Uuid>, at: Path, what: &str| {
-        if let Some(id) = id
-            && !known.contains(&id)
-        {
-            problems.push(Problem {
-                path: at.field("id").as_str().to_owned(),
-                message: format!("{id} is not the id of one of this brand's {what} (export shows them; leave it out for a new one)"),
-            });
-        }
+        let Some(id) = id else { return };
+        let message = if !known.contains(&id) {
+            format!(
+                "{id} is not the id of one of this brand's {what} (export shows them; leave it out for a new one)"
+            )
+        } else if !seen.insert(id) {
+            format!("{id} is given to another object of this document too")
+        } else {
+            return;
+        };
+        problems.push(Problem {
+            path: at.field("id").as_str().to_owned(),
+            message,
+        });
     };
     let brand: BTreeSet<Uuid> = current.id.into_iter().collect();
     unknown(desired.id, &brand, root.clone(), "brands");

@@ -10,7 +10,7 @@ mod render;
 mod runs;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::document::{Catalogue, Document};
 
@@ -18,31 +18,32 @@ pub use ids::unknown_ids;
 pub use runs::{RunPreview, next_run_at};
 
 /// Every change, in document order: catalogue, brand, brand rules, branches, branch rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diff {
     /// The changes; empty when the document says what is stored.
+    #[serde(default)]
     pub changes: Vec<Change>,
 }
 
 /// One object created, changed, archived or deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// `action template`, `rule`, `brand`, `brand rule`, `branch` or `branch rule`.
-    pub kind: &'static str,
+    pub kind: String,
     /// Its name (`Riyadh Olaya / Queue length` for a branch rule).
     pub name: String,
     /// What happens to it.
     pub action: ChangeAction,
     /// The fields that change (all of them for a new object).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldChange>,
     /// The next runs before and after, when its schedule, window, zone or jitter changes.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<RunPreview>,
 }
 
 /// What happens to an object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeAction {
     /// It is new.
@@ -56,10 +57,10 @@ pub enum ChangeAction {
 }
 
 /// One field's value before and after (absent: not set).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
     /// The field as the document names it.
-    pub field: &'static str,
+    pub field: String,
     /// Its value now.
     pub before: Option<String>,
     /// Its value after the apply.

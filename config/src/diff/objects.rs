@@ -187,7 +187,7 @@ fn push_pair(
                 .into_iter()
                 .filter(|(_, value)| value.is_some())
                 .map(|(field, value)| FieldChange {
-                    field,
+                    field: field.to_owned(),
                     before: None,
                     after: value,
                 })
@@ -199,7 +199,7 @@ fn push_pair(
                 .zip(after)
                 .filter(|((_, was), (_, now))| was != now)
                 .map(|((field, was), (_, now))| FieldChange {
-                    field,
+                    field: field.to_owned(),
                     before: was,
                     after: now,
                 })
@@ -211,7 +211,7 @@ fn push_pair(
         }
     };
     changes.push(Change {
-        kind,
+        kind: kind.to_owned(),
         name,
         action,
         fields,
@@ -221,7 +221,7 @@ fn push_pair(
 
 fn removed(kind: &'static str, name: String, gone: ChangeAction) -> Change {
     Change {
-        kind,
+        kind: kind.to_owned(),
         name,
         action: gone,
         fields: Vec::new(),

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{Schedule, Zone, jitter_offset};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{Change, ChangeAction};
@@ -15,7 +15,7 @@ use crate::document::{Branch, BranchRule, Brand, Catalogue};
 const PREVIEW_RUNS: usize = 3;
 
 /// A branch rule's next runs before and after a change, on its branch's wall clock.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPreview {
     /// The zone the times are in.
     pub zone: String,
@@ -78,7 +78,7 @@ pub(super) fn preview(
             {
                 Some(change) => change.runs = Some(preview),
                 None => changes.push(Change {
-                    kind: "branch rule",
+                    kind: "branch rule".to_owned(),
                     name: label,
                     action: ChangeAction::Update,
                     fields: Vec::new(),

@@ -52,14 +52,14 @@ fn a_window_change_shows_the_field_and_the_next_runs_before_and_after() {
     assert_eq!(found.changes.len(), 1, "{found}");
     let change = &found.changes[0];
     assert_eq!(
-        (change.kind, change.name.as_str()),
+        (change.kind.as_str(), change.name.as_str()),
         ("branch rule", "Riyadh Olaya / Queue length")
     );
     assert_eq!(change.action, ChangeAction::Update);
     assert_eq!(
         change.fields,
         [FieldChange {
-            field: "window",
+            field: "window".into(),
             before: Some("08:00-24:00".into()),
             after: Some("09:00-24:00".into()),
         }]
@@ -102,7 +102,7 @@ fn a_change_above_a_branch_rule_lists_each_branch_rule_it_moves() {
     let names: Vec<(&str, &str, bool)> = found
         .changes
         .iter()
-        .map(|c| (c.kind, c.name.as_str(), c.runs.is_some()))
+        .map(|c| (c.kind.as_str(), c.name.as_str(), c.runs.is_some()))
         .collect();
     // Berlin Mitte keeps its own zone, so its rule does not move.
     assert_eq!(
@@ -145,7 +145,7 @@ fn objects_left_out_are_archived_or_with_prune_deleted_and_new_ones_created() {
     assert_eq!(found.changes.len(), 1, "{found}");
     assert_eq!(
         (
-            found.changes[0].kind,
+            found.changes[0].kind.as_str(),
             found.changes[0].name.as_str(),
             found.changes[0].action
         ),
@@ -161,14 +161,14 @@ fn objects_left_out_are_archived_or_with_prune_deleted_and_new_ones_created() {
     assert_eq!(
         created.changes[0].fields[0],
         FieldChange {
-            field: "name",
+            field: "name".into(),
             before: None,
             after: Some("Berlin Mitte".into())
         }
     );
     let rule = &created.changes[1];
     assert_eq!(
-        (rule.kind, rule.action),
+        (rule.kind.as_str(), rule.action),
         ("branch rule", ChangeAction::Create)
     );
     let runs = rule.runs.as_ref().expect("a preview");
@@ -197,7 +197,7 @@ fn an_object_with_an_id_is_renamed_not_replaced() {
     assert_eq!(
         found.changes[0].fields,
         [FieldChange {
-            field: "name",
+            field: "name".into(),
             before: Some("Berlin Mitte".into()),
             after: Some("Berlin Alexanderplatz".into()),
         }]
@@ -218,7 +218,10 @@ fn catalogue_changes_are_per_template_and_rule() {
     let found = diff(&stored, &desired, None, now(), false);
     assert_eq!(found.changes.len(), 1, "{found}");
     assert_eq!(
-        (found.changes[0].kind, found.changes[0].name.as_str()),
+        (
+            found.changes[0].kind.as_str(),
+            found.changes[0].name.as_str()
+        ),
         ("action template", "Tell the manager")
     );
     let field = &found.changes[0].fields[0];
@@ -244,5 +247,74 @@ fn catalogue_changes_are_per_template_and_rule() {
             .iter()
             .all(|c| c.kind != "rule" && c.kind != "action template"),
         "a brand document leaves the catalogue alone"
+    );
+}
+
+#[test]
+fn a_document_is_compared_as_it_will_be_stored() {
+    let stored = brand(|b| b);
+    let mut loose = brand(|b| {
+        b.replace(
+            "from: \"08:00\", to: \"24:00\"",
+            "from: \"8:00\", to: \"24:00:00\"",
+        )
+        .replace(
+            "from: \"06:00\", to: \"23:00\"",
+            "from: \"06:00:00\", to: \"23:00\"",
+        )
+    });
+    loose.normalize();
+    let mut stored_normal = stored.clone();
+    stored_normal.normalize();
+    // The defaults move into the rules on both sides; the times read alike.
+    assert_eq!(changed(&stored_normal, &loose, false), Diff::default());
+    let rules = &loose.brand.as_ref().expect("brand").rules;
+    assert_eq!(rules["Empty shelves"].failure_threshold, Some(3));
+    assert_eq!(
+        rules["Queue length"].overlap_policy.as_deref(),
+        Some("skip")
+    );
+}
+
+#[test]
+fn ids_must_be_the_brand_s_own_and_each_names_one_object() {
+    let id = uuid::Uuid::new_v4();
+    let with_ids = brand(|b| {
+        b.replace(
+            "    - name: Berlin Mitte\n",
+            &format!("    - name: Berlin Mitte\n      id: {id}\n"),
+        )
+    });
+    let current = with_ids.brand.as_ref().expect("brand");
+    assert!(crate::unknown_ids(current, current).is_empty());
+    let twice = brand(|b| {
+        b.replace(
+            "    - name: Berlin Mitte\n",
+            &format!("    - name: Berlin Mitte\n      id: {id}\n"),
+        )
+        .replace(
+            "    - name: Riyadh Olaya\n",
+            &format!("    - name: Riyadh Olaya\n      id: {id}\n"),
+        )
+    });
+    let problems = crate::unknown_ids(current, twice.brand.as_ref().expect("brand"));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].path, "brand.branches[1].id");
+    assert!(problems[0].message.contains("another object"));
+    let stranger = brand(|b| {
+        b.replace(
+            "    - name: Berlin Mitte\n",
+            &format!(
+                "    - name: Berlin Mitte\n      id: {}\n",
+                uuid::Uuid::new_v4()
+            ),
+        )
+    });
+    let problems = crate::unknown_ids(current, stranger.brand.as_ref().expect("brand"));
+    assert_eq!(problems[0].path, "brand.branches[1].id");
+    assert!(
+        problems[0]
+            .message
+            .contains("is not the id of one of this brand's branches")
     );
 }

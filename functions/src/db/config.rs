@@ -309,3 +309,11 @@ pub(crate) async fn lock_brand(
         .fetch_optional(&mut *conn)
         .await
 }
+
+/// Whether the brand exists.
+pub(crate) async fn brand_exists(pool: &sqlx::PgPool, brand_id: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM brands WHERE id = $1)")
+        .bind(brand_id)
+        .fetch_one(pool)
+        .await
+}

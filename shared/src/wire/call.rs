@@ -13,7 +13,10 @@ use super::{
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
 };
-use super::{ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse};
+use super::{
+    ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
+    ConfigHistoryRequest, ConfigHistoryResponse, ConfigShowRequest, ConfigShowResponse,
+};
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
 use super::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
@@ -78,6 +81,8 @@ calls! {
     KeyRevokeRequest => "keys_revoke", KeyRevokeResponse;
     ConfigExportRequest => "config_export", ConfigExportResponse;
     ConfigApplyRequest => "config_apply", ConfigApplyResponse;
+    ConfigHistoryRequest => "config_history", ConfigHistoryResponse;
+    ConfigShowRequest => "config_show", ConfigShowResponse;
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Configuration as documents through the functions (docs/configure.md): export one brand
 //! or the catalogue, and apply a document — or only see what it would change.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -83,4 +84,66 @@ pub struct DocumentRefusal {
     pub error: super::ErrorDetail,
     pub problems: Vec<ConfigProblem>,
     pub warnings: Vec<ConfigProblem>,
+}
+
+/// `config_history`: the revisions of one brand (`brand_id`) or of the catalogue
+/// (`catalogue: true`), newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConfigHistoryRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub catalogue: bool,
+    /// Only revisions older than this one (the next page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<i64>,
+    /// Page size, as every list's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// One applied revision: who, when, why and how much it changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigRevision {
+    pub revision: i64,
+    pub applied_at: DateTime<Utc>,
+    /// The key that applied it.
+    pub key_name: String,
+    pub message: String,
+    pub created: i64,
+    pub changed: i64,
+    /// Archived or deleted.
+    pub removed: i64,
+}
+
+/// The revisions, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigHistoryResponse {
+    pub revisions: Vec<ConfigRevision>,
+}
+
+/// `config_show`: one revision in full.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ConfigShowRequest {
+    pub revision: i64,
+}
+
+/// A revision: the document as applied (apply it again to roll back to it) and its diff.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigShowResponse {
+    #[serde(flatten)]
+    pub revision: ConfigRevision,
+    /// The brand it configured (none for the catalogue).
+    pub brand_id: Option<Uuid>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub document: Value,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub diff: Value,
 }

@@ -35,7 +35,8 @@ pub use claim::{
 };
 pub use config::{
     ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
-    ConfigProblem, DocumentRefusal,
+    ConfigHistoryRequest, ConfigHistoryResponse, ConfigProblem, ConfigRevision, ConfigShowRequest,
+    ConfigShowResponse, DocumentRefusal,
 };
 pub use error::{ErrorBody, ErrorDetail};
 pub use execution::{

@@ -8,7 +8,8 @@ use axum::extract::State;
 use res_config::Document;
 use res_shared::wire::{
     ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
-    ConfigProblem, DocumentRefusal, ErrorBody,
+    ConfigHistoryRequest, ConfigHistoryResponse, ConfigProblem, ConfigShowRequest,
+    ConfigShowResponse, DocumentRefusal, ErrorBody,
 };
 use uuid::Uuid;
 
@@ -195,7 +196,7 @@ pub(crate) async fn apply(
              send a brand document (docs/configure.md)",
         ));
     }
-    let Some(brand) = desired.brand.as_mut() else {
+    let Some(brand) = desired.brand.as_ref() else {
         return Err(ApiError::invalid_document(
             vec![res_config::Problem {
                 path: "$".into(),
@@ -215,7 +216,6 @@ pub(crate) async fn apply(
         ));
     };
     may_configure(&state, &caller, ConfigScope::Brand(brand_id)).await?;
-    brand.fold_defaults();
     let mut tx = state.pool.begin().await?;
     // One apply of a brand at a time: the second waits, then sees the first's revision.
     let locked: Option<Uuid> = db::config::lock_brand(&mut tx, brand_id).await?;
@@ -240,6 +240,9 @@ pub(crate) async fn apply(
         return Err(ApiError::invalid_document(problems, report.warnings));
     }
     let now = chrono::Utc::now();
+    // Compared (and written) as it will be stored: defaults in each rule, times as export
+    // writes them.
+    desired.normalize();
     let diff = res_config::diff(&current_doc, &desired, Some(&catalogue), now, request.prune);
     if let Some(base) = desired.base_revision
         && base != latest
@@ -377,7 +380,7 @@ async fn stale(
         if let Some((_, _, revision, who)) = since
             .iter()
             .rev()
-            .find(|(kind, name, _, _)| kind == change.kind && *name == change.name)
+            .find(|(kind, name, _, _)| *kind == change.kind && *name == change.name)
         {
             touched.push(format!(
                 "{} '{}' (revision {revision}, by {who})",
@@ -395,4 +398,89 @@ async fn stale(
             touched.join(", ")
         ),
     ))
+}
+
+/// A scope's configuration revisions, newest first: who applied each, when, why, and how
+/// many objects it created, changed and archived.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/config_history",
+    request_body = ConfigHistoryRequest,
+    responses(
+        (status = 200, description = "The revisions, newest first", body = ConfigHistoryResponse),
+        (status = 403, description = "Not an admin key, or the catalogue without a platform-wide key", body = ErrorBody),
+        (status = 404, description = "No such brand in your scope", body = ErrorBody),
+        (status = 422, description = "Neither or both of brand_id and catalogue; limit out of range", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn history(
+    State(state): State<AppState>,
+    Administrator(caller): Administrator,
+    ApiJson(request): ApiJson<ConfigHistoryRequest>,
+) -> Result<Json<ConfigHistoryResponse>, ApiError> {
+    let scope = ConfigScope::of(&ConfigExportRequest {
+        brand_id: request.brand_id,
+        catalogue: request.catalogue,
+    })?;
+    let limit = super::page::limit(request.limit)?;
+    may_configure(&state, &caller, scope).await?;
+    let brand_id = match scope {
+        ConfigScope::Brand(id) => {
+            if db::config::brand_exists(&state.pool, id).await? {
+                Some(id)
+            } else {
+                return Err(unknown_brand(id));
+            }
+        }
+        ConfigScope::Catalogue => None,
+    };
+    let revisions =
+        db::config_history::history(&state.pool, brand_id, request.before, i64::from(limit))
+            .await?;
+    Ok(Json(ConfigHistoryResponse { revisions }))
+}
+
+/// One revision in full: the document as applied (apply it again to roll back to it) and
+/// its diff. Another brand's revision answers as an unknown one.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/config_show",
+    request_body = ConfigShowRequest,
+    responses(
+        (status = 200, description = "The revision, its document and diff", body = ConfigShowResponse),
+        (status = 403, description = "Not an admin key", body = ErrorBody),
+        (status = 404, description = "No such revision in your scope", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Administrator(caller): Administrator,
+    ApiJson(request): ApiJson<ConfigShowRequest>,
+) -> Result<Json<ConfigShowResponse>, ApiError> {
+    let unknown = || {
+        ApiError::NotFound(format!(
+            "configuration revision {} not found",
+            request.revision
+        ))
+    };
+    let Some(detail) = db::config_history::show(&state.pool, request.revision).await? else {
+        return Err(unknown());
+    };
+    let scope = detail
+        .brand_id
+        .map_or(ConfigScope::Catalogue, ConfigScope::Brand);
+    // Refused or not, a revision outside the caller's scope is one it never heard of.
+    if may_configure(&state, &caller, scope).await.is_err() {
+        return Err(unknown());
+    }
+    Ok(Json(ConfigShowResponse {
+        revision: detail.revision,
+        brand_id: detail.brand_id,
+        document: detail.document,
+        diff: detail.diff,
+    }))
 }
