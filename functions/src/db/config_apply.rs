@@ -2,7 +2,7 @@
 //! apply's transaction. What the document leaves out is archived (or deleted with
 //! `prune`); every write fires the plan-change triggers, so waiting runners hear at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use res_config::{Branch, Brand, BrandRule, Catalogue, Diff};
@@ -17,9 +17,19 @@ pub(crate) struct Apply<'a> {
     pub(crate) desired: &'a Brand,
     /// The stored catalogue (with ids): rules and templates by name.
     pub(crate) catalogue: &'a Catalogue,
-    pub(crate) diff: &'a Diff,
+    /// Branch rules (`Branch / Rule`) whose timing the diff moved.
+    pub(crate) moved: HashSet<String>,
     pub(crate) prune: bool,
     pub(crate) now: DateTime<Utc>,
+}
+
+/// The branch rules a diff moved, looked up once per branch rule while writing.
+pub(crate) fn moved_branch_rules(diff: &Diff) -> HashSet<String> {
+    diff.changes
+        .iter()
+        .filter(|c| c.kind == "branch rule" && c.runs.is_some())
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 impl Apply<'_> {
@@ -41,11 +51,7 @@ impl Apply<'_> {
 
     /// Whether the diff moved when this branch rule runs (or it is new).
     fn timing_moved(&self, branch: &str, rule: &str) -> bool {
-        let label = format!("{branch} / {rule}");
-        self.diff
-            .changes
-            .iter()
-            .any(|c| c.kind == "branch rule" && c.name == label && c.runs.is_some())
+        self.moved.contains(&format!("{branch} / {rule}"))
     }
 }
 

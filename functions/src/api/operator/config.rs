@@ -277,7 +277,7 @@ pub(crate) async fn apply(
         current: &current,
         desired: desired_brand,
         catalogue: &catalogue,
-        diff: &diff,
+        moved: db::config_apply::moved_branch_rules(&diff),
         prune: request.prune,
         now,
     };
