@@ -374,18 +374,20 @@ pub(crate) struct RunRecord<'a> {
 }
 
 /// A rule's counters as a report leaves them.
+#[derive(sqlx::FromRow)]
 pub(crate) struct RunCounters {
     pub(crate) last_run_time: Option<DateTime<Utc>>,
     pub(crate) run_count: i64,
     pub(crate) revision: i64,
 }
 
-/// Records a finished run and the next run time; returns the counters it left.
+/// Records a finished run and the next run time; returns the counters it left (its
+/// `last_run_time` is the run's `finished_at`).
 pub(crate) async fn record_run(
     tx: &mut Tx,
     id: Uuid,
     run: &RunRecord<'_>,
-) -> Result<(DateTime<Utc>, RunCounters), sqlx::Error> {
+) -> Result<RunCounters, sqlx::Error> {
     sqlx::query_as(
         "UPDATE branch_rules SET is_currently_running = false, last_run_time = $6, \
                 run_count = run_count + 1, \
@@ -405,17 +407,6 @@ pub(crate) async fn record_run(
     .bind(run.finished_at)
     .fetch_one(&mut **tx)
     .await
-    .and_then(
-        |(last, run_count, revision): (Option<DateTime<Utc>>, i64, i64)| {
-            let counters = RunCounters {
-                last_run_time: last,
-                run_count,
-                revision,
-            };
-            last.map(|last| (last, counters))
-                .ok_or_else(|| sqlx::Error::Protocol("last_run_time was not set".into()))
-        },
-    )
 }
 
 /// A rule's counters, unchanged (a crashed offline run counts as no run).
@@ -424,9 +415,4 @@ pub(crate) async fn run_counters(tx: &mut Tx, id: Uuid) -> Result<RunCounters, s
         .bind(id)
         .fetch_one(&mut **tx)
         .await
-        .map(|(last_run_time, run_count, revision)| RunCounters {
-            last_run_time,
-            run_count,
-            revision,
-        })
 }

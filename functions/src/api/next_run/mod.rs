@@ -327,14 +327,14 @@ async fn write_report(
         attention: attention.as_deref(),
         finished_at: from,
     };
-    let (last_run_time, counters) = db::branch_rules::record_run(tx, rule.id, &record).await?;
+    let counters = db::branch_rules::record_run(tx, rule.id, &record).await?;
     if let Some(reason) = &attention {
         tracing::warn!(reason = %Untrusted(reason), "the rule needs attention");
     }
     let answer = SetNextRunTimeResponse {
         branch_rule_id: rule.id,
         next_run_time,
-        last_run_time,
+        last_run_time: record.finished_at,
         is_currently_running: false,
         run_count: counters.run_count,
         degenerate: next.next_run.degenerate,
