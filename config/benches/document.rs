@@ -1,49 +1,16 @@
 //! A brand of 2,000 branches × 20 rules (40,000 branch rules) over a 20-rule catalogue:
 //! parse, validate and diff, the pure part of `config_apply` (docs/benchmarks.md).
 
-use std::fmt::Write;
-
 use criterion::{Criterion, criterion_group, criterion_main};
+use res_config::generate::{brand_text, catalogue_text};
 use res_config::{Document, diff, parse, validate};
 
 const BRANCHES: usize = 2_000;
 const RULES: usize = 20;
 
-fn catalogue() -> String {
-    let mut text = String::from(
-        "catalogue:\n  action_templates:\n    - name: Detector\n      kind: detection\n      config: {executor: http, url: \"http://127.0.0.1:9/d\"}\n    - name: Violation\n      kind: business\n  rules:\n",
-    );
-    for r in 0..RULES {
-        let _ = write!(
-            text,
-            "    - name: Rule {r}\n      schedule: \"*/{} * * * *\"\n      workflow:\n        start_node: detect\n        nodes:\n          detect: {{type: detection, template: Detector}}\n          violation: {{type: business, action: create_violation, template: Violation}}\n        edges:\n          - {{from: detect, to: violation, condition: \"violations > 0\"}}\n",
-            5 + r % 10
-        );
-    }
-    text
-}
-
-fn brand(zone: &str) -> String {
-    let mut text = format!("brand:\n  name: Fleet\n  zone: {zone}\n  rules:\n");
-    for r in 0..RULES {
-        let _ = writeln!(text, "    Rule {r}: {{jitter_seconds: 60}}");
-    }
-    text.push_str("  branches:\n");
-    for b in 0..BRANCHES {
-        let _ = write!(text, "    - name: Branch {b}\n      rules:\n");
-        for r in 0..RULES {
-            let _ = writeln!(
-                text,
-                "        Rule {r}: {{window: {{from: \"08:00\", to: \"22:00\"}}, actions: {{Detector: {{camera_ids: [cam-{b}-1, cam-{b}-2]}}}}}}"
-            );
-        }
-    }
-    text
-}
-
 fn documents(c: &mut Criterion) {
-    let catalogue_text = catalogue();
-    let text = brand("Asia/Riyadh");
+    let catalogue_text = catalogue_text(RULES);
+    let text = brand_text("Fleet", "Asia/Riyadh", BRANCHES, RULES);
     eprintln!("brand document: {} bytes", text.len());
     let stored = parse(&catalogue_text)
         .expect("catalogue")
@@ -51,7 +18,7 @@ fn documents(c: &mut Criterion) {
         .expect("a catalogue");
     let before: Document = parse(&text).expect("brand");
     let one_window = parse(&text.replacen("from: \"08:00\"", "from: \"09:00\"", 1)).expect("edit");
-    let every_rule = parse(&brand("Asia/Dubai")).expect("zone");
+    let every_rule = parse(&brand_text("Fleet", "Asia/Dubai", BRANCHES, RULES)).expect("zone");
     let now = chrono::Utc::now();
     let report = validate(&before, Some(&stored));
     assert!(

@@ -8,6 +8,7 @@
 
 mod diff;
 mod document;
+pub mod generate;
 mod parse;
 mod path;
 mod print;

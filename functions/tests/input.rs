@@ -293,7 +293,10 @@ fn the_document_says_what_the_functions_enforce(spec: &Value) {
             );
         }
     }
-    assert_eq!(limits, 4, "rules, runners, violations and executions lists");
+    assert_eq!(
+        limits, 5,
+        "rules, runners, violations, executions and configuration history lists"
+    );
     let api = include_str!("../../docs/api.md");
     let range = format!("`limit` (1–{}", res_shared::wire::MAX_PAGE_SIZE);
     assert!(api.contains(&range), "docs/api.md states {range}");

@@ -99,7 +99,8 @@ pub struct ConfigHistoryRequest {
     /// Only revisions older than this one (the next page).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<i64>,
-    /// Page size, as every list's.
+    /// Revisions per page, 1 to 500; 50 when absent.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
