@@ -319,7 +319,7 @@ pub struct Branch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
     /// An inactive branch runs nothing.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub active: bool,
     /// The brand's rules that run here, by rule name.
     #[serde(default)]
@@ -334,7 +334,7 @@ pub struct BranchRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<Uuid>,
     /// An inactive branch rule does not run.
-    #[serde(default = "yes")]
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub active: bool,
     /// The local hours it may run in (the branch's zone); always without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -372,4 +372,12 @@ fn empty_object() -> Value {
 
 fn yes() -> bool {
     true
+}
+
+#[allow(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde passes fields by reference"
+)]
+fn is_yes(value: &bool) -> bool {
+    *value
 }

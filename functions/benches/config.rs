@@ -98,8 +98,11 @@ async fn run() {
     ] {
         let mut samples = Vec::new();
         for _ in 0..DRY_RUNS {
-            let (took, body) =
-                call("config_apply", json!({"document": text, "dry_run": true})).await;
+            let (took, body) = call(
+                "config_apply",
+                json!({"document": text, "dry_run": true, "force": true}),
+            )
+            .await;
             assert_eq!(
                 body["diff"]["changes"].as_array().map(Vec::len),
                 Some(changes),

@@ -649,9 +649,9 @@ async fn huge_documents_are_refused_by_size_before_they_are_read() {
     assert!(
         reply.body["problems"][0]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("at most 8388608"))
+            .is_some_and(|m| m.contains("at most 16777216"))
     );
-    // Declared over the body limit (16 MiB): 413 before a byte of it is read.
+    // Declared over the body limit (32 MiB): 413 before a byte of it is read.
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let address = f.app.base.trim_start_matches("http://").to_owned();
     let mut socket = tokio::net::TcpStream::connect(&address)
@@ -662,7 +662,7 @@ async fn huge_documents_are_refused_by_size_before_they_are_read() {
          Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n",
         f.admin_a,
-        (16 << 20) + 1
+        (32 << 20) + 1
     );
     socket.write_all(head.as_bytes()).await.expect("sends");
     let mut answer = vec![0; 4096];

@@ -172,7 +172,7 @@ pub(crate) const MAX_APPLY_BODY_BYTES: usize = 2 * res_config::MAX_DOCUMENT_BYTE
         (status = 403, description = "Not an admin key", body = ErrorBody),
         (status = 404, description = "No such brand in your scope", body = ErrorBody),
         (status = 409, description = "Objects it changes were changed since its base_revision (stale_revision), or stored names a document cannot tell apart (ambiguous_names)", body = ErrorBody),
-        (status = 413, description = "Body over 16 MiB", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB", body = ErrorBody),
         (status = 422, description = "The document has problems: every one at its path (invalid_document)", body = DocumentRefusal),
     ),
     security(("bearer" = [])),
