@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use res_shared::schedule::RuleStatus;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -87,8 +88,9 @@ pub struct Rule {
     /// Stable id (export shows it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<Uuid>,
-    /// Only `active` rules run.
-    #[serde(default)]
+    /// Only `active` rules run (`active`, the default; `inactive`; `draft`).
+    #[serde(default = "active")]
+    #[schemars(with = "String", extend("enum" = ["active", "inactive", "draft"], "default" = "active"))]
     pub status: RuleStatus,
     /// The default schedule: a cron expression (`*/30 * * * *`, docs/schedule.md) or an
     /// interval (`@every 5m`); a brand may override it.
@@ -96,30 +98,6 @@ pub struct Rule {
     pub schedule: Option<String>,
     /// What a run does.
     pub workflow: WorkflowDoc,
-}
-
-/// A rule's status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RuleStatus {
-    /// Runs where a brand schedules it.
-    #[default]
-    Active,
-    /// Kept, never run.
-    Inactive,
-    /// Being written, never run.
-    Draft,
-}
-
-impl RuleStatus {
-    /// The stored spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleStatus::Active => "active",
-            RuleStatus::Inactive => "inactive",
-            RuleStatus::Draft => "draft",
-        }
-    }
 }
 
 /// A workflow as docs/workflow.md describes it, with templates named instead of by id.
@@ -364,6 +342,10 @@ pub struct Window {
 
 fn default_zone() -> String {
     "Asia/Riyadh".to_owned()
+}
+
+fn active() -> RuleStatus {
+    RuleStatus::Active
 }
 
 fn empty_object() -> Value {

@@ -20,7 +20,7 @@ pub use diff::{
 };
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
-    NodeKind, Rule, RuleSettings, RuleStatus, TemplateKind, Window, WorkflowDoc,
+    NodeKind, Rule, RuleSettings, TemplateKind, Window, WorkflowDoc,
 };
 pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
 pub use print::to_yaml;

@@ -3,13 +3,13 @@
 //! zone, as the functions and the runner will.
 
 use res_shared::schedule::{
-    OperationWindow, Recurrence, Schedule, ScheduleError, Zone, describe_schedule,
+    OperationWindow, Recurrence, RuleStatus, Schedule, ScheduleError, Zone, describe_schedule,
 };
 
 use super::catalogue::check_schedule;
 use super::settings::{check_failure_threshold, check_jitter, check_overlap};
 use super::{Report, TemplatesByRule, check_name, check_unique};
-use crate::document::{BranchRule, Brand, Catalogue, RuleStatus, Window};
+use crate::document::{BranchRule, Brand, Catalogue, Window};
 use crate::path::Path;
 
 pub(super) fn check(

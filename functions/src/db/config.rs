@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use res_config::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Rule, RuleSettings,
-    RuleStatus, TemplateKind, Window, workflow_from_stored,
+    TemplateKind, Window, workflow_from_stored,
 };
+use res_shared::schedule::RuleStatus;
 use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -77,11 +78,9 @@ pub(crate) async fn catalogue(conn: &mut PgConnection) -> Result<Catalogue, sqlx
                 Rule {
                     name: r.name,
                     id: Some(r.id),
-                    status: match r.status.as_str() {
-                        "active" => RuleStatus::Active,
-                        "inactive" => RuleStatus::Inactive,
-                        _ => RuleStatus::Draft,
-                    },
+                    // The column's check allows only these; anything else is shown as a
+                    // draft, which never runs.
+                    status: RuleStatus::parse(&r.status).unwrap_or(RuleStatus::Draft),
                     schedule: r.cron_expression,
                     workflow,
                 }
