@@ -16,7 +16,8 @@ mod stored;
 mod validate;
 
 pub use diff::{
-    Change, ChangeAction, Diff, FieldChange, RunPreview, diff, next_run_at, unknown_ids,
+    Change, ChangeAction, Diff, FieldChange, RunPreview, diff, next_run_at, pair_branches,
+    unknown_ids,
 };
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,

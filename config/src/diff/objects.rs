@@ -1,6 +1,6 @@
 //! Matching objects of two documents and comparing them field by field.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 use uuid::Uuid;
@@ -90,6 +90,16 @@ pub(super) fn brand(
     }
 }
 
+/// The stored branches and a document's, paired as diff and apply both pair them: by id
+/// when the document gives one that is stored, else by name; then the stored ones the
+/// document leaves out, paired with `None`.
+pub fn pair_branches<'a>(
+    before: &'a [Branch],
+    after: &'a [Branch],
+) -> Vec<(Option<&'a Branch>, Option<&'a Branch>)> {
+    matched(before, after, |b| (b.id, b.name.as_str()))
+}
+
 /// Pairs of (before, after): matched by id when the later document gives one that exists,
 /// else by name; then the objects only `before` has, paired with `None`.
 fn matched<'a, T>(
@@ -97,16 +107,24 @@ fn matched<'a, T>(
     after: &'a [T],
     key: impl Fn(&T) -> (Option<Uuid>, &str),
 ) -> Vec<(Option<&'a T>, Option<&'a T>)> {
+    // Looked up, not scanned: a brand has thousands of branches.
+    let mut by_id: HashMap<Uuid, usize> = HashMap::new();
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, b) in before.iter().enumerate() {
+        let (id, name) = key(b);
+        if let Some(id) = id {
+            by_id.entry(id).or_insert(i);
+        }
+        by_name.entry(name).or_default().push(i);
+    }
     let mut taken = vec![false; before.len()];
     let mut pairs = Vec::new();
     for now in after {
         let (id, name) = key(now);
-        let by_id = id.and_then(|id| before.iter().position(|b| key(b).0 == Some(id)));
-        let found = by_id.or_else(|| {
-            before
-                .iter()
-                .enumerate()
-                .position(|(i, b)| !taken[i] && key(b).1 == name)
+        let found = id.and_then(|id| by_id.get(&id).copied()).or_else(|| {
+            by_name
+                .get(name)
+                .and_then(|candidates| candidates.iter().copied().find(|&i| !taken[i]))
         });
         match found {
             Some(i) if !taken[i] => {

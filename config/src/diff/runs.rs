@@ -59,23 +59,13 @@ pub(super) fn preview(
         .filter(|(_, c)| c.kind == "branch rule")
         .map(|(i, c)| (c.name.clone(), i))
         .collect();
-    let before_branches: HashMap<&str, &Branch> = before
-        .map(|b| b.branches.iter().map(|w| (w.name.as_str(), w)).collect())
-        .unwrap_or_default();
-    let before_by_id: HashMap<Uuid, &Branch> = before
-        .map(|b| {
-            b.branches
-                .iter()
-                .filter_map(|w| w.id.map(|id| (id, w)))
-                .collect()
-        })
-        .unwrap_or_default();
-    for branch in &after.branches {
-        let was_branch = branch
-            .id
-            .and_then(|id| before_by_id.get(&id))
-            .or_else(|| before_branches.get(branch.name.as_str()))
-            .copied();
+    let no_branches = Vec::new();
+    let pairs = super::objects::pair_branches(
+        before.map_or(&no_branches, |b| &b.branches),
+        &after.branches,
+    );
+    for (was_branch, branch) in pairs {
+        let Some(branch) = branch else { continue };
         for (name, rule) in &branch.rules {
             let new = timing(after, branch, name, rule, catalogues.after);
             let old = before.zip(was_branch).and_then(|(brand, was)| {

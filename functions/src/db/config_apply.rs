@@ -68,36 +68,22 @@ pub(crate) async fn write(conn: &mut PgConnection, apply: &Apply<'_>) -> Result<
             .await?;
     }
     let brand_rules = write_brand_rules(conn, apply).await?;
-    let mut taken = vec![false; current.branches.len()];
-    for branch in &desired.branches {
-        let found = branch
-            .id
-            .and_then(|id| current.branches.iter().position(|b| b.id == Some(id)))
-            .or_else(|| {
-                current
-                    .branches
-                    .iter()
-                    .enumerate()
-                    .position(|(i, b)| !taken[i] && b.name == branch.name)
-            });
-        let was = found.map(|i| {
-            taken[i] = true;
-            &current.branches[i]
-        });
-        let branch_id = write_branch(conn, apply, was, branch).await?;
-        write_branch_rules(conn, apply, &brand_rules, branch_id, was, branch).await?;
-    }
-    for (i, gone) in current.branches.iter().enumerate() {
-        if let (false, Some(id)) = (taken[i], gone.id) {
-            let statement = if apply.prune {
-                "DELETE FROM branches WHERE id = $1"
-            } else {
-                "WITH b AS (UPDATE branches SET is_archived = true, is_active = false \
-                            WHERE id = $1 RETURNING id) \
-                 UPDATE branch_rules SET is_archived = true \
-                 WHERE branch_id = (SELECT id FROM b) AND NOT is_archived"
-            };
-            sqlx::query(statement).bind(id).execute(&mut *conn).await?;
+    for pair in res_config::pair_branches(&current.branches, &desired.branches) {
+        match pair {
+            (was, Some(branch)) => {
+                let branch_id = write_branch(conn, apply, was, branch).await?;
+                write_branch_rules(conn, apply, &brand_rules, branch_id, was, branch).await?;
+            }
+            (Some(gone), None) => {
+                // An archived branch takes its rules with it.
+                let archive = "WITH b AS (UPDATE branches SET is_archived = true, is_active = false \
+                                          WHERE id = $1 RETURNING id) \
+                               UPDATE branch_rules SET is_archived = true \
+                               WHERE branch_id = (SELECT id FROM b) AND NOT is_archived";
+                let delete = "DELETE FROM branches WHERE id = $1";
+                remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+            }
+            (None, None) => {}
         }
     }
     Ok(())
@@ -146,14 +132,9 @@ async fn write_brand_rules(
         if apply.desired.rules.contains_key(name) {
             continue;
         }
-        if let Some(id) = gone.id {
-            let statement = if apply.prune {
-                "DELETE FROM brand_rules WHERE id = $1"
-            } else {
-                "UPDATE brand_rules SET is_archived = true WHERE id = $1"
-            };
-            sqlx::query(statement).bind(id).execute(&mut *conn).await?;
-        }
+        let delete = "DELETE FROM brand_rules WHERE id = $1";
+        let archive = "UPDATE brand_rules SET is_archived = true WHERE id = $1";
+        remove(conn, apply.prune, gone.id, [delete, archive]).await?;
     }
     Ok(ids)
 }
@@ -300,15 +281,24 @@ async fn write_branch_rules(
         if branch.rules.contains_key(name) {
             continue;
         }
-        if let Some(id) = gone.id {
-            let statement = if apply.prune {
-                "DELETE FROM branch_rules WHERE id = $1"
-            } else {
-                "UPDATE branch_rules SET is_archived = true WHERE id = $1"
-            };
-            sqlx::query(statement).bind(id).execute(&mut *conn).await?;
-        }
+        let delete = "DELETE FROM branch_rules WHERE id = $1";
+        let archive = "UPDATE branch_rules SET is_archived = true WHERE id = $1";
+        remove(conn, apply.prune, gone.id, [delete, archive]).await?;
     }
+    Ok(())
+}
+
+/// Deletes (`prune`) or archives a stored row the document leaves out, with the statement
+/// of each, which take its id.
+async fn remove(
+    conn: &mut PgConnection,
+    prune: bool,
+    id: Option<Uuid>,
+    [delete, archive]: [&'static str; 2],
+) -> Result<(), sqlx::Error> {
+    let Some(id) = id else { return Ok(()) };
+    let statement = if prune { delete } else { archive };
+    sqlx::query(statement).bind(id).execute(&mut *conn).await?;
     Ok(())
 }
 

@@ -218,24 +218,18 @@ pub(crate) async fn apply(
     may_configure(&state, &caller, ConfigScope::Brand(brand_id)).await?;
     let mut tx = state.pool.begin().await?;
     // One apply of a brand at a time: the second waits, then sees the first's revision.
-    let locked: Option<Uuid> = db::config::lock_brand(&mut tx, brand_id).await?;
-    if locked.is_none() {
-        return Err(unknown_brand(brand_id));
-    }
+    db::config::lock_brand(&mut tx, brand_id)
+        .await?
+        .ok_or_else(|| unknown_brand(brand_id))?;
     let catalogue = db::config::catalogue(&mut tx).await?;
-    if let Some(brand) = &desired.brand {
-        ambiguous_in_catalogue(brand, &catalogue)?;
-    }
+    ambiguous_in_catalogue(brand, &catalogue)?;
     let report = res_config::validate(&desired, Some(&catalogue));
     let (current_doc, latest) = stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await?;
-    let current = current_doc
-        .brand
-        .clone()
-        .unwrap_or_else(|| empty_brand(brand_id));
+    let Some(current) = current_doc.brand.as_ref() else {
+        return Err(unknown_brand(brand_id));
+    };
     let mut problems = report.errors;
-    if let Some(brand) = &desired.brand {
-        problems.extend(res_config::unknown_ids(&current, brand));
-    }
+    problems.extend(res_config::unknown_ids(current, brand));
     if !problems.is_empty() {
         return Err(ApiError::invalid_document(problems, report.warnings));
     }
@@ -274,7 +268,7 @@ pub(crate) async fn apply(
     };
     let apply = db::config_apply::Apply {
         brand_id,
-        current: &current,
+        current,
         desired: desired_brand,
         catalogue: &catalogue,
         moved: db::config_apply::moved_branch_rules(&diff),
@@ -342,17 +336,6 @@ fn ambiguous_in_catalogue(
             named.join(", ")
         ),
     ))
-}
-
-fn empty_brand(id: Uuid) -> res_config::Brand {
-    res_config::Brand {
-        name: String::new(),
-        id: Some(id),
-        zone: String::new(),
-        defaults: res_config::RuleSettings::default(),
-        rules: std::collections::BTreeMap::new(),
-        branches: Vec::new(),
-    }
 }
 
 /// Refuses an apply whose author started from `base` when objects it changes were changed
