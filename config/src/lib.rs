@@ -17,7 +17,7 @@ mod validate;
 
 pub use diff::{
     Change, ChangeAction, Diff, FieldChange, RunPreview, diff, next_run_at, pair_branches,
-    unknown_ids,
+    pair_rules, pair_templates, unknown_catalogue_ids, unknown_ids,
 };
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,

@@ -35,7 +35,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::keys::rotate,
         crate::api::operator::keys::revoke,
         crate::api::operator::config::export,
-        crate::api::operator::config::apply,
+        crate::api::operator::config_apply::apply,
         crate::api::operator::config::history,
         crate::api::operator::config::show,
         crate::api::health::health,

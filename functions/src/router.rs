@@ -220,7 +220,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::RotateKey => post(api::operator::keys::rotate),
             Function::RevokeKey => post(api::operator::keys::revoke),
             Function::ExportConfig => post(api::operator::config::export),
-            Function::ApplyConfig => post(api::operator::config::apply),
+            Function::ApplyConfig => post(api::operator::config_apply::apply),
             Function::ConfigHistory => post(api::operator::config::history),
             Function::ShowConfig => post(api::operator::config::show),
         };

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{Catalogue, Document};
 
-pub use ids::unknown_ids;
-pub use objects::pair_branches;
+pub use ids::{unknown_catalogue_ids, unknown_ids};
+pub use objects::{pair_branches, pair_rules, pair_templates};
 pub use runs::{RunPreview, next_run_at};
 
 /// Every change, in document order: catalogue, brand, brand rules, branches, branch rules.

@@ -19,9 +19,7 @@ pub(super) fn catalogue(
     gone: ChangeAction,
     changes: &mut Vec<Change>,
 ) {
-    let templates = matched(&before.action_templates, &after.action_templates, |t| {
-        (t.id, t.name.as_str())
-    });
+    let templates = pair_templates(&before.action_templates, &after.action_templates);
     push_list(
         &templates,
         "action template",
@@ -30,7 +28,7 @@ pub(super) fn catalogue(
         gone,
         changes,
     );
-    let rules = matched(&before.rules, &after.rules, |r| (r.id, r.name.as_str()));
+    let rules = pair_rules(&before.rules, &after.rules);
     push_list(&rules, "rule", |r| &r.name, rule_fields, gone, changes);
 }
 
@@ -98,6 +96,22 @@ pub fn pair_branches<'a>(
     after: &'a [Branch],
 ) -> Vec<(Option<&'a Branch>, Option<&'a Branch>)> {
     matched(before, after, |b| (b.id, b.name.as_str()))
+}
+
+/// The stored action templates and a document's, paired as [`pair_branches`] pairs branches.
+pub fn pair_templates<'a>(
+    before: &'a [ActionTemplate],
+    after: &'a [ActionTemplate],
+) -> Vec<(Option<&'a ActionTemplate>, Option<&'a ActionTemplate>)> {
+    matched(before, after, |t| (t.id, t.name.as_str()))
+}
+
+/// The stored rules and a document's, paired as [`pair_branches`] pairs branches.
+pub fn pair_rules<'a>(
+    before: &'a [Rule],
+    after: &'a [Rule],
+) -> Vec<(Option<&'a Rule>, Option<&'a Rule>)> {
+    matched(before, after, |r| (r.id, r.name.as_str()))
 }
 
 /// Pairs of (before, after): matched by id when the later document gives one that exists,

@@ -41,14 +41,16 @@ struct RuleRow {
 
 /// The catalogue: every action template and rule, by name.
 pub(crate) async fn catalogue(conn: &mut PgConnection) -> Result<Catalogue, sqlx::Error> {
-    let templates: Vec<TemplateRow> =
-        sqlx::query_as("SELECT id, name, kind, config FROM action_templates ORDER BY name, id")
-            .fetch_all(&mut *conn)
-            .await?;
+    let templates: Vec<TemplateRow> = sqlx::query_as(
+        "SELECT id, name, kind, config FROM action_templates WHERE NOT is_archived \
+             ORDER BY name, id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     let rules: Vec<RuleRow> = sqlx::query_as(
         "SELECT r.id, r.name, r.status, r.cron_expression, c.workflow_config \
          FROM rules r LEFT JOIN action_template_connections c ON c.rule_id = r.id \
-         ORDER BY r.name, r.id",
+         WHERE NOT r.is_archived ORDER BY r.name, r.id",
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -314,5 +316,38 @@ pub(crate) async fn brand_exists(pool: &sqlx::PgPool, brand_id: Uuid) -> Result<
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM brands WHERE id = $1)")
         .bind(brand_id)
         .fetch_one(pool)
+        .await
+}
+
+/// Takes the catalogue's apply lock until the transaction ends: one catalogue apply at a
+/// time, the second then sees the first's revision.
+pub(crate) async fn lock_catalogue(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('res.config.catalogue'))")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Brands already called `name` (ignoring case), with their ids.
+pub(crate) async fn brands_named(
+    conn: &mut PgConnection,
+    name: &str,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM brands WHERE lower(name) = lower($1) ORDER BY id")
+        .bind(name)
+        .fetch_all(&mut *conn)
+        .await
+}
+
+/// Creates an empty brand; answers its id.
+pub(crate) async fn create_brand(
+    conn: &mut PgConnection,
+    name: &str,
+    zone: &str,
+) -> Result<Uuid, sqlx::Error> {
+    sqlx::query_scalar("INSERT INTO brands (name, timezone) VALUES ($1, $2) RETURNING id")
+        .bind(name)
+        .bind(zone)
+        .fetch_one(&mut *conn)
         .await
 }

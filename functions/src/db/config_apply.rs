@@ -290,7 +290,7 @@ async fn write_branch_rules(
 
 /// Deletes (`prune`) or archives a stored row the document leaves out, with the statement
 /// of each, which take its id.
-async fn remove(
+pub(super) async fn remove(
     conn: &mut PgConnection,
     prune: bool,
     id: Option<Uuid>,

@@ -6,6 +6,7 @@ pub(crate) mod branch_rules;
 pub(crate) mod changes;
 pub(crate) mod config;
 pub(crate) mod config_apply;
+pub(crate) mod config_catalogue;
 pub(crate) mod config_history;
 pub(crate) mod executions;
 pub(crate) mod fleet;

@@ -3,6 +3,7 @@
 
 pub(crate) mod cancel;
 pub(crate) mod config;
+pub(crate) mod config_apply;
 mod decide;
 pub(crate) mod fleet;
 pub(crate) mod history;

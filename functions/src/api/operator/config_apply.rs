@@ -1,0 +1,412 @@
+//! `config_apply`: a brand or catalogue document applied in one transaction, or (with
+//! `dry_run`) only what it would change. Validated first by the code that runs it; nothing
+//! is written on any refusal. Each apply is a revision of its scope (docs/configure.md).
+
+use axum::Json;
+use axum::extract::State;
+use res_config::{Diff, Document};
+use res_shared::wire::{
+    ConfigApplyRequest, ConfigApplyResponse, ConfigProblem, DocumentRefusal, ErrorBody,
+};
+use uuid::Uuid;
+
+use super::config::{ConfigScope, may_configure, stored_document_on, unknown_brand};
+use crate::access::{Caller, Scope};
+use crate::api::require_text;
+use crate::auth::Administrator;
+use crate::db;
+use crate::db::config_catalogue::CatalogueApply;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::state::AppState;
+
+/// The largest `config_apply` body: a document of `res_config::MAX_DOCUMENT_BYTES` as a
+/// JSON string, escapes included.
+pub(crate) const MAX_APPLY_BODY_BYTES: usize = 2 * res_config::MAX_DOCUMENT_BYTES;
+
+/// Apply a brand or catalogue document in one transaction (or, with `dry_run`, only say
+/// what would change): validated first by the code that runs it, nothing written on any
+/// refusal. A brand document without an id creates the brand (a platform-wide key).
+#[utoipa::path(
+    post,
+    path = "/functions/v1/config_apply",
+    request_body = ConfigApplyRequest,
+    responses(
+        (status = 200, description = "What changed (or would), and the revision now", body = ConfigApplyResponse),
+        (status = 403, description = "Not an admin key, or the catalogue or a new brand without a platform-wide key", body = ErrorBody),
+        (status = 404, description = "No such brand in your scope", body = ErrorBody),
+        (status = 409, description = "Objects it changes were changed since its base_revision (stale_revision), stored names a document cannot tell apart (ambiguous_names), a new brand's name is taken (brand_exists), or what a catalogue leaves out is still used (in_use)", body = ErrorBody),
+        (status = 413, description = "Body over 32 MiB", body = ErrorBody),
+        (status = 422, description = "The document has problems: every one at its path (invalid_document)", body = DocumentRefusal),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn apply(
+    State(state): State<AppState>,
+    Administrator(caller): Administrator,
+    ApiJson(request): ApiJson<ConfigApplyRequest, MAX_APPLY_BODY_BYTES>,
+) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    let message = request.message.clone().unwrap_or_default();
+    if !message.is_empty() {
+        require_text("message", &message, 500)?;
+    }
+    let desired = res_config::parse(&request.document)
+        .map_err(|p| ApiError::invalid_document(vec![p], vec![]))?;
+    let job = Job {
+        state: &state,
+        caller: &caller,
+        request: &request,
+        message: &message,
+        now: chrono::Utc::now(),
+    };
+    match (&desired.catalogue, &desired.brand) {
+        (Some(_), None) => job.catalogue(desired).await,
+        (None, Some(_)) => job.brand(desired).await,
+        (Some(_), Some(_)) => Err(refused(
+            "$",
+            "apply the catalogue and a brand as two documents: they have different owners and revisions",
+        )),
+        (None, None) => Err(refused(
+            "$",
+            "a document to apply needs a `brand` or a `catalogue`",
+        )),
+    }
+}
+
+/// One apply request.
+struct Job<'a> {
+    state: &'a AppState,
+    caller: &'a Caller,
+    request: &'a ConfigApplyRequest,
+    message: &'a str,
+    now: chrono::DateTime<chrono::Utc>,
+}
+
+fn refused(path: &str, message: &str) -> ApiError {
+    ApiError::invalid_document(
+        vec![res_config::Problem {
+            path: path.into(),
+            message: message.into(),
+        }],
+        vec![],
+    )
+}
+
+impl Job<'_> {
+    async fn brand(&self, mut desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
+        let Some(brand) = desired.brand.as_ref() else {
+            return Err(refused("$", "a document to apply needs a `brand`"));
+        };
+        let mut tx = self.state.pool.begin().await?;
+        let (brand_id, created) = match brand.id {
+            Some(id) => {
+                may_configure(self.state, self.caller, ConfigScope::Brand(id)).await?;
+                // One apply of a brand at a time: the second waits, then sees the first's
+                // revision.
+                db::config::lock_brand(&mut tx, id)
+                    .await?
+                    .ok_or_else(|| unknown_brand(id))?;
+                (id, false)
+            }
+            None => (self.create_brand(&mut tx, brand).await?, true),
+        };
+        let catalogue = db::config::catalogue(&mut tx).await?;
+        ambiguous_in_catalogue(brand, &catalogue)?;
+        let report = res_config::validate(&desired, Some(&catalogue));
+        let (mut current_doc, latest) =
+            stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await?;
+        let Some(current) = current_doc.brand.take() else {
+            return Err(unknown_brand(brand_id));
+        };
+        let mut problems = report.errors;
+        problems.extend(res_config::unknown_ids(&current, brand));
+        if !problems.is_empty() {
+            return Err(ApiError::invalid_document(problems, report.warnings));
+        }
+        // Compared (and written) as it will be stored: defaults in each rule, times as
+        // export writes them.
+        desired.normalize();
+        // A new brand is a created object in the diff, not a renamed empty one.
+        current_doc.brand = (!created).then(|| current.clone());
+        let diff = res_config::diff(
+            &current_doc,
+            &desired,
+            Some(&catalogue),
+            self.now,
+            self.request.prune,
+        );
+        self.check_base(&mut tx, Some(brand_id), &desired, latest, &diff)
+            .await?;
+        if self.request.dry_run || diff.changes.is_empty() {
+            return answer(false, latest, &diff, report.warnings);
+        }
+        let Some(desired_brand) = &desired.brand else {
+            return Err(ApiError::Internal("the brand went missing".into()));
+        };
+        let apply = db::config_apply::Apply {
+            brand_id,
+            current: &current,
+            desired: desired_brand,
+            catalogue: &catalogue,
+            moved: db::config_apply::moved_branch_rules(&diff),
+            prune: self.request.prune,
+            now: self.now,
+        };
+        db::config_apply::write(&mut tx, &apply).await?;
+        let revision = self
+            .record(&mut tx, ConfigScope::Brand(brand_id), &diff)
+            .await?;
+        tx.commit().await?;
+        tracing::info!(%brand_id, revision, created, changes = diff.changes.len(), "configuration applied");
+        answer(true, revision, &diff, report.warnings)
+    }
+
+    /// A brand document without an id makes a new brand: a platform-wide key's call, under
+    /// a name no brand has yet.
+    async fn create_brand(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        brand: &res_config::Brand,
+    ) -> Result<Uuid, ApiError> {
+        if !matches!(self.caller.scope(), Scope::All) {
+            return Err(refused(
+                "brand.id",
+                "is needed: it names the brand to configure (resctl export prints it); \
+                 new brands are made with a platform-wide key",
+            ));
+        }
+        let taken = db::config::brands_named(tx, &brand.name).await?;
+        if let Some(id) = taken.first() {
+            return Err(ApiError::conflict(
+                "brand_exists",
+                format!(
+                    "a brand called '{}' exists ({id}); export it (resctl export --brand {id}) and apply that",
+                    brand.name
+                ),
+            ));
+        }
+        Ok(db::config::create_brand(tx, &brand.name, &brand.zone).await?)
+    }
+
+    async fn catalogue(&self, desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
+        may_configure(self.state, self.caller, ConfigScope::Catalogue).await?;
+        let Some(after) = desired.catalogue.as_ref() else {
+            return Err(refused("$", "a document to apply needs a `catalogue`"));
+        };
+        let mut tx = self.state.pool.begin().await?;
+        db::config::lock_catalogue(&mut tx).await?;
+        let (current_doc, latest) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
+        let current = current_doc.catalogue.clone().unwrap_or_default();
+        let report = res_config::validate(&desired, None);
+        let mut problems = report.errors;
+        problems.extend(res_config::unknown_catalogue_ids(&current, after));
+        if !problems.is_empty() {
+            return Err(ApiError::invalid_document(problems, report.warnings));
+        }
+        let diff = res_config::diff(&current_doc, &desired, None, self.now, self.request.prune);
+        self.check_base(&mut tx, None, &desired, latest, &diff)
+            .await?;
+        let apply = CatalogueApply {
+            current: &current,
+            desired: after,
+            prune: self.request.prune,
+        };
+        let used = db::config_catalogue::still_used(&mut tx, &apply).await?;
+        if !used.is_empty() {
+            return Err(ApiError::conflict(
+                "in_use",
+                format!(
+                    "{}; take them out of those brands first, or keep them in the catalogue",
+                    used.join("; ")
+                ),
+            ));
+        }
+        if self.request.dry_run || diff.changes.is_empty() {
+            return answer(false, latest, &diff, report.warnings);
+        }
+        let moved = db::config_catalogue::write(&mut tx, &apply).await?;
+        // Branch rules that follow a moved default schedule run on the new one at once.
+        let (stored, _) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
+        let stored = stored.catalogue.unwrap_or_default();
+        let moved_names: Vec<&str> = stored
+            .rules
+            .iter()
+            .filter(|r| r.id.is_some_and(|id| moved.contains(&id)))
+            .map(|r| r.name.as_str())
+            .collect();
+        for brand_id in db::config_catalogue::brands_following(&mut tx, &moved).await? {
+            if let Some(brand) = db::config::brand(&mut tx, brand_id).await? {
+                db::config_catalogue::reschedule_followers(
+                    &mut tx,
+                    &brand,
+                    &moved_names,
+                    &stored,
+                    self.now,
+                )
+                .await?;
+            }
+        }
+        let revision = self.record(&mut tx, ConfigScope::Catalogue, &diff).await?;
+        tx.commit().await?;
+        tracing::info!(revision, changes = diff.changes.len(), "catalogue applied");
+        answer(true, revision, &diff, report.warnings)
+    }
+
+    /// Refuses a document whose `base_revision` is stale for what it changes, unless forced.
+    async fn check_base(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        brand_id: Option<Uuid>,
+        desired: &Document,
+        latest: i64,
+        diff: &Diff,
+    ) -> Result<(), ApiError> {
+        match desired.base_revision {
+            Some(base) if base != latest && !self.request.force => {
+                stale(tx, brand_id, base, latest, diff).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records the apply as the scope's next revision, with the document as now stored.
+    async fn record(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        scope: ConfigScope,
+        diff: &Diff,
+    ) -> Result<i64, ApiError> {
+        let (mut applied, _) = stored_document_on(tx, scope).await?;
+        applied.base_revision = None;
+        let applied = serde_json::to_value(&applied)
+            .map_err(|e| ApiError::Internal(format!("the document would not serialise: {e}")))?;
+        let brand_id = match scope {
+            ConfigScope::Brand(id) => Some(id),
+            ConfigScope::Catalogue => None,
+        };
+        Ok(db::config_apply::record_revision(
+            tx,
+            brand_id,
+            (self.caller.key_id, &self.caller.key_name),
+            self.message,
+            &applied,
+            &diff_json(diff)?,
+        )
+        .await?)
+    }
+}
+
+fn diff_json(diff: &Diff) -> Result<serde_json::Value, ApiError> {
+    serde_json::to_value(diff)
+        .map_err(|e| ApiError::Internal(format!("the diff would not serialise: {e}")))
+}
+
+fn answer(
+    applied: bool,
+    revision: i64,
+    diff: &Diff,
+    warnings: Vec<res_config::Problem>,
+) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    Ok(Json(ConfigApplyResponse {
+        applied,
+        revision,
+        diff: diff_json(diff)?,
+        summary: diff.to_string(),
+        warnings: warnings
+            .into_iter()
+            .map(|p| ConfigProblem {
+                path: p.path,
+                message: p.message,
+            })
+            .collect(),
+    }))
+}
+
+/// Refuses a brand document that names a catalogue rule or template two share (the
+/// document could mean either).
+fn ambiguous_in_catalogue(
+    brand: &res_config::Brand,
+    catalogue: &res_config::Catalogue,
+) -> Result<(), ApiError> {
+    let rules = brand
+        .rules
+        .keys()
+        .filter(|name| catalogue.rules.iter().filter(|r| &&r.name == name).count() > 1);
+    let templates = brand
+        .branches
+        .iter()
+        .flat_map(|b| b.rules.values().flat_map(|r| r.actions.keys()))
+        .filter(|name| {
+            catalogue
+                .action_templates
+                .iter()
+                .filter(|t| &&t.name == name)
+                .count()
+                > 1
+        });
+    let named: Vec<String> = rules
+        .map(|n| format!("rule '{n}'"))
+        .chain(templates.map(|n| format!("action template '{n}'")))
+        .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        "ambiguous_names",
+        format!(
+            "the catalogue has more than one {}; rename them in the catalogue first",
+            named.join(", ")
+        ),
+    ))
+}
+
+/// Refuses an apply whose author started from `base` when objects it changes were changed
+/// by a later revision (409 `stale_revision`, naming them and who changed them); passes
+/// when the later revisions touched other objects.
+async fn stale(
+    conn: &mut sqlx::PgConnection,
+    brand_id: Option<Uuid>,
+    base: i64,
+    latest: i64,
+    mine: &res_config::Diff,
+) -> Result<(), ApiError> {
+    let export_again = "export again (resctl export), or apply with --force";
+    if !(0..=latest).contains(&base) {
+        return Err(ApiError::conflict(
+            "stale_revision",
+            format!(
+                "base_revision {base} is not a revision of this {} (the latest is {latest}); {export_again}",
+                if brand_id.is_some() {
+                    "brand"
+                } else {
+                    "catalogue"
+                }
+            ),
+        ));
+    }
+    let since = db::config_apply::changed_since(conn, brand_id, base).await?;
+    let mut touched: Vec<String> = Vec::new();
+    for change in &mine.changes {
+        if let Some((_, _, revision, who)) = since
+            .iter()
+            .rev()
+            .find(|(kind, name, _, _)| *kind == change.kind && *name == change.name)
+        {
+            touched.push(format!(
+                "{} '{}' (revision {revision}, by {who})",
+                change.kind, change.name
+            ));
+        }
+    }
+    if touched.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::conflict(
+        "stale_revision",
+        format!(
+            "changed since revision {base} (the latest is {latest}): {}; {export_again}",
+            touched.join(", ")
+        ),
+    ))
+}
