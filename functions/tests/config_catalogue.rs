@@ -110,7 +110,9 @@ async fn the_catalogue_and_a_new_brand_are_configured_from_nothing_and_export_ro
         let reply = p.applied_or_not(&yaml(&exported)).await;
         assert_eq!(reply["applied"], false, "{scope}: {reply}");
         assert!(
-            reply["summary"].as_str().is_some_and(|s| s.starts_with("No changes")),
+            reply["summary"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("No changes")),
             "{scope}: {reply}"
         );
     }
@@ -337,4 +339,23 @@ async fn a_moved_default_schedule_moves_the_next_runs_of_the_branch_rules_that_f
     assert!(expected.contains(&next), "{next} not in {expected:?}");
     // The old hourly schedule would have said otherwise (unless both agree by chance).
     assert!(before[0].1.is_some());
+}
+
+#[tokio::test]
+async fn the_demo_documents_apply_and_the_rule_that_never_fires_is_warned_about() {
+    let p = platform().await;
+    p.applied(include_str!("../../infra/local/demo/catalogue.yaml"))
+        .await;
+    let reply = p
+        .applied(include_str!("../../infra/local/demo/brand.yaml"))
+        .await;
+    assert_eq!(
+        reply["warnings"][0]["path"], "brand.branches[1].rules[\"Morning stock count\"]",
+        "{reply}"
+    );
+    let rules: i64 = sqlx::query_scalar("SELECT count(*) FROM branch_rules")
+        .fetch_one(&p.app.pool)
+        .await
+        .expect("count");
+    assert_eq!(rules, 8);
 }

@@ -1,11 +1,11 @@
-//! `cargo xtask demo`: PostgreSQL (throwaway, project-local, or `DATABASE_URL`), migrations
-//! and demo data, `res-functions serve`, one `res-runner` with the demo detector, and a live
-//! line per execution. Ctrl-C stops everything and leaves nothing running.
+//! `cargo xtask demo`: PostgreSQL (throwaway, project-local, or `DATABASE_URL`), migrations,
+//! `res-functions serve`, the demo's configuration applied with `resctl apply`, one
+//! `res-runner` with the demo detector, and a live line per execution. Ctrl-C stops everything and leaves nothing running.
 
 mod children;
+mod configure;
 mod live;
 mod screenshots;
-mod seed;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -48,13 +48,13 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// Builds (or finds) `res-functions` and `res-runner`.
+/// Builds (or finds) `res-functions`, `res-runner` and `resctl`.
 fn binaries(args: &DemoArgs, root: &Path) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &args.bin_dir {
         return Ok(dir.clone());
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("building res-functions and res-runner …");
+    println!("building res-functions, res-runner and resctl …");
     let mut build = Command::new(cargo);
     build.current_dir(root).args([
         "build",
@@ -63,6 +63,8 @@ fn binaries(args: &DemoArgs, root: &Path) -> anyhow::Result<PathBuf> {
         "res-functions",
         "-p",
         "res-runner",
+        "-p",
+        "resctl",
         "--bins",
     ]);
     if args.release {
@@ -95,7 +97,7 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
     port_free(args.functions_port, "--functions-port")?;
     port_free(args.status_port, "--status-port")?;
     let bin = binaries(&args, &root)?;
-    for name in ["res-functions", "res-runner"] {
+    for name in ["res-functions", "res-runner", "resctl"] {
         if !bin.join(name).is_file() {
             bail!(
                 "{} is missing (build it, or point --bin-dir at it)",
@@ -110,11 +112,6 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
     }
     std::fs::create_dir_all(&state)?;
     let state = state.canonicalize()?;
-    let detector = root
-        .join("infra/local/demo-detector.sh")
-        .canonicalize()
-        .context("infra/local/demo-detector.sh")?;
-
     let database_url = match std::env::var("DATABASE_URL") {
         Ok(url) if !url.trim().is_empty() => {
             println!("using DATABASE_URL (demo data is added to it)");
@@ -144,7 +141,6 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         .connect(&database_url)
         .await
         .context("connect")?;
-    let seeded = seed::seed(&pool, &detector).await?;
     let key = |role: &str, branches: &[uuid::Uuid]| -> anyhow::Result<String> {
         let mut command = Command::new(bin.join("res-functions"));
         command
@@ -159,6 +155,9 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         for branch in branches {
             command.args(["--branch", &branch.to_string()]);
         }
+        if role == "admin" {
+            command.arg("--all-brands");
+        }
         let output = command.output().context("res-functions create-api-key")?;
         if !output.status.success() {
             bail!(
@@ -168,9 +167,8 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     };
-    let runner_token = key("runner", &seeded.branches)?;
     let service_token = key("service", &[])?;
-    let operator_token = key("operator", &seeded.branches)?;
+    let platform_admin = key("admin", &[])?;
 
     let functions_url = format!("http://127.0.0.1:{}/functions/v1", args.functions_port);
     let mut functions = {
@@ -185,10 +183,17 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         Process::start("res-functions", command, &functions_log)?
     };
     wait_healthy(&format!("{functions_url}/health"), &mut functions).await?;
+    println!("configuring the demo brand …");
+    configure::apply(&bin.join("resctl"), &root, &functions_url, &platform_admin)?;
+    let configured = configure::read(&pool).await?;
+    let runner_token = key("runner", &configured.branches)?;
+    let operator_token = key("operator", &configured.branches)?;
     let runner_state = state.join("runner");
     let mut runner = {
         let mut command = Command::new(bin.join("res-runner"));
+        // The demo's detector is named from the workspace (infra/local/demo/catalogue.yaml).
         command
+            .current_dir(&root)
             .arg("run")
             .env("RES_RUNNER_FUNCTIONS_URL", &functions_url)
             .env("RES_RUNNER_TOKEN", &runner_token)
@@ -203,7 +208,7 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         Process::start("res-runner", command, &state.join("runner.log"))?
     };
 
-    let example = seeded
+    let example = configured
         .rules
         .first()
         .map(|(id, _)| id.to_string())
@@ -231,8 +236,8 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         state.join("runner.log").display()
     );
     println!("  database            {database_url}");
-    println!("  rules               {}", seeded.rules.len());
-    for (id, name) in &seeded.rules {
+    println!("  rules               {}", configured.rules.len());
+    for (id, name) in &configured.rules {
         println!("    {id}  {name}");
     }
     println!();
