@@ -485,7 +485,9 @@ async fn a_document_with_problems_is_refused_whole_with_every_path_and_nothing_w
 
     for (document, status, code) in [
         ("brand: {name: A, name: B}", 422, "invalid_document"),
-        ("brand: {name: Acme}", 422, "invalid_document"),
+        // Brand B's name is as unknown to A's admin as a name no brand has.
+        ("brand: {name: Other}", 404, "not_found"),
+        ("brand: {name: Nobody}", 404, "not_found"),
         ("{}", 422, "invalid_document"),
         ("catalogue: {}", 403, "forbidden"),
     ] {

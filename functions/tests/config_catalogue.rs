@@ -137,7 +137,7 @@ impl Platform {
 }
 
 #[tokio::test]
-async fn only_a_platform_key_applies_the_catalogue_or_makes_a_brand() {
+async fn only_a_platform_key_applies_the_catalogue_or_makes_a_brand_and_names_find_brands() {
     let p = platform().await;
     let brand = p.configured().await;
     let admin = p
@@ -156,12 +156,17 @@ async fn only_a_platform_key_applies_the_catalogue_or_makes_a_brand() {
     assert_eq!(reply["status"], 403, "{reply}");
     let new_brand = BRAND.replace("Demo Retail", "Another Retail");
     let reply = p.apply(&admin, &new_brand, json!({})).await;
-    assert_eq!(reply["status"], 422, "{reply}");
-    assert_eq!(reply["body"]["problems"][0]["path"], "brand.id", "{reply}");
-    // The name is taken: the answer names the brand to export instead.
-    let reply = p.apply(&p.platform, BRAND, json!({})).await;
-    assert_eq!(reply["status"], 409, "{reply}");
-    assert_eq!(reply["body"]["error"]["code"], "brand_exists", "{reply}");
+    assert_eq!(reply["status"], 404, "{reply}");
+    assert_eq!(
+        reply["body"]["error"]["message"],
+        "brand 'Another Retail' not found (brand.name names a brand of your key; new brands are made with a platform-wide key)"
+    );
+    // Named by name, the brand admin's own brand is found; the same document is no change.
+    for token in [&admin, &p.platform] {
+        let reply = p.apply(token, BRAND, json!({})).await;
+        assert_eq!(reply["status"], 200, "{reply}");
+        assert_eq!(reply["body"]["applied"], false, "{reply}");
+    }
     // A dry run of a new brand shows it and makes nothing.
     let reply = p
         .apply(&p.platform, &new_brand, json!({"dry_run": true}))

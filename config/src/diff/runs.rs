@@ -67,11 +67,13 @@ pub(super) fn preview(
     for (was_branch, branch) in pairs {
         let Some(branch) = branch else { continue };
         for (name, rule) in &branch.rules {
-            let new = timing(after, branch, name, rule, catalogues.after);
             let old = before.zip(was_branch).and_then(|(brand, was)| {
                 let rule = was.rules.get(name)?;
                 Some(timing(brand, was, name, rule, catalogues.before))
             });
+            let mut new = timing(after, branch, name, rule, catalogues.after);
+            // A document without ids keeps the stored branch rule (and its jitter offset).
+            new.id = new.id.or_else(|| old.as_ref().and_then(|o| o.id));
             if old.as_ref() == Some(&new) {
                 continue;
             }

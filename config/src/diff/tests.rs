@@ -318,3 +318,23 @@ fn ids_must_be_the_brand_s_own_and_each_names_one_object() {
             .contains("is not the id of one of this brand's branches")
     );
 }
+
+#[test]
+fn a_document_without_ids_moves_no_jittered_rule_it_leaves_as_it_is() {
+    let mut stored = brand(|b| b);
+    let id = uuid::Uuid::new_v4();
+    if let Some(brand) = stored.brand.as_mut() {
+        for rule in brand.branches.iter_mut().flat_map(|b| b.rules.values_mut()) {
+            rule.id = Some(id);
+            rule.jitter_seconds = Some(30);
+        }
+    }
+    let mut without_ids = stored.clone();
+    if let Some(brand) = without_ids.brand.as_mut() {
+        for rule in brand.branches.iter_mut().flat_map(|b| b.rules.values_mut()) {
+            rule.id = None;
+        }
+    }
+    let found = changed(&stored, &without_ids, false);
+    assert!(found.changes.is_empty(), "{found}");
+}

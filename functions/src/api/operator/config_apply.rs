@@ -33,9 +33,9 @@ pub(crate) const MAX_APPLY_BODY_BYTES: usize = 2 * res_config::MAX_DOCUMENT_BYTE
     request_body = ConfigApplyRequest,
     responses(
         (status = 200, description = "What changed (or would), and the revision now", body = ConfigApplyResponse),
-        (status = 403, description = "Not an admin key, or the catalogue or a new brand without a platform-wide key", body = ErrorBody),
+        (status = 403, description = "Not an admin key, or the catalogue without a platform-wide key", body = ErrorBody),
         (status = 404, description = "No such brand in your scope", body = ErrorBody),
-        (status = 409, description = "Objects it changes were changed since its base_revision (stale_revision), stored names a document cannot tell apart (ambiguous_names), a new brand's name is taken (brand_exists), or what a catalogue leaves out is still used (in_use)", body = ErrorBody),
+        (status = 409, description = "Objects it changes were changed since its base_revision (stale_revision), stored names a document cannot tell apart (ambiguous_names), or what a catalogue leaves out is still used (in_use)", body = ErrorBody),
         (status = 413, description = "Body over 32 MiB", body = ErrorBody),
         (status = 422, description = "The document has problems: every one at its path (invalid_document)", body = DocumentRefusal),
     ),
@@ -109,7 +109,7 @@ impl Job<'_> {
                     .ok_or_else(|| unknown_brand(id))?;
                 (id, false)
             }
-            None => (self.create_brand(&mut tx, brand).await?, true),
+            None => self.brand_by_name(&mut tx, brand).await?,
         };
         let catalogue = db::config::catalogue(&mut tx).await?;
         ambiguous_in_catalogue(brand, &catalogue)?;
@@ -162,31 +162,47 @@ impl Job<'_> {
         answer(true, revision, &diff, report.warnings)
     }
 
-    /// A brand document without an id makes a new brand: a platform-wide key's call, under
-    /// a name no brand has yet.
-    async fn create_brand(
+    /// The brand a document without an id names: the one of that name in the caller's
+    /// scope (locked), or a new one when a platform-wide key names none. Answers its id and
+    /// whether it is new.
+    async fn brand_by_name(
         &self,
         tx: &mut sqlx::PgConnection,
         brand: &res_config::Brand,
-    ) -> Result<Uuid, ApiError> {
-        if !matches!(self.caller.scope(), Scope::All) {
-            return Err(refused(
-                "brand.id",
-                "is needed: it names the brand to configure (resctl export prints it); \
-                 new brands are made with a platform-wide key",
-            ));
-        }
-        let taken = db::config::brands_named(tx, &brand.name).await?;
-        if let Some(id) = taken.first() {
-            return Err(ApiError::conflict(
-                "brand_exists",
+    ) -> Result<(Uuid, bool), ApiError> {
+        let named = db::config::brands_named(tx, &brand.name).await?;
+        let platform = matches!(self.caller.scope(), Scope::All);
+        let visible: Vec<Uuid> = if platform {
+            named
+        } else {
+            let mine = db::api_keys::brands_of(&self.state.pool, self.caller.key_id).await?;
+            named.into_iter().filter(|id| mine.contains(id)).collect()
+        };
+        match visible.as_slice() {
+            [id] => {
+                db::config::lock_brand(tx, *id)
+                    .await?
+                    .ok_or_else(|| unknown_brand(*id))?;
+                Ok((*id, false))
+            }
+            [] if platform => Ok((
+                db::config::create_brand(tx, &brand.name, &brand.zone).await?,
+                true,
+            )),
+            // Another brand's name is as unknown as a name no brand has.
+            [] => Err(ApiError::NotFound(format!(
+                "brand '{}' not found (brand.name names a brand of your key; new brands are made with a platform-wide key)",
+                brand.name
+            ))),
+            several => Err(ApiError::conflict(
+                "ambiguous_names",
                 format!(
-                    "a brand called '{}' exists ({id}); export it (resctl export --brand {id}) and apply that",
+                    "{} brands are called '{}'; give brand.id (resctl export prints it)",
+                    several.len(),
                     brand.name
                 ),
-            ));
+            )),
         }
-        Ok(db::config::create_brand(tx, &brand.name, &brand.zone).await?)
     }
 
     async fn catalogue(&self, desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
