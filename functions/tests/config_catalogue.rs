@@ -364,3 +364,49 @@ async fn the_demo_documents_apply_and_the_rule_that_never_fires_is_warned_about(
         .expect("count");
     assert_eq!(rules, 8);
 }
+
+#[tokio::test]
+async fn an_execution_says_which_configuration_revisions_it_ran_with() {
+    let p = platform().await;
+    let brand = p.configured().await;
+    let mut edited = p.export(json!({"brand_id": brand})).await;
+    if let Some(rule) = edited
+        .brand
+        .as_mut()
+        .and_then(|b| b.branches.iter_mut().find(|b| b.name == "Riyadh Olaya"))
+        .and_then(|b| b.rules.get_mut("Queue length"))
+    {
+        // All day, so it may be claimed whenever the test runs.
+        rule.window = None;
+    }
+    let third = p.applied(&yaml(&edited)).await;
+    assert_eq!(third["revision"], 3, "{third}");
+    let (rule, branch): (Uuid, Uuid) = sqlx::query_as(
+        "UPDATE branch_rules x SET next_run_time = now() - interval '1 second' FROM branches b \
+         WHERE b.id = x.branch_id AND b.name = 'Riyadh Olaya' \
+           AND x.rule_id = (SELECT id FROM rules WHERE name = 'Queue length') \
+         RETURNING x.id, b.id",
+    )
+    .fetch_one(&p.app.pool)
+    .await
+    .expect("a due rule");
+    let runner = p.app.runner_token(&[branch]).await;
+    let claim = p.app.claim(&runner, rule, "site-1").await;
+    let shown = p
+        .app
+        .call(
+            "executions_show",
+            &p.platform,
+            json!({"execution_id": claim.execution}),
+        )
+        .await;
+    assert_eq!(shown.status, 200, "{}", shown.body);
+    assert_eq!(shown.body["config_revision"], 3, "{}", shown.body);
+    assert_eq!(shown.body["catalogue_revision"], 1, "{}", shown.body);
+    let detail: res_shared::wire::ExecutionDetail =
+        serde_json::from_value(shown.body).expect("a detail");
+    assert_eq!(
+        detail.configuration(),
+        "brand revision 3, catalogue revision 1"
+    );
+}

@@ -261,6 +261,7 @@ pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
         when(e.started_at, now),
         when(e.finished_at, now)
     ));
+    out.push_str(&format!("configuration: {}\n", detail.configuration()));
     if let Some(error) = &detail.error {
         out.push_str(&format!("error: {error}\n"));
     }

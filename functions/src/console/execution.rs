@@ -56,6 +56,7 @@ struct ExecutionPage {
     chain: Vec<ChainLink>,
     earlier_runners: String,
     resumed_count: i32,
+    configuration: String,
     cancellable: bool,
     done: bool,
 }
@@ -126,6 +127,7 @@ pub(super) async fn page(
         chain,
         earlier_runners: detail.earlier_runner_ids.join(", "),
         resumed_count: detail.resumed_count,
+        configuration: detail.configuration(),
         cancellable: e.status.holds_rule() && !e.cancel_requested,
         done: q.done.is_some(),
     })

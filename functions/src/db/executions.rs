@@ -103,8 +103,9 @@ pub(crate) struct NewExecution<'a> {
     pub(crate) trigger_reason: Option<&'a str>,
 }
 
-/// Inserts a scheduled execution and marks its rule running, in one round trip; returns
-/// its id, lease end, root and the rule's new revision. A second live execution for the
+/// Inserts a scheduled execution (with the configuration revisions in force) and marks its
+/// rule running, in one round trip; returns its id, lease end, root and the rule's new
+/// revision. A second live execution for the
 /// same rule violates `executions_one_live_per_rule`.
 pub(crate) async fn insert(
     tx: &mut Tx,
@@ -114,9 +115,13 @@ pub(crate) async fn insert(
         "WITH inserted AS ( \
              INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
                                      retry_of, claim_token, lease_seconds, lease_expires_at, \
-                                     boot_id, trigger, triggered_by, trigger_reason) \
+                                     boot_id, trigger, triggered_by, trigger_reason, \
+                                     config_revision, catalogue_revision) \
              SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
-                    now() + make_interval(secs => $6), $8, $9, $10, $11 \
+                    now() + make_interval(secs => $6), $8, $9, $10, $11, \
+                    (SELECT max(c.id) FROM branch_rules x JOIN branches b ON b.id = x.branch_id \
+                     JOIN config_revisions c ON c.brand_id = b.brand_id WHERE x.id = $1), \
+                    (SELECT max(id) FROM config_revisions WHERE brand_id IS NULL) \
              FROM (SELECT gen_random_uuid() AS id) g \
              RETURNING id, lease_expires_at, root_id), \
          running AS (UPDATE branch_rules SET is_currently_running = true WHERE id = $1 \

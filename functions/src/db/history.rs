@@ -146,6 +146,8 @@ pub(crate) struct ExecutionExtras {
     pub(crate) metrics: Option<serde_json::Value>,
     pub(crate) earlier_runner_ids: Vec<String>,
     pub(crate) resumed_count: i32,
+    pub(crate) config_revision: Option<i64>,
+    pub(crate) catalogue_revision: Option<i64>,
 }
 
 /// The full error, result and metrics of an execution.
@@ -154,7 +156,8 @@ pub(crate) async fn extras(
     id: Uuid,
 ) -> Result<Option<ExecutionExtras>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT error, result, metrics, earlier_runner_ids, resumed_count \
+        "SELECT error, result, metrics, earlier_runner_ids, resumed_count, config_revision, \
+                catalogue_revision \
          FROM executions WHERE id = $1",
     )
     .bind(id)

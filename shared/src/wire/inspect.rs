@@ -182,6 +182,13 @@ pub struct ExecutionDetail {
     /// Who ran the earlier parts of a resumed execution, oldest first.
     pub earlier_runner_ids: Vec<String>,
     pub resumed_count: i32,
+    /// The brand's configuration revision in force when it was claimed (absent: before
+    /// the brand's first apply, or an offline run).
+    #[serde(default)]
+    pub config_revision: Option<i64>,
+    /// The catalogue's revision in force when it was claimed.
+    #[serde(default)]
+    pub catalogue_revision: Option<i64>,
     pub violations: Vec<ViolationSummary>,
     /// Every attempt of its retry chain, oldest first, this one included.
     pub chain: Vec<ExecutionSummary>,
@@ -205,4 +212,26 @@ pub struct ViolationSummary {
     pub execution_id: Option<Uuid>,
     #[serde(with = "super::time")]
     pub created_at: DateTime<Utc>,
+}
+
+impl ExecutionDetail {
+    /// The configuration it ran with, as people read it (`resctl executions show`, the
+    /// console).
+    pub fn configuration(&self) -> String {
+        match (self.config_revision, self.catalogue_revision) {
+            (None, None) if self.execution.trigger == super::Trigger::Offline => {
+                "the site's copy of the plan (an offline run)".to_owned()
+            }
+            (None, None) => "from before any configuration apply".to_owned(),
+            (brand, catalogue) => {
+                let part = |what: &str, revision: Option<i64>| {
+                    revision.map_or_else(
+                        || format!("{what}: no apply yet"),
+                        |n| format!("{what} revision {n}"),
+                    )
+                };
+                format!("{}, {}", part("brand", brand), part("catalogue", catalogue))
+            }
+        }
+    }
 }

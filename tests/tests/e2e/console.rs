@@ -159,6 +159,12 @@ async fn an_operator_runs_pauses_and_cancels_rules_in_a_real_browser() {
     browser
         .wait_for_text("#execution-status", WAIT, |text| text.contains("cancelled"))
         .await;
+    // Made with SQL, the rule has no configuration revision to name.
+    browser
+        .wait_for_text("#execution-configuration", WAIT, |text| {
+            text == "from before any configuration apply"
+        })
+        .await;
     assert_eq!(system.statuses(slow).await, ["cancelled"]);
 
     // A stale form: a token from an earlier session is refused, and nothing happens.

@@ -345,6 +345,8 @@ pub(crate) async fn show(
         metrics: extras.metrics,
         earlier_runner_ids: extras.earlier_runner_ids,
         resumed_count: extras.resumed_count,
+        config_revision: extras.config_revision,
+        catalogue_revision: extras.catalogue_revision,
         violations,
         chain,
     }))
