@@ -9,6 +9,7 @@
 mod diff;
 mod document;
 pub mod generate;
+mod outline;
 mod parse;
 mod path;
 mod print;
@@ -23,6 +24,7 @@ pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
     NodeKind, Rule, RuleSettings, TemplateKind, Window, WorkflowDoc,
 };
+pub use outline::node_order;
 pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
 pub use print::to_yaml;
 pub use res_workflow::Problem;

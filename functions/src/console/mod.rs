@@ -4,6 +4,7 @@
 //! touches rules or executions by another path.
 
 mod assets;
+mod configuration;
 mod error;
 mod execution;
 mod fleet;
@@ -35,6 +36,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/console/", get(fleet::page))
         .route("/console/rules", get(fleet::rules))
         .route("/console/rules/{id}", get(rule::page))
+        .route(
+            "/console/rules/{id}/configuration",
+            get(configuration::page).post(configuration::edit),
+        )
         .route("/console/rules/{id}/{action}", post(rule::act))
         .route("/console/executions", get(history::page))
         .route("/console/executions/{id}", get(execution::page))

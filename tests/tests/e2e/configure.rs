@@ -1,0 +1,164 @@
+//! Configuring in the console, in a real headless Chromium against `res-functions serve`:
+//! a brand configured with `resctl apply` (documents, no SQL), its rule's configuration
+//! read as a person reads it, a window changed through the edit form (the diff with next
+//! runs before Save, nothing written until then, the revision recording who and why), a
+//! bad value refused naming its field, and another brand's admin answered as unknown.
+
+use std::process::Command;
+
+use res_tests::browser::Browser;
+use res_tests::processes::binary;
+use uuid::Uuid;
+
+use super::system::{System, functions_cli};
+
+const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+async fn resctl_apply(system: &System, token: &str, document: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(document);
+    let url = system.functions.url();
+    let token = token.to_owned();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(binary("resctl"))
+            .arg("apply")
+            .arg("-f")
+            .arg(path)
+            .args(["-m", "set up by the test"])
+            .env("RES_URL", url)
+            .env("RES_TOKEN", token)
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .output()
+            .expect("resctl runs")
+    })
+    .await
+    .expect("joined");
+    assert!(
+        output.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+async fn sign_in(browser: &Browser, console: &str, key: &str) {
+    browser.open(&format!("{console}/")).await;
+    browser.fill("#key", key).await;
+    browser
+        .click("form[action='/console/sign-in'] button")
+        .await;
+    assert_eq!(browser.path().await, "/console/");
+}
+
+async fn window_from(system: &System, rule: Uuid) -> String {
+    sqlx::query_scalar("SELECT operation_time_from::text FROM branch_rules WHERE id = $1")
+        .bind(rule)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the window")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_brand_admin_reads_and_changes_a_rule_in_a_real_browser() {
+    let system = System::start().await;
+    let admin = |args: &[&str]| {
+        let mut all = vec!["create-api-key", "--role", "admin"];
+        all.extend_from_slice(args);
+        functions_cli(system.database_url(), &all)
+    };
+    let platform = admin(&["--name", "platform", "--all-brands"]);
+    resctl_apply(&system, &platform, "docs/config/catalogue.yaml").await;
+    resctl_apply(&system, &platform, "docs/config/brand.yaml").await;
+    let (brand, rule): (Uuid, Uuid) = sqlx::query_as(
+        "SELECT b.brand_id, x.id FROM branch_rules x JOIN branches b ON b.id = x.branch_id \
+         JOIN rules r ON r.id = x.rule_id WHERE b.name = 'Riyadh Olaya' AND r.name = 'Queue length'",
+    )
+    .fetch_one(&system.pool)
+    .await
+    .expect("the configured rule");
+    let ada = admin(&["--name", "ada", "--brand", &brand.to_string()]);
+    let console = system.functions.url().replace("/functions/v1", "/console");
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &console, &ada).await;
+
+    // The rule page leads to its configuration, read as a person reads it.
+    browser.open(&format!("{console}/rules/{rule}")).await;
+    browser.click("#configuration-link").await;
+    assert_eq!(
+        browser.path().await,
+        format!("/console/rules/{rule}/configuration")
+    );
+    let schedule = browser.text("#config-schedule").await;
+    assert!(
+        schedule.contains("the brand's schedule for this rule"),
+        "{schedule}"
+    );
+    assert_eq!(browser.text("#config-window").await, "08:00–24:00");
+    let nodes = browser.text("#workflow-nodes").await;
+    let order: Vec<&str> = nodes.lines().collect();
+    assert_eq!(
+        order,
+        [
+            "detect detection: Queue detector",
+            "violation business: create_violation with Record violation",
+            "tell business: notify with Tell the manager"
+        ],
+        "{nodes}"
+    );
+    assert!(browser.text("#workflow-edges").await.contains("is_success"));
+
+    // A window opening at nine: the diff and next runs first, nothing written yet.
+    browser.fill("#config-from", "09:00").await;
+    browser.fill("#config-message", "open at nine").await;
+    browser.click("#config-preview").await;
+    let diff = browser.text("#config-diff").await;
+    assert!(
+        diff.contains("window: 08:00-24:00 → 09:00-24:00")
+            && diff.contains("next runs (Asia/Riyadh)"),
+        "{diff}"
+    );
+    assert_eq!(window_from(&system, rule).await, "08:00:00");
+    browser.click("#config-save-button").await;
+    browser
+        .wait_for_text("#config-saved", WAIT, |t| t.starts_with("Saved"))
+        .await;
+    assert_eq!(window_from(&system, rule).await, "09:00:00");
+    assert_eq!(browser.text("#config-window").await, "09:00–24:00");
+    let history = browser.text("#config-history").await;
+    assert!(
+        history.contains("ada") && history.contains("open at nine"),
+        "{history}"
+    );
+
+    // A bad value is refused at its field, and nothing changes.
+    browser.fill("#config-to", "25:00").await;
+    browser.fill("#config-message", "a typo").await;
+    browser.click("#config-preview").await;
+    let problems = browser.text("#config-problems").await;
+    assert!(problems.contains("window.to"), "{problems}");
+    assert_eq!(browser.count("#config-save-button").await, 0);
+    assert_eq!(window_from(&system, rule).await, "09:00:00");
+
+    // Another brand's admin: the page is as unknown as a rule that does not exist.
+    let other_brand: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
+        .bind(system.branch)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the other brand");
+    let eve = admin(&["--name", "eve", "--brand", &other_brand.to_string()]);
+    let other = Browser::start(1280, 900).await;
+    sign_in(&other, &console, &eve).await;
+    let unknown = Uuid::new_v4();
+    for id in [rule, unknown] {
+        other
+            .open(&format!("{console}/rules/{id}/configuration"))
+            .await;
+        let text = other.text("main").await;
+        assert!(
+            text.contains(&format!("branch rule {id} not found")),
+            "{text}"
+        );
+    }
+    assert_eq!(window_from(&system, rule).await, "09:00:00");
+}
