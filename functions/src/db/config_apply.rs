@@ -56,7 +56,9 @@ impl Apply<'_> {
 }
 
 /// Writes the brand; ids of rules and templates come from the catalogue (validation has
-/// made sure every name resolves).
+/// made sure every name resolves). Branches and branch rules are collected first and
+/// written a statement per kind (`UNNEST`), not a statement per row: a brand of 40,000
+/// branch rules is one document.
 pub(crate) async fn write(conn: &mut PgConnection, apply: &Apply<'_>) -> Result<(), sqlx::Error> {
     let (current, desired) = (apply.current, apply.desired);
     if current.name != desired.name || current.zone != desired.zone {
@@ -68,25 +70,22 @@ pub(crate) async fn write(conn: &mut PgConnection, apply: &Apply<'_>) -> Result<
             .await?;
     }
     let brand_rules = write_brand_rules(conn, apply).await?;
+    let mut pending = Pending::default();
     for pair in res_config::pair_branches(&current.branches, &desired.branches) {
         match pair {
             (was, Some(branch)) => {
-                let branch_id = write_branch(conn, apply, was, branch).await?;
-                write_branch_rules(conn, apply, &brand_rules, branch_id, was, branch).await?;
+                let branch_id = pending.branch(was, branch);
+                pending.branch_rules(apply, &brand_rules, branch_id, was, branch);
             }
             (Some(gone), None) => {
-                // An archived branch takes its rules with it.
-                let archive = "WITH b AS (UPDATE branches SET is_archived = true, is_active = false \
-                                          WHERE id = $1 RETURNING id) \
-                               UPDATE branch_rules SET is_archived = true \
-                               WHERE branch_id = (SELECT id FROM b) AND NOT is_archived";
-                let delete = "DELETE FROM branches WHERE id = $1";
-                remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+                if let Some(id) = gone.id {
+                    pending.gone_branches.push(id);
+                }
             }
             (None, None) => {}
         }
     }
-    Ok(())
+    pending.flush(conn, apply).await
 }
 
 /// Upserts the brand's rules that changed, archives (or deletes) those left out; answers
@@ -132,9 +131,10 @@ async fn write_brand_rules(
         if apply.desired.rules.contains_key(name) {
             continue;
         }
-        let delete = "DELETE FROM brand_rules WHERE id = $1";
-        let archive = "UPDATE brand_rules SET is_archived = true WHERE id = $1";
-        remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+        let delete = "DELETE FROM brand_rules WHERE id = ANY($1)";
+        let archive = "UPDATE brand_rules SET is_archived = true WHERE id = ANY($1)";
+        let ids: Vec<Uuid> = gone.id.into_iter().collect();
+        remove(conn, apply.prune, &ids, [delete, archive]).await?;
     }
     Ok(ids)
 }
@@ -155,177 +155,261 @@ fn same_brand_rule(was: Option<&BrandRule>, now: &BrandRule) -> bool {
     })
 }
 
-/// Creates or updates one branch; answers its id.
-async fn write_branch(
-    conn: &mut PgConnection,
-    apply: &Apply<'_>,
-    was: Option<&Branch>,
-    branch: &Branch,
-) -> Result<Uuid, sqlx::Error> {
-    match was.and_then(|w| w.id.map(|id| (w, id))) {
-        Some((was, id)) => {
-            if (&was.name, &was.zone, was.active) != (&branch.name, &branch.zone, branch.active) {
-                sqlx::query(
-                    "UPDATE branches SET name = $2, timezone = $3, is_active = $4 WHERE id = $1",
-                )
-                .bind(id)
-                .bind(&branch.name)
-                .bind(&branch.zone)
-                .bind(branch.active)
-                .execute(&mut *conn)
-                .await?;
-            }
-            Ok(id)
-        }
-        None => {
-            sqlx::query_scalar(
-                "INSERT INTO branches (brand_id, name, timezone, is_active) \
-                 VALUES ($1, $2, $3, $4) RETURNING id",
-            )
-            .bind(apply.brand_id)
-            .bind(&branch.name)
-            .bind(&branch.zone)
-            .bind(branch.active)
-            .fetch_one(&mut *conn)
-            .await
-        }
+/// The branch and branch-rule rows an apply writes, collected so each kind is one
+/// statement.
+#[derive(Default)]
+struct Pending {
+    new_branches: BranchRows,
+    changed_branches: BranchRows,
+    gone_branches: Vec<Uuid>,
+    new_rules: RuleRows,
+    changed_rules: RuleRows,
+    gone_rules: Vec<Uuid>,
+    /// Branch rules whose action details are replaced, and the new details.
+    replaced_actions: Vec<Uuid>,
+    actions: (Vec<Uuid>, Vec<Uuid>, Vec<Value>),
+}
+
+#[derive(Default)]
+struct BranchRows {
+    id: Vec<Uuid>,
+    name: Vec<String>,
+    zone: Vec<Option<String>>,
+    active: Vec<bool>,
+}
+
+impl BranchRows {
+    fn push(&mut self, id: Uuid, branch: &Branch) {
+        self.id.push(id);
+        self.name.push(branch.name.clone());
+        self.zone.push(branch.zone.clone());
+        self.active.push(branch.active);
     }
 }
 
-/// Creates, updates and archives (or deletes) the rules of one branch.
-async fn write_branch_rules(
-    conn: &mut PgConnection,
-    apply: &Apply<'_>,
-    brand_rules: &BTreeMap<String, Uuid>,
-    branch_id: Uuid,
-    was: Option<&Branch>,
-    branch: &Branch,
-) -> Result<(), sqlx::Error> {
-    let none = BTreeMap::new();
-    let before = was.map_or(&none, |w| &w.rules);
-    for (name, rule) in &branch.rules {
-        let (Some(rule_id), Some(brand_rule_id)) = (apply.rule_id(name), brand_rules.get(name))
-        else {
-            continue;
-        };
-        let existing = before.get(name).and_then(|r| r.id.map(|id| (r, id)));
-        let id = existing.map_or_else(Uuid::new_v4, |(_, id)| id);
-        let moved = apply.timing_moved(&branch.name, name) || existing.is_none();
-        let next_run = moved
-            .then(|| {
-                res_config::next_run_at(
-                    apply.desired,
-                    branch,
-                    name,
-                    rule,
-                    Some(apply.catalogue),
-                    id,
-                    apply.now,
-                )
-            })
-            .flatten();
-        let (from, to) = rule
-            .window
-            .as_ref()
-            .map(|w| (w.from.clone(), w.to.clone()))
-            .unzip();
-        let jitter = rule.jitter_seconds.and_then(|n| i32::try_from(n).ok());
-        match existing {
+#[derive(Default)]
+struct RuleRows {
+    id: Vec<Uuid>,
+    branch_id: Vec<Uuid>,
+    rule_id: Vec<Uuid>,
+    brand_rule_id: Vec<Uuid>,
+    active: Vec<bool>,
+    from: Vec<Option<String>>,
+    to: Vec<Option<String>>,
+    overlap: Vec<Option<String>>,
+    jitter: Vec<Option<i32>>,
+    moved: Vec<bool>,
+    next_run: Vec<Option<DateTime<Utc>>>,
+}
+
+impl Pending {
+    /// Notes one branch to create or update; answers its id (new ones get theirs here).
+    fn branch(&mut self, was: Option<&Branch>, branch: &Branch) -> Uuid {
+        match was.and_then(|w| w.id.map(|id| (w, id))) {
+            Some((was, id)) => {
+                if (&was.name, &was.zone, was.active) != (&branch.name, &branch.zone, branch.active)
+                {
+                    self.changed_branches.push(id, branch);
+                }
+                id
+            }
             None => {
-                sqlx::query(
-                    "INSERT INTO branch_rules (id, branch_id, rule_id, brand_rule_id, is_active, \
-                         operation_time_from, operation_time_to, overlap_policy, jitter_seconds, \
-                         next_run_time) \
-                     VALUES ($1, $2, $3, $4, $5, $6::time, $7::time, $8, $9, $10)",
-                )
-                .bind(id)
-                .bind(branch_id)
-                .bind(rule_id)
-                .bind(brand_rule_id)
-                .bind(rule.active)
-                .bind(&from)
-                .bind(&to)
-                .bind(&rule.overlap_policy)
-                .bind(jitter)
-                .bind(next_run)
-                .execute(&mut *conn)
-                .await?;
-            }
-            Some((was, _)) if was == rule && !moved => continue,
-            Some(_) => {
-                sqlx::query(
-                    "UPDATE branch_rules SET brand_rule_id = $2, is_active = $3, \
-                         operation_time_from = $4::time, operation_time_to = $5::time, \
-                         overlap_policy = $6, jitter_seconds = $7, \
-                         next_run_time = CASE WHEN $8 THEN $9 ELSE next_run_time END \
-                     WHERE id = $1",
-                )
-                .bind(id)
-                .bind(brand_rule_id)
-                .bind(rule.active)
-                .bind(&from)
-                .bind(&to)
-                .bind(&rule.overlap_policy)
-                .bind(jitter)
-                .bind(moved)
-                .bind(next_run)
-                .execute(&mut *conn)
-                .await?;
+                let id = Uuid::new_v4();
+                self.new_branches.push(id, branch);
+                id
             }
         }
-        if existing.map(|(was, _)| &was.actions) != Some(&rule.actions) {
-            write_actions(conn, apply, id, &rule.actions).await?;
+    }
+
+    /// Notes the rules of one branch to create, update and archive (or delete).
+    fn branch_rules(
+        &mut self,
+        apply: &Apply<'_>,
+        brand_rules: &BTreeMap<String, Uuid>,
+        branch_id: Uuid,
+        was: Option<&Branch>,
+        branch: &Branch,
+    ) {
+        let none = BTreeMap::new();
+        let before = was.map_or(&none, |w| &w.rules);
+        for (name, rule) in &branch.rules {
+            let (Some(rule_id), Some(&brand_rule_id)) =
+                (apply.rule_id(name), brand_rules.get(name))
+            else {
+                continue;
+            };
+            let existing = before.get(name).and_then(|r| r.id.map(|id| (r, id)));
+            let id = existing.map_or_else(Uuid::new_v4, |(_, id)| id);
+            let moved = apply.timing_moved(&branch.name, name) || existing.is_none();
+            if let Some((was, _)) = existing
+                && was == rule
+                && !moved
+            {
+                continue;
+            }
+            let next_run = moved
+                .then(|| {
+                    res_config::next_run_at(
+                        apply.desired,
+                        branch,
+                        name,
+                        rule,
+                        Some(apply.catalogue),
+                        id,
+                        apply.now,
+                    )
+                })
+                .flatten();
+            let rows = if existing.is_some() {
+                &mut self.changed_rules
+            } else {
+                &mut self.new_rules
+            };
+            rows.id.push(id);
+            rows.branch_id.push(branch_id);
+            rows.rule_id.push(rule_id);
+            rows.brand_rule_id.push(brand_rule_id);
+            rows.active.push(rule.active);
+            rows.from.push(rule.window.as_ref().map(|w| w.from.clone()));
+            rows.to.push(rule.window.as_ref().map(|w| w.to.clone()));
+            rows.overlap.push(rule.overlap_policy.clone());
+            rows.jitter
+                .push(rule.jitter_seconds.and_then(|n| i32::try_from(n).ok()));
+            rows.moved.push(moved);
+            rows.next_run.push(next_run);
+            if existing.map(|(was, _)| &was.actions) != Some(&rule.actions) {
+                if existing.is_some() {
+                    self.replaced_actions.push(id);
+                }
+                for (template, config) in &rule.actions {
+                    if let Some(template_id) = apply.template_id(template) {
+                        self.actions.0.push(id);
+                        self.actions.1.push(template_id);
+                        self.actions.2.push(config.clone());
+                    }
+                }
+            }
+        }
+        for (name, gone) in before {
+            if !branch.rules.contains_key(name)
+                && let Some(id) = gone.id
+            {
+                self.gone_rules.push(id);
+            }
         }
     }
-    for (name, gone) in before {
-        if branch.rules.contains_key(name) {
-            continue;
-        }
-        let delete = "DELETE FROM branch_rules WHERE id = $1";
-        let archive = "UPDATE branch_rules SET is_archived = true WHERE id = $1";
-        remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+
+    async fn flush(self, conn: &mut PgConnection, apply: &Apply<'_>) -> Result<(), sqlx::Error> {
+        let b = &self.new_branches;
+        sqlx::query(
+            "INSERT INTO branches (id, brand_id, name, timezone, is_active) \
+             SELECT u.id, $1, u.name, u.zone, u.active \
+             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bool[]) AS u(id, name, zone, active)",
+        )
+        .bind(apply.brand_id)
+        .bind(&b.id)
+        .bind(&b.name)
+        .bind(&b.zone)
+        .bind(&b.active)
+        .execute(&mut *conn)
+        .await?;
+        let b = &self.changed_branches;
+        sqlx::query(
+            "UPDATE branches x SET name = u.name, timezone = u.zone, is_active = u.active \
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[]) AS u(id, name, zone, active) \
+             WHERE x.id = u.id",
+        )
+        .bind(&b.id)
+        .bind(&b.name)
+        .bind(&b.zone)
+        .bind(&b.active)
+        .execute(&mut *conn)
+        .await?;
+        let r = &self.new_rules;
+        sqlx::query(
+            "INSERT INTO branch_rules (id, branch_id, rule_id, brand_rule_id, is_active, \
+                 operation_time_from, operation_time_to, overlap_policy, jitter_seconds, \
+                 next_run_time) \
+             SELECT u.id, u.branch_id, u.rule_id, u.brand_rule_id, u.active, u.f::time, u.t::time, \
+                    u.o, u.j, u.next \
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::bool[], $6::text[], \
+                         $7::text[], $8::text[], $9::int4[], $10::timestamptz[]) \
+                  AS u(id, branch_id, rule_id, brand_rule_id, active, f, t, o, j, next)",
+        )
+        .bind(&r.id)
+        .bind(&r.branch_id)
+        .bind(&r.rule_id)
+        .bind(&r.brand_rule_id)
+        .bind(&r.active)
+        .bind(&r.from)
+        .bind(&r.to)
+        .bind(&r.overlap)
+        .bind(&r.jitter)
+        .bind(&r.next_run)
+        .execute(&mut *conn)
+        .await?;
+        let r = &self.changed_rules;
+        sqlx::query(
+            "UPDATE branch_rules x SET brand_rule_id = u.brand_rule_id, is_active = u.active, \
+                 operation_time_from = u.f::time, operation_time_to = u.t::time, \
+                 overlap_policy = u.o, jitter_seconds = u.j, \
+                 next_run_time = CASE WHEN u.moved THEN u.next ELSE x.next_run_time END \
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::bool[], $4::text[], $5::text[], $6::text[], \
+                         $7::int4[], $8::bool[], $9::timestamptz[]) \
+                  AS u(id, brand_rule_id, active, f, t, o, j, moved, next) \
+             WHERE x.id = u.id",
+        )
+        .bind(&r.id)
+        .bind(&r.brand_rule_id)
+        .bind(&r.active)
+        .bind(&r.from)
+        .bind(&r.to)
+        .bind(&r.overlap)
+        .bind(&r.jitter)
+        .bind(&r.moved)
+        .bind(&r.next_run)
+        .execute(&mut *conn)
+        .await?;
+        sqlx::query("DELETE FROM action_details WHERE branch_rule_id = ANY($1)")
+            .bind(&self.replaced_actions)
+            .execute(&mut *conn)
+            .await?;
+        let (rules, templates, configs) = &self.actions;
+        sqlx::query(
+            "INSERT INTO action_details (branch_rule_id, action_template_id, config) \
+             SELECT * FROM UNNEST($1::uuid[], $2::uuid[], $3::jsonb[])",
+        )
+        .bind(rules)
+        .bind(templates)
+        .bind(configs)
+        .execute(&mut *conn)
+        .await?;
+        let delete = "DELETE FROM branch_rules WHERE id = ANY($1)";
+        let archive = "UPDATE branch_rules SET is_archived = true WHERE id = ANY($1)";
+        remove(conn, apply.prune, &self.gone_rules, [delete, archive]).await?;
+        // An archived branch takes its rules with it.
+        let delete = "DELETE FROM branches WHERE id = ANY($1)";
+        let archive = "WITH b AS (UPDATE branches SET is_archived = true, is_active = false \
+                                  WHERE id = ANY($1) RETURNING id) \
+                       UPDATE branch_rules SET is_archived = true \
+                       WHERE branch_id IN (SELECT id FROM b) AND NOT is_archived";
+        remove(conn, apply.prune, &self.gone_branches, [delete, archive]).await
     }
-    Ok(())
 }
 
-/// Deletes (`prune`) or archives a stored row the document leaves out, with the statement
-/// of each, which take its id.
+/// Deletes (`prune`) or archives the stored rows a document leaves out, with the statement
+/// of each, which take the ids as an array.
 pub(super) async fn remove(
     conn: &mut PgConnection,
     prune: bool,
-    id: Option<Uuid>,
+    ids: &[Uuid],
     [delete, archive]: [&'static str; 2],
 ) -> Result<(), sqlx::Error> {
-    let Some(id) = id else { return Ok(()) };
-    let statement = if prune { delete } else { archive };
-    sqlx::query(statement).bind(id).execute(&mut *conn).await?;
-    Ok(())
-}
-
-/// Replaces a branch rule's action details.
-async fn write_actions(
-    conn: &mut PgConnection,
-    apply: &Apply<'_>,
-    branch_rule: Uuid,
-    actions: &BTreeMap<String, Value>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM action_details WHERE branch_rule_id = $1")
-        .bind(branch_rule)
-        .execute(&mut *conn)
-        .await?;
-    for (template, config) in actions {
-        if let Some(template_id) = apply.template_id(template) {
-            sqlx::query(
-                "INSERT INTO action_details (branch_rule_id, action_template_id, config) \
-                 VALUES ($1, $2, $3)",
-            )
-            .bind(branch_rule)
-            .bind(template_id)
-            .bind(config)
-            .execute(&mut *conn)
-            .await?;
-        }
+    if ids.is_empty() {
+        return Ok(());
     }
+    let statement = if prune { delete } else { archive };
+    sqlx::query(statement).bind(ids).execute(&mut *conn).await?;
     Ok(())
 }
 

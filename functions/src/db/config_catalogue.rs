@@ -101,9 +101,10 @@ pub(crate) async fn write(
                 template_ids.insert(&template.name, id);
             }
             (Some(gone), None) => {
-                let delete = "DELETE FROM action_templates WHERE id = $1";
-                let archive = "UPDATE action_templates SET is_archived = true WHERE id = $1";
-                super::config_apply::remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+                let delete = "DELETE FROM action_templates WHERE id = ANY($1)";
+                let archive = "UPDATE action_templates SET is_archived = true WHERE id = ANY($1)";
+                let ids: Vec<Uuid> = gone.id.into_iter().collect();
+                super::config_apply::remove(conn, apply.prune, &ids, [delete, archive]).await?;
             }
             (None, None) => {}
         }
@@ -118,9 +119,10 @@ pub(crate) async fn write(
                 }
             }
             (Some(gone), None) => {
-                let delete = "DELETE FROM rules WHERE id = $1";
-                let archive = "UPDATE rules SET is_archived = true WHERE id = $1";
-                super::config_apply::remove(conn, apply.prune, gone.id, [delete, archive]).await?;
+                let delete = "DELETE FROM rules WHERE id = ANY($1)";
+                let archive = "UPDATE rules SET is_archived = true WHERE id = ANY($1)";
+                let ids: Vec<Uuid> = gone.id.into_iter().collect();
+                super::config_apply::remove(conn, apply.prune, &ids, [delete, archive]).await?;
             }
             (None, None) => {}
         }
