@@ -1,11 +1,14 @@
 //! Configuration at the acceptance's size through `config_apply` over HTTP: a brand of
 //! 2,000 branches × 20 rules (40,000 branch rules) created from a document, then the
 //! common edit (one window) and the widest (the brand's zone: every branch rule moves),
-//! each shown (dry run) and applied. `cargo bench -p res-functions --bench config`.
+//! each shown (dry run) and applied while 100 sites of the brand wait on their plan's long
+//! poll and 8 clients claim the brand's rules without pause: how long after the apply's
+//! answer each waiting site has the change, and the claims' latency while the apply runs.
+//! `cargo bench -p res-functions --bench config`.
 
 mod support;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use res_config::generate::{brand_text, catalogue_text};
 use res_functions::auth::{Role, generate_token, hash_token};
@@ -18,6 +21,8 @@ use uuid::Uuid;
 const BRANCHES: usize = 2_000;
 const RULES: usize = 20;
 const DRY_RUNS: usize = 5;
+const WAITING_SITES: usize = 100;
+const CLAIMERS: usize = 8;
 
 fn main() {
     support::main_when_benchmarking(run);
@@ -111,9 +116,146 @@ async fn run() {
             samples.push(took);
         }
         support::report(&format!("diff, {label}"), &mut samples);
+        // Every site of the brand has a change only when the zone moves.
+        let sites = if changes > 1 {
+            Some(Sites::start(&pool, &base, brand).await)
+        } else {
+            None
+        };
         let (applied, body) = call("config_apply", json!({"document": text, "force": true})).await;
+        let answered = Instant::now();
         assert_eq!(body["applied"], true, "{label}");
         println!("apply, {label}: {applied:?}");
+        if let Some(sites) = sites {
+            sites.report(label, answered - applied, answered).await;
+        }
+    }
+}
+
+/// Sites of the brand during an apply: each waiting on its plan's long poll from the plan
+/// it has, and clients claiming the brand's rules in a loop.
+struct Sites {
+    waiters: Vec<tokio::task::JoinHandle<Instant>>,
+    claimers: Vec<tokio::task::JoinHandle<Vec<(Instant, Duration)>>>,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Sites {
+    async fn start(pool: &PgPool, base: &str, brand: Uuid) -> Sites {
+        let branches: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM branches WHERE brand_id = $1 AND NOT is_archived ORDER BY id LIMIT $2",
+        )
+        .bind(brand)
+        .bind(i64::try_from(WAITING_SITES + CLAIMERS).unwrap_or(108))
+        .fetch_all(pool)
+        .await
+        .expect("branches");
+        let rules: Vec<Vec<Uuid>> = {
+            let mut rules = Vec::new();
+            for branch in &branches {
+                let ids: Vec<Uuid> =
+                    sqlx::query_scalar("SELECT id FROM branch_rules WHERE branch_id = $1")
+                        .bind(branch)
+                        .fetch_all(pool)
+                        .await
+                        .expect("rules");
+                rules.push(ids);
+            }
+            rules
+        };
+        let sites = support::sites::Site::for_branches(pool, &branches).await;
+        let client = reqwest::Client::new();
+        let plan = |site: &support::sites::Site, since: Option<String>| {
+            let (client, base, site) = (client.clone(), base.to_owned(), site.clone());
+            async move {
+                let reply = client
+                    .post(format!("{base}/get-execution-plan-v2"))
+                    .bearer_auth(&site.token)
+                    .json(
+                        &json!({"runner_id": site.runner_id, "since": since, "wait_seconds": 120}),
+                    )
+                    .send()
+                    .await
+                    .expect("answers");
+                assert_eq!(reply.status(), 200, "the plan");
+                let body: Value = reply.json().await.expect("json");
+                (body["cursor"].as_str().unwrap_or_default().to_owned(), body)
+            }
+        };
+        let mut waiters = Vec::new();
+        // The claimers' branches are not the waiters': a claim wakes its own branch's wait.
+        for site in &sites[..WAITING_SITES] {
+            let (cursor, _) = plan(site, None).await;
+            let wait = plan(site, Some(cursor));
+            waiters.push(tokio::spawn(async move {
+                let (_, body) = wait.await;
+                // A long poll that timed out empty would be a miss, not a fast answer.
+                assert!(
+                    body["workflows"].as_array().is_some_and(|w| !w.is_empty()),
+                    "the waiting site got the change: {body}"
+                );
+                Instant::now()
+            }));
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        let claimers = (0..CLAIMERS)
+            .map(|n| {
+                let (client, base, stop) = (client.clone(), base.to_owned(), stop.clone());
+                let site = sites[WAITING_SITES + n].clone();
+                let rules = rules[WAITING_SITES + n].clone();
+                tokio::spawn(async move {
+                    let mut samples = Vec::new();
+                    for rule in rules.iter().cycle() {
+                        if stop.is_cancelled() {
+                            break;
+                        }
+                        let started = Instant::now();
+                        let reply = client
+                            .post(format!("{base}/branch_rules_claim"))
+                            .bearer_auth(&site.token)
+                            .json(&json!({"branch_rule_id": rule, "runner_id": site.runner_id}))
+                            .send()
+                            .await
+                            .expect("answers");
+                        // Claimed, or refused as not due or running: an answer, not an error.
+                        let status = reply.status().as_u16();
+                        assert!(matches!(status, 200 | 409), "claim answered {status}");
+                        samples.push((started, started.elapsed()));
+                    }
+                    samples
+                })
+            })
+            .collect();
+        // The waits are in place before the apply starts.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Sites {
+            waiters,
+            claimers,
+            stop,
+        }
+    }
+
+    async fn report(self, label: &str, apply_started: Instant, answered: Instant) {
+        let mut after = Vec::new();
+        for waiter in self.waiters {
+            let got = waiter.await.expect("a waiting site");
+            after.push(got.saturating_duration_since(answered));
+        }
+        support::report(
+            &format!("{label}: plans at {WAITING_SITES} waiting sites, after the apply's answer"),
+            &mut after,
+        );
+        self.stop.cancel();
+        let mut during = Vec::new();
+        for claimer in self.claimers {
+            for (at, took) in claimer.await.expect("a claimer") {
+                if at >= apply_started && at <= answered {
+                    during.push(took);
+                }
+            }
+        }
+        assert!(!during.is_empty(), "claims were made during the apply");
+        support::report(&format!("{label}: claims during the apply"), &mut during);
     }
 }
 
