@@ -363,6 +363,16 @@ async fn the_demo_documents_apply_and_the_rule_that_never_fires_is_warned_about(
         .await
         .expect("count");
     assert_eq!(rules, 8);
+    // Export, then apply: the demo's configuration round-trips with no change.
+    let brand: Uuid = sqlx::query_scalar("SELECT id FROM brands")
+        .fetch_one(&p.app.pool)
+        .await
+        .expect("the demo brand");
+    for scope in [json!({"catalogue": true}), json!({"brand_id": brand})] {
+        let exported = p.export(scope.clone()).await;
+        let reply = p.applied_or_not(&yaml(&exported)).await;
+        assert_eq!(reply["applied"], false, "{scope}: {reply}");
+    }
 }
 
 #[tokio::test]

@@ -627,3 +627,107 @@ async fn sign_ins_are_bounded_per_address_and_foreign_posts_without_origin_are_r
     }
     assert_eq!(b.app.fingerprint().await, before, "nothing was paused");
 }
+
+#[tokio::test]
+async fn a_rules_configuration_is_its_brand_admins_and_forged_or_foreign_edits_change_nothing() {
+    let b = brands().await;
+    let brand_of = |rule: Uuid| {
+        let pool = b.app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, Uuid>(
+                "SELECT br.brand_id FROM branch_rules x JOIN branches br ON br.id = x.branch_id \
+                 WHERE x.id = $1",
+            )
+            .bind(rule)
+            .fetch_one(&pool)
+            .await
+            .expect("brand")
+        }
+    };
+    let admin_of = |brand: Uuid, name: &'static str| {
+        let app = &b.app;
+        async move {
+            let scope = KeyScope {
+                brand_ids: vec![brand],
+                ..KeyScope::default()
+            };
+            app.token(name, Role::Admin, &scope).await
+        }
+    };
+    // Named apart from brand B's, so a document can name it.
+    Seed::new(&b.app.pool)
+        .name_rule(b.plain, "Plain queue")
+        .await;
+    let admin_a = admin_of(brand_of(b.plain).await, "A admin").await;
+    let admin_b = admin_of(brand_of(b.other).await, "B admin").await;
+    let path = format!("/console/rules/{}/configuration", b.plain);
+    let before = b.app.fingerprint().await;
+
+    let admin = signed_in(&b.app, &admin_a).await;
+    let page = admin.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("What a run does"), "{}", page.body);
+    let rule_page = admin.get(&format!("/console/rules/{}", b.plain)).await;
+    assert!(rule_page.body.contains("id=\"configuration-link\""));
+
+    // An operator of the same brand may run the rule but not configure it.
+    let operator = signed_in(&b.app, &b.operator_a).await;
+    let refused = operator.get(&path).await;
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let rule_page = operator.get(&format!("/console/rules/{}", b.plain)).await;
+    assert!(!rule_page.body.contains("configuration-link"));
+
+    // Another brand's admin: the page and its form answer as an unknown rule's.
+    let foreign = signed_in(&b.app, &admin_b).await;
+    let unknown = Uuid::new_v4();
+    for id in [b.plain, unknown] {
+        let page = foreign
+            .get(&format!("/console/rules/{id}/configuration"))
+            .await;
+        assert_eq!(page.status, 404, "{}", page.body);
+        assert!(page.body.contains(&format!("branch rule {id} not found")));
+    }
+    let own_csrf = foreign
+        .get(&format!("/console/rules/{}/configuration", b.other))
+        .await
+        .csrf()
+        .unwrap_or_default();
+    let posted = foreign
+        .post(
+            &path,
+            &[
+                ("csrf", &own_csrf),
+                ("step", "save"),
+                ("from", "09:00"),
+                ("to", "18:00"),
+                ("message", "not mine"),
+            ],
+        )
+        .await;
+    assert_eq!(posted.status, 404, "{}", posted.body);
+
+    // A forged token, and a value the checker refuses at its field: nothing written.
+    let forged = admin
+        .post(
+            &path,
+            &[("csrf", "0000"), ("step", "save"), ("message", "forged")],
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    let csrf = page.csrf().unwrap_or_default();
+    let bad = admin
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("step", "preview"),
+                ("from", "09:00"),
+                ("to", "25:00"),
+                ("message", "a typo"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert!(bad.body.contains("window.to"), "{}", bad.body);
+    assert_eq!(b.app.fingerprint().await, before);
+}

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::cycles::cycles_without_delay;
 use super::{Action, ConfigErrors, Edge, Node, Problem, Workflow};
-use crate::actions::{ActionKind, Catalogue};
+use crate::actions::{ActionKind, Catalogue, ExecutorField};
 
 /// Collects problems while loading.
 struct Checker<'t> {
@@ -89,35 +89,14 @@ impl Checker<'_> {
                 return None;
             }
         };
-        let name = match named {
-            Some(name) => name.to_owned(),
-            None => match config.get("executor").and_then(Value::as_str) {
-                Some(name) => name.to_owned(),
-                None => {
-                    self.problem(
-                        format!("{at}.config.executor"),
-                        format!("is missing ({})", self.actions.names(kind).join(", ")),
-                    );
-                    return None;
-                }
-            },
-        };
-        let executor = match self.actions.find(&name) {
-            Some((executor, of)) if of == kind => executor,
-            _ => {
-                let where_ = if named.is_some() {
-                    format!("{path}.action")
-                } else {
-                    format!("{at}.config.executor")
+        let executor = match self.actions.executor_of(kind, named, &config) {
+            Ok(executor) => executor,
+            Err((field, message)) => {
+                let where_ = match field {
+                    ExecutorField::Action => format!("{path}.action"),
+                    ExecutorField::Executor => format!("{at}.config.executor"),
                 };
-                self.problem(
-                    where_,
-                    format!(
-                        "unknown {} action '{name}' ({})",
-                        kind.as_str(),
-                        self.actions.names(kind).join(", ")
-                    ),
-                );
+                self.problem(where_, message);
                 return None;
             }
         };

@@ -15,7 +15,7 @@ pub mod actions;
 mod check;
 mod cycles;
 
-pub use actions::{ActionKind, Catalogue, StandardActions};
+pub use actions::{ActionKind, Catalogue, ExecutorField, StandardActions};
 
 /// A checked workflow, ready to run many times.
 #[derive(Debug, Clone)]

@@ -3,7 +3,6 @@
 
 use res_shared::schedule::{Recurrence, Schedule, Zone};
 use res_workflow::{ActionKind, Catalogue as _, StandardActions};
-use serde_json::Value;
 
 use super::workflow::check_workflow;
 use super::{Report, TemplatesByRule, check_name, check_unique};
@@ -18,35 +17,20 @@ pub(super) fn check(catalogue: &Catalogue, report: &mut Report) -> TemplatesByRu
         let at = templates.index(i);
         check_name(&template.name, &at.field("name"), report);
         let config = at.field("config");
-        let Some(object) = template.config.as_object() else {
+        if !template.config.is_object() {
             report.error(&config, "must be a mapping of the executor's settings");
             continue;
-        };
+        }
         // A detection template names its executor, so it can be checked on its own;
         // a business template is checked as each node that uses it names its action.
         if template.kind == TemplateKind::Detection {
-            match object.get("executor").and_then(Value::as_str) {
-                Some(name) => match StandardActions.find(name) {
-                    Some((name, ActionKind::Detection)) => {
-                        for message in StandardActions.check_config(name, &template.config) {
-                            report.error(&config, message);
-                        }
+            match StandardActions.executor_of(ActionKind::Detection, None, &template.config) {
+                Ok(name) => {
+                    for message in StandardActions.check_config(name, &template.config) {
+                        report.error(&config, message);
                     }
-                    _ => report.error(
-                        &config.field("executor"),
-                        format!(
-                            "unknown detection action '{name}' ({})",
-                            StandardActions.names(ActionKind::Detection).join(", ")
-                        ),
-                    ),
-                },
-                None => report.error(
-                    &config.field("executor"),
-                    format!(
-                        "is missing ({})",
-                        StandardActions.names(ActionKind::Detection).join(", ")
-                    ),
-                ),
+                }
+                Err((_, message)) => report.error(&config.field("executor"), message),
             }
         }
     }

@@ -43,6 +43,46 @@ pub trait Catalogue {
     fn check_config(&self, name: &str, config: &Value) -> Vec<String>;
     /// Names of the actions of one kind, sorted, for error messages.
     fn names(&self, kind: ActionKind) -> Vec<&'static str>;
+
+    /// The action a template runs as a `kind` node: `named` (a business node's `action`),
+    /// else the template config's `executor`. A refusal says which of the two is wrong and
+    /// why, in the words both the runner and the configuration checks use.
+    fn executor_of(
+        &self,
+        kind: ActionKind,
+        named: Option<&str>,
+        config: &Value,
+    ) -> Result<&'static str, (ExecutorField, String)> {
+        let choices = || self.names(kind).join(", ");
+        let (name, field) = match named {
+            Some(name) => (name, ExecutorField::Action),
+            None => match config.get("executor").and_then(Value::as_str) {
+                Some(name) => (name, ExecutorField::Executor),
+                None => {
+                    return Err((
+                        ExecutorField::Executor,
+                        format!("is missing ({})", choices()),
+                    ));
+                }
+            },
+        };
+        match self.find(name) {
+            Some((executor, of)) if of == kind => Ok(executor),
+            _ => Err((
+                field,
+                format!("unknown {} action '{name}' ({})", kind.as_str(), choices()),
+            )),
+        }
+    }
+}
+
+/// Where a template's action is named: the node's `action`, or the config's `executor`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecutorField {
+    /// A business node's `action`.
+    Action,
+    /// The template config's `executor`.
+    Executor,
 }
 
 /// One standard action: its name, kind and config check.
