@@ -420,11 +420,22 @@ pub(crate) async fn record_revision(
     key: (Uuid, &str),
     message: &str,
     document: &Value,
-    diff: &Value,
+    diff: &Diff,
 ) -> Result<i64, sqlx::Error> {
+    let (created, changed, removed) = diff.counts();
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    // Sent as text for a `json` column: checked, not parsed into `jsonb`.
+    let text = |value: Result<String, serde_json::Error>| {
+        value.map_err(|e| sqlx::Error::Encode(Box::new(e)))
+    };
+    let (document, diff) = (
+        text(serde_json::to_string(document))?,
+        text(serde_json::to_string(diff))?,
+    );
     sqlx::query_scalar(
-        "INSERT INTO config_revisions (brand_id, key_id, key_name, message, document, diff) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        "INSERT INTO config_revisions (brand_id, key_id, key_name, message, document, diff, \
+                                       created, changed, removed) \
+         VALUES ($1, $2, $3, $4, $5::json, $6::json, $7, $8, $9) RETURNING id",
     )
     .bind(brand_id)
     .bind(key.0)
@@ -432,6 +443,9 @@ pub(crate) async fn record_revision(
     .bind(message)
     .bind(document)
     .bind(diff)
+    .bind(count(created))
+    .bind(count(changed))
+    .bind(count(removed))
     .fetch_one(&mut *conn)
     .await
 }
@@ -445,7 +459,7 @@ pub(crate) async fn changed_since(
 ) -> Result<Vec<(String, String, i64, String)>, sqlx::Error> {
     sqlx::query_as(
         "SELECT c->>'kind', c->>'name', r.id, r.key_name \
-         FROM config_revisions r, jsonb_array_elements(r.diff->'changes') c \
+         FROM config_revisions r, json_array_elements(r.diff->'changes') c \
          WHERE r.brand_id IS NOT DISTINCT FROM $1 AND r.id > $2 ORDER BY r.id",
     )
     .bind(brand_id)

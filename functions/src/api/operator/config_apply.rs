@@ -307,7 +307,7 @@ impl Job<'_> {
             (self.caller.key_id, &self.caller.key_name),
             self.message,
             &applied,
-            &diff_json(diff)?,
+            diff,
         )
         .await?)
     }
