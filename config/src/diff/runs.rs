@@ -64,6 +64,9 @@ pub(super) fn preview(
         before.map_or(&no_branches, |b| &b.branches),
         &after.branches,
     );
+    // Which branch rules move, found in one pass; their previews (most of a brand-wide
+    // change's cost: six next runs each) are then computed on every core.
+    let mut moved: Vec<(String, Option<Timing>, Timing)> = Vec::new();
     for (was_branch, branch) in pairs {
         let Some(branch) = branch else { continue };
         for (name, rule) in &branch.rules {
@@ -74,30 +77,71 @@ pub(super) fn preview(
             let mut new = timing(after, branch, name, rule, catalogues.after);
             // A document without ids keeps the stored branch rule (and its jitter offset).
             new.id = new.id.or_else(|| old.as_ref().and_then(|o| o.id));
-            if old.as_ref() == Some(&new) {
-                continue;
-            }
-            let preview = RunPreview {
-                zone: new.zone.clone(),
-                before: old.map(|old| next_runs(&old, now)).unwrap_or_default(),
-                after: next_runs(&new, now),
-            };
-            let label = format!("{} / {name}", branch.name);
-            match listed.get(&label) {
-                Some(&i) => changes[i].runs = Some(preview),
-                None => {
-                    listed.insert(label.clone(), changes.len());
-                    changes.push(Change {
-                        kind: "branch rule".to_owned(),
-                        name: label,
-                        action: ChangeAction::Update,
-                        fields: Vec::new(),
-                        runs: Some(preview),
-                    });
-                }
+            if old.as_ref() != Some(&new) {
+                moved.push((format!("{} / {name}", branch.name), old, new));
             }
         }
     }
+    for (label, preview) in previews(moved, now) {
+        match listed.get(&label) {
+            Some(&i) => changes[i].runs = Some(preview),
+            None => {
+                listed.insert(label.clone(), changes.len());
+                changes.push(Change {
+                    kind: "branch rule".to_owned(),
+                    name: label,
+                    action: ChangeAction::Update,
+                    fields: Vec::new(),
+                    runs: Some(preview),
+                });
+            }
+        }
+    }
+}
+
+/// Each moved branch rule's preview, in the order given, computed on up to every core.
+fn previews(
+    moved: Vec<(String, Option<Timing>, Timing)>,
+    now: DateTime<Utc>,
+) -> Vec<(String, RunPreview)> {
+    let preview = |(label, old, new): (String, Option<Timing>, Timing)| {
+        let runs = RunPreview {
+            zone: new.zone.clone(),
+            before: old.map(|old| next_runs(&old, now)).unwrap_or_default(),
+            after: next_runs(&new, now),
+        };
+        (label, runs)
+    };
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    // Small changes are not worth a thread.
+    if threads < 2 || moved.len() < 1_000 {
+        return moved.into_iter().map(preview).collect();
+    }
+    let chunk = moved.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<_>> = Vec::new();
+    let mut rest = moved.into_iter();
+    loop {
+        let part: Vec<_> = rest.by_ref().take(chunk).collect();
+        if part.is_empty() {
+            break;
+        }
+        chunks.push(part);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|part| scope.spawn(move || part.into_iter().map(preview).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| {
+                // A panic in a preview is one the single-threaded loop would have had.
+                handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 fn timing(

@@ -338,3 +338,43 @@ fn a_document_without_ids_moves_no_jittered_rule_it_leaves_as_it_is() {
     let found = changed(&stored, &without_ids, false);
     assert!(found.changes.is_empty(), "{found}");
 }
+
+#[test]
+fn a_brand_wide_change_previews_every_branch_rule_in_document_order() {
+    // 2,000 moved branch rules: enough for the previews to be computed on every core.
+    let catalogue = parse(&crate::generate::catalogue_text(20))
+        .expect("catalogue")
+        .catalogue;
+    let before =
+        parse(&crate::generate::brand_text("Wide", "Asia/Riyadh", 100, 20)).expect("brand");
+    let mut after = before.clone();
+    if let Some(brand) = after.brand.as_mut() {
+        brand.zone = "Asia/Dubai".into();
+    }
+    let found = diff(&before, &after, catalogue.as_ref(), now(), false);
+    let previewed: Vec<&str> = found
+        .changes
+        .iter()
+        .filter(|c| c.runs.is_some())
+        .map(|c| c.name.as_str())
+        .collect();
+    let expected: Vec<String> = after
+        .brand
+        .iter()
+        .flat_map(|b| &b.branches)
+        .flat_map(|branch| {
+            branch
+                .rules
+                .keys()
+                .map(move |rule| format!("{} / {rule}", branch.name))
+        })
+        .collect();
+    assert_eq!(previewed, expected);
+    assert!(
+        found
+            .changes
+            .iter()
+            .filter_map(|c| c.runs.as_ref())
+            .all(|r| r.zone == "Asia/Dubai" && r.before != r.after)
+    );
+}

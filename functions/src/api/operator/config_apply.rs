@@ -45,13 +45,17 @@ pub(crate) const MAX_APPLY_BODY_BYTES: usize = 2 * res_config::MAX_DOCUMENT_BYTE
 pub(crate) async fn apply(
     State(state): State<AppState>,
     Administrator(caller): Administrator,
-    ApiJson(request): ApiJson<ConfigApplyRequest, MAX_APPLY_BODY_BYTES>,
+    ApiJson(mut request): ApiJson<ConfigApplyRequest, MAX_APPLY_BODY_BYTES>,
 ) -> Result<Json<ConfigApplyResponse>, ApiError> {
     let message = request.message.clone().unwrap_or_default();
     if !message.is_empty() {
         require_text("message", &message, 500)?;
     }
-    let desired = res_config::parse(&request.document)
+    // Parsing a document of thousands of branches is CPU work: off the async workers.
+    let text = std::mem::take(&mut request.document);
+    let desired = tokio::task::spawn_blocking(move || res_config::parse(&text))
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading the document failed: {e}")))?
         .map_err(|p| ApiError::invalid_document(vec![p], vec![]))?;
     let job = Job {
         state: &state,
@@ -94,7 +98,7 @@ fn refused(path: &str, message: &str) -> ApiError {
 }
 
 impl Job<'_> {
-    async fn brand(&self, mut desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    async fn brand(&self, desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
         let Some(brand) = desired.brand.as_ref() else {
             return Err(refused("$", "a document to apply needs a `brand`"));
         };
@@ -113,11 +117,21 @@ impl Job<'_> {
         };
         let catalogue = db::config::catalogue(&mut tx).await?;
         ambiguous_in_catalogue(brand, &catalogue)?;
-        let report = res_config::validate(&desired, Some(&catalogue));
-        let (mut current_doc, latest) =
-            stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await?;
+        // Checking the document (CPU) and reading the stored brand (the database) at once.
+        let checking = tokio::task::spawn_blocking(move || {
+            let report = res_config::validate(&desired, Some(&catalogue));
+            (desired, catalogue, report)
+        });
+        let stored = stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await;
+        let (mut desired, catalogue, report) = checking
+            .await
+            .map_err(|e| ApiError::Internal(format!("checking the document failed: {e}")))?;
+        let (mut current_doc, latest) = stored?;
         let Some(current) = current_doc.brand.take() else {
             return Err(unknown_brand(brand_id));
+        };
+        let Some(brand) = desired.brand.as_ref() else {
+            return Err(refused("$", "a document to apply needs a `brand`"));
         };
         let mut problems = report.errors;
         problems.extend(res_config::unknown_ids(&current, brand));
