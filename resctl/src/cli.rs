@@ -59,11 +59,13 @@ pub(crate) enum Command {
     /// The stored configuration as a YAML document (an admin key): one brand, or the
     /// catalogue (a platform-wide key).
     Export(ExportArgs),
-    /// What applying a brand document would change, checked by the functions (nothing is
-    /// written): each object and field, and when each moved branch rule runs next.
+    /// What applying a brand or catalogue document would change, checked by the functions
+    /// (nothing is written): each object and field, and when each moved branch rule runs
+    /// next.
     Diff(ApplyArgs),
-    /// Apply a brand document in one transaction, or nothing: the diff, then the new
-    /// configuration revision.
+    /// Apply a brand or catalogue document in one transaction, or nothing: the diff, then
+    /// the new configuration revision. A brand document without an id names its brand by
+    /// name (a platform-wide key naming a new one makes it).
     Apply(ApplyArgs),
 }
 
