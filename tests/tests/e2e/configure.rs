@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::system::{System, functions_cli};
 
-const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+const WAIT: std::time::Duration = std::time::Duration::from_secs(40);
 
 async fn resctl_apply(system: &System, token: &str, document: &str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -161,4 +161,74 @@ async fn a_brand_admin_reads_and_changes_a_rule_in_a_real_browser() {
         );
     }
     assert_eq!(window_from(&system, rule).await, "09:00:00");
+}
+
+/// The node ids an execution's result records, in the order they ran.
+async fn nodes_run(system: &System, execution: Uuid) -> Vec<String> {
+    let result: Option<serde_json::Value> =
+        sqlx::query_scalar("SELECT result FROM executions WHERE id = $1")
+            .bind(execution)
+            .fetch_one(&system.pool)
+            .await
+            .expect("the execution");
+    result
+        .and_then(|r| r["nodes"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n["node_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_in_flight_keeps_the_workflow_it_started_with_and_the_next_takes_the_new_one() {
+    let system = System::start().await;
+    let rule = system
+        .rule(
+            res_tests::functions::RuleSpec {
+                cron: Some("*/10 * * * * *"),
+                next_run_time: Some(chrono::Utc::now()),
+                ..res_tests::functions::RuleSpec::default()
+            },
+            &super::system::detector(3.0, 1),
+        )
+        .await;
+    let _runner = system.runner("site-1", &[]);
+    res_tests::processes::eventually("the first run started", WAIT, || async {
+        system.statuses(rule).await.first().map(String::as_str) == Some("running")
+    })
+    .await;
+    // Mid-run, the workflow loses its violation node (the plan's long poll brings it to
+    // the runner within a second).
+    let stored: serde_json::Value = sqlx::query_scalar(
+        "SELECT c.workflow_config FROM action_template_connections c \
+         JOIN branch_rules x ON x.rule_id = c.rule_id WHERE x.id = $1",
+    )
+    .bind(rule)
+    .fetch_one(&system.pool)
+    .await
+    .expect("the workflow");
+    let detect_only = serde_json::json!({
+        "start_node": "detect",
+        "nodes": {"detect": stored["nodes"]["detect"].clone()},
+    });
+    res_tests::functions::Seed::new(&system.pool)
+        .workflow(rule, &detect_only)
+        .await;
+    res_tests::processes::eventually("two runs ended", WAIT, || async {
+        let ended = system.executions(rule).await;
+        ended.len() >= 2 && ended[..2].iter().all(|e| e.1 == "completed")
+    })
+    .await;
+    let runs = system.executions(rule).await;
+    assert_eq!(
+        nodes_run(&system, runs[0].0).await,
+        ["detect", "violation"],
+        "the run in flight kept its workflow"
+    );
+    assert_eq!(
+        nodes_run(&system, runs[1].0).await,
+        ["detect"],
+        "the next run took the new one"
+    );
+    assert_eq!(system.violations(rule).await, 1);
 }
