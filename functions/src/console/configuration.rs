@@ -443,13 +443,10 @@ pub(super) async fn edit(
         ApiJson(request),
     )
     .await;
-    match answer {
-        Ok(answer) if save => {
-            let _ = answer;
-            Ok(
-                Redirect::to(&format!("/console/rules/{id}/configuration?done=saved"))
-                    .into_response(),
-            )
+    let error = match answer {
+        Ok(_) if save => {
+            let saved = format!("/console/rules/{id}/configuration?done=saved");
+            return Ok(Redirect::to(&saved).into_response());
         }
         Ok(answer) => {
             let view = View {
@@ -460,30 +457,29 @@ pub(super) async fn edit(
                 },
                 ..View::default()
             };
-            render(&state, &signed, &loaded, view).await
+            return render(&state, &signed, &loaded, view).await;
         }
-        Err(ApiError::InvalidDocument(refusal)) => {
-            let (status, _) = ApiError::InvalidDocument(refusal.clone()).detail();
-            let view = View {
-                problems: refusal
-                    .problems
-                    .iter()
-                    .map(|p| format!("{}: {}", p.path, p.message))
-                    .collect(),
-                form,
-                ..View::default()
-            };
-            Ok((status, render(&state, &signed, &loaded, view).await?).into_response())
-        }
-        Err(error @ ApiError::NotFound(_)) => Err(error.into()),
-        Err(error) => {
-            let (status, detail) = error.detail();
-            let view = View {
-                refused: Some(format!("Not saved: {}", detail.message)),
-                form,
-                ..View::default()
-            };
-            Ok((status, render(&state, &signed, &loaded, view).await?).into_response())
-        }
-    }
+        // Unknown (or out of scope) stays unknown: the plain not-found page.
+        Err(error @ ApiError::NotFound(_)) => return Err(error.into()),
+        Err(error) => error,
+    };
+    // The page again, with the status the function answered and the form as it was.
+    let (status, detail) = error.detail();
+    let view = match error {
+        ApiError::InvalidDocument(refusal) => View {
+            problems: refusal
+                .problems
+                .iter()
+                .map(|p| format!("{}: {}", p.path, p.message))
+                .collect(),
+            form,
+            ..View::default()
+        },
+        _ => View {
+            refused: Some(format!("Not saved: {}", detail.message)),
+            form,
+            ..View::default()
+        },
+    };
+    Ok((status, render(&state, &signed, &loaded, view).await?).into_response())
 }

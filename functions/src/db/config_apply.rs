@@ -419,7 +419,7 @@ pub(crate) async fn record_revision(
     brand_id: Option<Uuid>,
     key: (Uuid, &str),
     message: &str,
-    document: &Value,
+    document: &res_config::Document,
     diff: &Diff,
 ) -> Result<i64, sqlx::Error> {
     let (created, changed, removed) = diff.counts();

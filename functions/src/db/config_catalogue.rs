@@ -36,26 +36,16 @@ pub(crate) async fn still_used(
     conn: &mut PgConnection,
     apply: &CatalogueApply<'_>,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let gone_rules: Vec<(Uuid, &str)> = apply
-        .rules()
-        .into_iter()
-        .filter_map(|pair| match pair {
-            (Some(gone), None) => gone.id.map(|id| (id, gone.name.as_str())),
-            _ => None,
-        })
-        .collect();
-    let gone_templates: Vec<(Uuid, &str)> = apply
-        .templates()
-        .into_iter()
-        .filter_map(|pair| match pair {
-            (Some(gone), None) => gone.id.map(|id| (id, gone.name.as_str())),
-            _ => None,
-        })
-        .collect();
     let mut used = Vec::new();
     // Archiving leaves archived users alone; deleting would take their history with it.
     let live = !apply.prune;
-    for (id, name) in gone_rules {
+    for gone in apply
+        .rules()
+        .into_iter()
+        .filter_map(|(was, now)| was.filter(|_| now.is_none()))
+    {
+        let Some(id) = gone.id else { continue };
+        let name = &gone.name;
         let (brands, branch_rules): (i64, i64) = sqlx::query_as(
             "SELECT (SELECT count(*) FROM brand_rules WHERE rule_id = $1 AND NOT ($2 AND is_archived)), \
                     (SELECT count(*) FROM branch_rules WHERE rule_id = $1 AND NOT ($2 AND is_archived))",
@@ -70,7 +60,13 @@ pub(crate) async fn still_used(
             ));
         }
     }
-    for (id, name) in gone_templates {
+    for gone in apply
+        .templates()
+        .into_iter()
+        .filter_map(|(was, now)| was.filter(|_| now.is_none()))
+    {
+        let Some(id) = gone.id else { continue };
+        let name = &gone.name;
         let details: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM action_details d JOIN branch_rules x ON x.id = d.branch_rule_id \
              WHERE d.action_template_id = $1 AND NOT ($2 AND x.is_archived)",

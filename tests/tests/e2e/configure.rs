@@ -4,10 +4,7 @@
 //! runs before Save, nothing written until then, the revision recording who and why), a
 //! bad value refused naming its field, and another brand's admin answered as unknown.
 
-use std::process::Command;
-
 use res_tests::browser::Browser;
-use res_tests::processes::binary;
 use uuid::Uuid;
 
 use super::system::{System, functions_cli};
@@ -18,22 +15,10 @@ async fn resctl_apply(system: &System, token: &str, document: &str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join(document);
-    let url = system.functions.url();
-    let token = token.to_owned();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(binary("resctl"))
-            .arg("apply")
-            .arg("-f")
-            .arg(path)
-            .args(["-m", "set up by the test"])
-            .env("RES_URL", url)
-            .env("RES_TOKEN", token)
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .output()
-            .expect("resctl runs")
-    })
-    .await
-    .expect("joined");
+    let path = path.to_str().expect("a UTF-8 path");
+    let output = system
+        .resctl(token, &["apply", "-f", path, "-m", "set up by the test"])
+        .await;
     assert!(
         output.status.success(),
         "{}{}",

@@ -591,20 +591,7 @@ async fn resctl_text(system: &System, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// `resctl <args>` as the operator, on a blocking thread.
+/// `resctl <args>` as the operator.
 async fn run_resctl(system: &System, args: &[&str]) -> Output {
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    let url = system.functions.url();
-    let token = system.operator.clone();
-    tokio::task::spawn_blocking(move || {
-        Command::new(binary("resctl"))
-            .args(&args)
-            .env("RES_URL", url)
-            .env("RES_TOKEN", token)
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .output()
-            .expect("resctl runs")
-    })
-    .await
-    .expect("joined")
+    system.resctl(&system.operator, args).await
 }

@@ -107,6 +107,24 @@ impl System {
         }
     }
 
+    /// `resctl <args>` with `token` against these functions (no config file of the
+    /// machine's), on a blocking thread.
+    pub async fn resctl(&self, token: &str, args: &[&str]) -> std::process::Output {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let (url, token) = (self.functions.url(), token.to_owned());
+        tokio::task::spawn_blocking(move || {
+            Command::new(binary("resctl"))
+                .args(&args)
+                .env("RES_URL", url)
+                .env("RES_TOKEN", token)
+                .env("XDG_CONFIG_HOME", "/nonexistent")
+                .output()
+                .expect("resctl runs")
+        })
+        .await
+        .expect("joined")
+    }
+
     /// The database's URL (for `res-functions` admin commands).
     pub fn database_url(&self) -> &str {
         &self._database.url

@@ -168,8 +168,9 @@ impl Job<'_> {
             now: self.now,
         };
         db::config_apply::write(&mut tx, &apply).await?;
+        let (applied, _) = stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await?;
         let revision = self
-            .record(&mut tx, ConfigScope::Brand(brand_id), &diff)
+            .record(&mut tx, Some(brand_id), &applied, &diff)
             .await?;
         tx.commit().await?;
         tracing::info!(%brand_id, revision, created, changes = diff.changes.len(), "configuration applied");
@@ -257,8 +258,8 @@ impl Job<'_> {
         }
         let moved = db::config_catalogue::write(&mut tx, &apply).await?;
         // Branch rules that follow a moved default schedule run on the new one at once.
-        let (stored, _) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
-        let stored = stored.catalogue.unwrap_or_default();
+        let (applied, _) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
+        let stored = applied.catalogue.clone().unwrap_or_default();
         let moved_names: Vec<&str> = stored
             .rules
             .iter()
@@ -277,7 +278,7 @@ impl Job<'_> {
                 .await?;
             }
         }
-        let revision = self.record(&mut tx, ConfigScope::Catalogue, &diff).await?;
+        let revision = self.record(&mut tx, None, &applied, &diff).await?;
         tx.commit().await?;
         tracing::info!(revision, changes = diff.changes.len(), "catalogue applied");
         answer(true, revision, &diff, report.warnings)
@@ -304,23 +305,16 @@ impl Job<'_> {
     async fn record(
         &self,
         tx: &mut sqlx::PgConnection,
-        scope: ConfigScope,
+        brand_id: Option<Uuid>,
+        applied: &Document,
         diff: &Diff,
     ) -> Result<i64, ApiError> {
-        let (mut applied, _) = stored_document_on(tx, scope).await?;
-        applied.base_revision = None;
-        let applied = serde_json::to_value(&applied)
-            .map_err(|e| ApiError::Internal(format!("the document would not serialise: {e}")))?;
-        let brand_id = match scope {
-            ConfigScope::Brand(id) => Some(id),
-            ConfigScope::Catalogue => None,
-        };
         Ok(db::config_apply::record_revision(
             tx,
             brand_id,
             (self.caller.key_id, &self.caller.key_name),
             self.message,
-            &applied,
+            applied,
             diff,
         )
         .await?)
