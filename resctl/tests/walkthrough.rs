@@ -133,6 +133,14 @@ fn line_matching_reads_the_ellipsis_as_any_text() {
         "  x Riyadh Olaya  Queue length 3"
     ));
     assert!(!line_matches("a…c", "abbbd"));
+    // A table's columns widen with what is in them ("in 2 h", "in 58 min").
+    let header = "RULE           BRANCH        STATE  NEXT RUN…LAST RUN  ID …ATTENTION OR CAUSE";
+    for printed in [
+        "RULE           BRANCH        STATE  NEXT RUN  LAST RUN  ID                                    ATTENTION OR CAUSE",
+        "RULE           BRANCH        STATE  NEXT RUN   LAST RUN  ID                                    ATTENTION OR CAUSE",
+    ] {
+        assert!(line_matches(header, printed), "{printed}");
+    }
     assert!(line_matches("exact", "exact"));
     assert!(!line_matches("exact", "exactly"));
     let printed = "one\ntwo\nthree\n";
