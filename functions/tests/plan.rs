@@ -214,6 +214,54 @@ async fn an_action_detail_change_refreshes_its_rule() {
     assert_eq!(detail["config"]["camera_ids"][0], "cam-2");
 }
 
+/// The plan-change triggers fire once per statement: every row of a statement that writes
+/// many (as a configuration apply does) is recorded, and so is an action detail added or
+/// removed.
+#[tokio::test]
+async fn every_row_of_one_statement_and_action_details_added_or_removed_reach_the_delta() {
+    let w = world().await;
+    let first = w.plan(None).await;
+    w.app
+        .exec(
+            "UPDATE branch_rules SET jitter_seconds = 5 WHERE id IN ($1, $2, $3)",
+            &[w.rule_a, w.rule_b, w.outside_rule],
+        )
+        .await;
+    let delta = w.plan(Some(&cursor(&first))).await;
+    assert_eq!(delta.body["full"], false);
+    assert_eq!(ids(&delta, "workflows"), sorted(vec![w.rule_a, w.rule_b]));
+
+    // A second detail with the template rule A's uses (a new template would be a shared
+    // change: a full plan).
+    w.app
+        .exec(
+            "INSERT INTO action_details (branch_rule_id, action_template_id, config) \
+             SELECT $2, action_template_id, config FROM action_details WHERE branch_rule_id = $1",
+            &[w.rule_a, w.rule_b],
+        )
+        .await;
+    let after_insert = w.plan(Some(&cursor(&delta))).await;
+    assert_eq!(after_insert.body["full"], false);
+    assert_eq!(ids(&after_insert, "workflows"), vec![w.rule_b]);
+    assert_eq!(
+        after_insert.body["action_details"]
+            .as_object()
+            .map(|details| details.len()),
+        Some(1)
+    );
+
+    w.app
+        .exec(
+            "DELETE FROM action_details WHERE branch_rule_id = $1",
+            &[w.rule_a],
+        )
+        .await;
+    let after_delete = w.plan(Some(&cursor(&after_insert))).await;
+    assert_eq!(after_delete.body["full"], false);
+    assert_eq!(ids(&after_delete, "workflows"), vec![w.rule_a]);
+    assert_eq!(after_delete.body["action_details"], json!({}));
+}
+
 #[tokio::test]
 async fn deleted_and_moved_out_rules_are_removed() {
     let w = world().await;
