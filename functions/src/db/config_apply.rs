@@ -55,11 +55,18 @@ impl Apply<'_> {
     }
 }
 
-/// Writes the brand; ids of rules and templates come from the catalogue (validation has
-/// made sure every name resolves). Branches and branch rules are collected first and
-/// written a statement per kind (`UNNEST`), not a statement per row: a brand of 40,000
-/// branch rules is one document.
-pub(crate) async fn write(conn: &mut PgConnection, apply: &Apply<'_>) -> Result<(), sqlx::Error> {
+/// Writes the brand's own row and its rules, and collects its branches and branch rules
+/// (new ones get their ids here) for [`Pending::flush`] to write a statement per kind
+/// (`UNNEST`), not a statement per row: a brand of 40,000 branch rules is one document.
+/// Answers them with the brand as it will be stored — the document with every id, as
+/// export will read it back — so the caller records the revision before the branch rules
+/// are written: their row locks, which hold a claim of the same rule until commit, are
+/// taken last. Ids of rules and templates come from the catalogue (validation has made
+/// sure every name resolves).
+pub(crate) async fn prepare(
+    conn: &mut PgConnection,
+    apply: &Apply<'_>,
+) -> Result<(Pending, Brand), sqlx::Error> {
     let (current, desired) = (apply.current, apply.desired);
     if current.name != desired.name || current.zone != desired.zone {
         sqlx::query("UPDATE brands SET name = $2, timezone = $3 WHERE id = $1")
@@ -85,7 +92,8 @@ pub(crate) async fn write(conn: &mut PgConnection, apply: &Apply<'_>) -> Result<
             (None, None) => {}
         }
     }
-    pending.flush(conn, apply).await
+    let stored = pending.stored(apply, &brand_rules);
+    Ok((pending, stored))
 }
 
 /// Upserts the brand's rules that changed, archives (or deletes) those left out; answers
@@ -158,7 +166,7 @@ fn same_brand_rule(was: Option<&BrandRule>, now: &BrandRule) -> bool {
 /// The branch and branch-rule rows an apply writes, collected so each kind is one
 /// statement.
 #[derive(Default)]
-struct Pending {
+pub(crate) struct Pending {
     new_branches: BranchRows,
     changed_branches: BranchRows,
     gone_branches: Vec<Uuid>,
@@ -168,6 +176,8 @@ struct Pending {
     /// Branch rules whose action details are replaced, and the new details.
     replaced_actions: Vec<Uuid>,
     actions: (Vec<Uuid>, Vec<Uuid>, Vec<Value>),
+    /// Every desired branch's id by name, and its rules' ids by rule name.
+    ids: BTreeMap<String, (Uuid, BTreeMap<String, Uuid>)>,
 }
 
 #[derive(Default)]
@@ -211,14 +221,34 @@ impl Pending {
                 {
                     self.changed_branches.push(id, branch);
                 }
+                self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
             None => {
                 let id = Uuid::new_v4();
                 self.new_branches.push(id, branch);
+                self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
         }
+    }
+
+    /// The desired brand with the ids it is stored under, its branches in export's order.
+    fn stored(&self, apply: &Apply<'_>, brand_rules: &BTreeMap<String, Uuid>) -> Brand {
+        let mut stored = apply.desired.clone();
+        stored.id = Some(apply.brand_id);
+        for (name, rule) in &mut stored.rules {
+            rule.id = brand_rules.get(name).copied();
+        }
+        for branch in &mut stored.branches {
+            let ids = self.ids.get(&branch.name);
+            branch.id = ids.map(|(id, _)| *id);
+            for (name, rule) in &mut branch.rules {
+                rule.id = ids.and_then(|(_, rules)| rules.get(name)).copied();
+            }
+        }
+        stored.branches.sort_by(|a, b| a.name.cmp(&b.name));
+        stored
     }
 
     /// Notes the rules of one branch to create, update and archive (or delete).
@@ -240,6 +270,9 @@ impl Pending {
             };
             let existing = before.get(name).and_then(|r| r.id.map(|id| (r, id)));
             let id = existing.map_or_else(Uuid::new_v4, |(_, id)| id);
+            if let Some((_, rules)) = self.ids.get_mut(&branch.name) {
+                rules.insert(name.clone(), id);
+            }
             let moved = apply.timing_moved(&branch.name, name) || existing.is_none();
             if let Some((was, _)) = existing
                 && was == rule
@@ -299,7 +332,12 @@ impl Pending {
         }
     }
 
-    async fn flush(self, conn: &mut PgConnection, apply: &Apply<'_>) -> Result<(), sqlx::Error> {
+    /// Writes what [`prepare`] collected.
+    pub(crate) async fn flush(
+        self,
+        conn: &mut PgConnection,
+        apply: &Apply<'_>,
+    ) -> Result<(), sqlx::Error> {
         let b = &self.new_branches;
         sqlx::query(
             "INSERT INTO branches (id, brand_id, name, timezone, is_active) \
@@ -348,28 +386,6 @@ impl Pending {
         .bind(&r.next_run)
         .execute(&mut *conn)
         .await?;
-        let r = &self.changed_rules;
-        sqlx::query(
-            "UPDATE branch_rules x SET brand_rule_id = u.brand_rule_id, is_active = u.active, \
-                 operation_time_from = u.f::time, operation_time_to = u.t::time, \
-                 overlap_policy = u.o, jitter_seconds = u.j, \
-                 next_run_time = CASE WHEN u.moved THEN u.next ELSE x.next_run_time END \
-             FROM UNNEST($1::uuid[], $2::uuid[], $3::bool[], $4::text[], $5::text[], $6::text[], \
-                         $7::int4[], $8::bool[], $9::timestamptz[]) \
-                  AS u(id, brand_rule_id, active, f, t, o, j, moved, next) \
-             WHERE x.id = u.id",
-        )
-        .bind(&r.id)
-        .bind(&r.brand_rule_id)
-        .bind(&r.active)
-        .bind(&r.from)
-        .bind(&r.to)
-        .bind(&r.overlap)
-        .bind(&r.jitter)
-        .bind(&r.moved)
-        .bind(&r.next_run)
-        .execute(&mut *conn)
-        .await?;
         sqlx::query("DELETE FROM action_details WHERE branch_rule_id = ANY($1)")
             .bind(&self.replaced_actions)
             .execute(&mut *conn)
@@ -393,7 +409,31 @@ impl Pending {
                                   WHERE id = ANY($1) RETURNING id) \
                        UPDATE branch_rules SET is_archived = true \
                        WHERE branch_id IN (SELECT id FROM b) AND NOT is_archived";
-        remove(conn, apply.prune, &self.gone_branches, [delete, archive]).await
+        remove(conn, apply.prune, &self.gone_branches, [delete, archive]).await?;
+        // Last: from here to the commit a claim of one of these rules waits for the apply.
+        let r = &self.changed_rules;
+        sqlx::query(
+            "UPDATE branch_rules x SET brand_rule_id = u.brand_rule_id, is_active = u.active, \
+                 operation_time_from = u.f::time, operation_time_to = u.t::time, \
+                 overlap_policy = u.o, jitter_seconds = u.j, \
+                 next_run_time = CASE WHEN u.moved THEN u.next ELSE x.next_run_time END \
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::bool[], $4::text[], $5::text[], $6::text[], \
+                         $7::int4[], $8::bool[], $9::timestamptz[]) \
+                  AS u(id, brand_rule_id, active, f, t, o, j, moved, next) \
+             WHERE x.id = u.id",
+        )
+        .bind(&r.id)
+        .bind(&r.brand_rule_id)
+        .bind(&r.active)
+        .bind(&r.from)
+        .bind(&r.to)
+        .bind(&r.overlap)
+        .bind(&r.jitter)
+        .bind(&r.moved)
+        .bind(&r.next_run)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
     }
 }
 

@@ -167,11 +167,15 @@ impl Job<'_> {
             prune: self.request.prune,
             now: self.now,
         };
-        db::config_apply::write(&mut tx, &apply).await?;
-        let (applied, _) = stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await?;
+        let (pending, stored) = db::config_apply::prepare(&mut tx, &apply).await?;
+        let applied = Document {
+            brand: Some(stored),
+            ..Document::default()
+        };
         let revision = self
             .record(&mut tx, Some(brand_id), &applied, &diff)
             .await?;
+        pending.flush(&mut tx, &apply).await?;
         tx.commit().await?;
         tracing::info!(%brand_id, revision, created, changes = diff.changes.len(), "configuration applied");
         answer(true, revision, &diff, report.warnings)
