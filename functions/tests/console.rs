@@ -731,3 +731,58 @@ async fn a_rules_configuration_is_its_brand_admins_and_forged_or_foreign_edits_c
     assert!(bad.body.contains("window.to"), "{}", bad.body);
     assert_eq!(b.app.fingerprint().await, before);
 }
+
+/// The rule page shows the last runs as a strip — a cell a run, oldest first, lettered and
+/// named by status (never by colour alone), linked to the run — and the day's and week's
+/// figures; a rule that never ran shows none.
+#[tokio::test]
+async fn a_rules_page_shows_its_runs_as_a_strip_and_the_days_figures() {
+    let b = brands().await;
+    let console = signed_in(&b.app, &b.viewer_a).await;
+    let empty = console.get(&format!("/console/rules/{}", b.plain)).await;
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert!(!empty.body.contains("class=\"strip"), "{}", empty.body);
+    assert!(
+        empty
+            .body
+            .contains("Last 24 hours: no finished runs. Last 7 days: no finished runs."),
+        "{}",
+        empty.body
+    );
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, lease_seconds, \
+                                 lease_expires_at, scheduled_at, started_at, finished_at, root_id) \
+         SELECT $1, 'site-1', s.status, 't', 60, now(), now() - make_interval(mins => 10 - s.n), \
+                now() - make_interval(mins => 10 - s.n), \
+                now() - make_interval(mins => 10 - s.n) + make_interval(secs => s.n), \
+                gen_random_uuid() \
+         FROM (VALUES (1, 'completed'), (2, 'failed'), (3, 'completed')) AS s(n, status) \
+         ORDER BY s.n RETURNING id",
+    )
+    .bind(b.plain)
+    .fetch_all(&b.app.pool)
+    .await
+    .expect("runs");
+    let page = console.get(&format!("/console/rules/{}", b.plain)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(body.contains("The last 3 runs, oldest first"), "{body}");
+    let cells: Vec<usize> = ids
+        .iter()
+        .map(|id| {
+            body.find(&format!("href=\"/console/executions/{id}\" title="))
+                .unwrap_or_else(|| panic!("a cell for {id}: {body}"))
+        })
+        .collect();
+    assert!(cells.windows(2).all(|w| w[0] < w[1]), "oldest first");
+    assert!(
+        body.contains("class=\"cell bad h") && body.contains("title=\"failed · 2.0 s · "),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "Last 24 hours: 3 runs, 66.7 % succeeded, median 2.0 s, p95 3.0 s. Last 7 days: 3 runs"
+        ),
+        "{body}"
+    );
+}

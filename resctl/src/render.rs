@@ -5,8 +5,8 @@ pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ConfigApplyResponse, ConfigRevision, ExecutionDetail, ExecutionListResponse, ExecutionStatus,
     ExecutionSummary, KeySecretResponse, KeySummary, RuleActionResponse, RuleDescription,
-    RuleListResponse, RunnerListResponse, RunnerSummary, ServedBranch, ViolationListResponse,
-    run_report,
+    RuleListResponse, RunStats, RunnerListResponse, RunnerSummary, ServedBranch,
+    ViolationListResponse, run_report,
 };
 
 fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -362,6 +362,7 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
     } else if !upcoming.is_empty() {
         out.push_str(&format!("upcoming: {}\n", upcoming.join(", ")));
     }
+    out.push_str(&run_stats(&d.runs));
     out.push_str("last runs:\n");
     out.push_str(&table(
         &EXECUTION_HEADER,
@@ -374,6 +375,30 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         let rows: Vec<Vec<String>> = d.runners.iter().map(|r| runner_row(r, now)).collect();
         out.push_str(&table(&RUNNER_HEADER, &rows));
     }
+    out
+}
+
+/// The strip of the latest runs, a letter each (Airflow's grid for a terminal), with a
+/// legend of the letters it uses, then the day's and the week's figures.
+fn run_stats(runs: &RunStats) -> String {
+    let letter = |status: ExecutionStatus| (status.letter(), status.as_str().replace('_', " "));
+    let mut out = String::new();
+    if runs.strip.is_empty() {
+        out.push_str("runs: none yet\n");
+    } else {
+        let strip: String = runs.strip.iter().map(|m| letter(m.status).0).collect();
+        let mut legend: Vec<(char, String)> = runs.strip.iter().map(|m| letter(m.status)).collect();
+        legend.sort_unstable();
+        legend.dedup();
+        let legend: Vec<String> = legend.iter().map(|(c, w)| format!("{c} {w}")).collect();
+        out.push_str(&format!(
+            "runs, oldest first ({}): {strip}\n  {}\n",
+            runs.strip.len(),
+            legend.join("  ")
+        ));
+    }
+    out.push_str(&format!("last 24 h: {}\n", runs.day.describe()));
+    out.push_str(&format!("last 7 d: {}\n", runs.week.describe()));
     out
 }
 
@@ -445,6 +470,43 @@ pub(crate) fn config_revision(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runs_strip_is_a_letter_a_run_with_a_legend_of_the_letters_used() {
+        let at = |minutes: i64| DateTime::<Utc>::UNIX_EPOCH + chrono::TimeDelta::minutes(minutes);
+        let mark = |minutes, status| res_shared::wire::RunMark {
+            execution_id: uuid::Uuid::nil(),
+            status,
+            scheduled_at: at(minutes),
+            duration_ms: None,
+        };
+        let runs = RunStats {
+            strip: vec![
+                mark(0, ExecutionStatus::Completed),
+                mark(5, ExecutionStatus::Failed),
+                mark(10, ExecutionStatus::Completed),
+                mark(15, ExecutionStatus::Running),
+            ],
+            day: res_shared::wire::RunWindow {
+                succeeded: 2,
+                failed: 1,
+                p50_ms: Some(900),
+                p95_ms: Some(4_000),
+                ..Default::default()
+            },
+            week: Default::default(),
+        };
+        assert_eq!(
+            run_stats(&runs),
+            "runs, oldest first (4): .F.R\n  . completed  F failed  R running\n\
+             last 24 h: 3 runs, 66.7 % succeeded, median 0.9 s, p95 4.0 s\n\
+             last 7 d: no finished runs\n"
+        );
+        assert_eq!(
+            run_stats(&RunStats::default()),
+            "runs: none yet\nlast 24 h: no finished runs\nlast 7 d: no finished runs\n"
+        );
+    }
 
     #[test]
     fn tables_align_on_the_widest_cell() {

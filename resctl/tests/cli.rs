@@ -61,7 +61,9 @@ async fn an_operator_runs_pauses_and_reads_a_rule_and_exit_codes_say_what_went_w
     assert!(described.status.success(), "{}", text(&described));
     let out = text(&described);
     assert!(
-        out.contains("state: idle") && out.contains("every 30 minutes"),
+        out.contains("state: idle")
+            && out.contains("every 30 minutes")
+            && out.contains("runs: none yet\nlast 24 h: no finished runs\n"),
         "{out}"
     );
 

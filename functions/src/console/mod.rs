@@ -13,6 +13,7 @@ mod query;
 mod rule;
 mod runners;
 mod session;
+mod strip;
 mod view;
 
 use axum::Router;

@@ -130,6 +130,10 @@ struct RulePage {
     runner_warning: Option<String>,
     marks: Vec<Mark>,
     consecutive_failures: i32,
+    /// The last 50 runs, oldest first, and the day's and week's figures in words.
+    strip: Vec<super::strip::StripCell>,
+    day: String,
+    week: String,
     runs: Vec<ExecutionRow>,
     violations: Vec<ViolationRow>,
     runners: Vec<RunnerRow>,
@@ -236,6 +240,9 @@ async fn render(
         next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),
         marks,
         consecutive_failures: rule.consecutive_failures,
+        strip: super::strip::cells(&rule.runs.strip, &rule.timezone, now),
+        day: rule.runs.day.describe(),
+        week: rule.runs.week.describe(),
         runs: rule
             .last_runs
             .iter()

@@ -15,6 +15,7 @@ pub(crate) mod operator;
 pub(crate) mod plan;
 pub(crate) mod plan_contact;
 pub(crate) mod plan_delta;
+pub(crate) mod run_stats;
 pub(crate) mod runners;
 pub(crate) mod sweeper;
 pub(crate) mod violations;

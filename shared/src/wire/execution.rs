@@ -44,6 +44,23 @@ impl ExecutionStatus {
         }
     }
 
+    /// One letter for a strip of runs, distinct per status: `.` completed, `F` failed,
+    /// `C` crashed, `T` timeout, `W` operation window exceeded, `x` cancelled, `R` running,
+    /// `s` scheduled, `P` paused.
+    pub fn letter(self) -> char {
+        match self {
+            ExecutionStatus::Completed => '.',
+            ExecutionStatus::Failed => 'F',
+            ExecutionStatus::Crashed => 'C',
+            ExecutionStatus::Timeout => 'T',
+            ExecutionStatus::OperationWindowExceeded => 'W',
+            ExecutionStatus::Cancelled => 'x',
+            ExecutionStatus::Running => 'R',
+            ExecutionStatus::Scheduled => 's',
+            ExecutionStatus::Paused => 'P',
+        }
+    }
+
     /// Every status, live ones first.
     pub const ALL: [ExecutionStatus; 9] = [
         ExecutionStatus::Scheduled,

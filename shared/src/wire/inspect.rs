@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::ExecutionSummary;
+use super::{ExecutionStatus, ExecutionSummary};
 use crate::schedule::{Blocker, OverlapPolicy};
 
 /// Most next run times `rules_describe` lists.
@@ -155,8 +155,103 @@ pub struct RuleDescription {
     pub consecutive_failures: i32,
     /// The latest executions, newest first.
     pub last_runs: Vec<ExecutionSummary>,
+    /// The last 50 runs as a strip and how the last day and week went.
+    #[serde(default)]
+    pub runs: RunStats,
     /// The runners serving the rule's branch, with when they last fetched a plan.
     pub runners: Vec<super::RunnerSummary>,
+}
+
+/// A rule's runs at a glance, as Airflow's grid shows a task's: the latest runs as a strip
+/// and, over the last day and week, how many succeeded and how long they took.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunStats {
+    /// Up to 50 runs (`RUN_STRIP`), oldest first: the strip reads left to right.
+    pub strip: Vec<RunMark>,
+    /// Runs scheduled in the last 24 hours.
+    pub day: RunWindow,
+    /// Runs scheduled in the last 7 days.
+    pub week: RunWindow,
+}
+
+/// How many runs the strip shows.
+pub const RUN_STRIP: usize = 50;
+
+/// One run in the strip.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunMark {
+    pub execution_id: Uuid,
+    pub status: ExecutionStatus,
+    #[serde(with = "super::time")]
+    pub scheduled_at: DateTime<Utc>,
+    /// From its start (or, never started, its schedule) to its end; absent while live.
+    pub duration_ms: Option<i64>,
+}
+
+/// The runs of one period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RunWindow {
+    /// Completed.
+    pub succeeded: i64,
+    /// Failed, timed out, cut off by the window's end, or crashed.
+    pub failed: i64,
+    /// Stopped by an operator: neither a success nor a failure.
+    pub cancelled: i64,
+    /// Median and 95th-percentile duration of the succeeded and failed runs.
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
+}
+
+impl RunWindow {
+    /// The share of finished runs (cancelled ones aside) that succeeded, from 0 to 1;
+    /// `None` before any finished.
+    pub fn success_rate(&self) -> Option<f64> {
+        let finished = self.succeeded + self.failed;
+        (finished > 0).then(|| self.succeeded as f64 / finished as f64)
+    }
+
+    /// "47 runs, 95.7 % succeeded, median 1.2 s, p95 3.4 s", or "no runs".
+    pub fn describe(&self) -> String {
+        let finished = self.succeeded + self.failed;
+        let Some(rate) = self.success_rate() else {
+            return match self.cancelled {
+                0 => "no finished runs".to_owned(),
+                n => format!("no finished runs ({n} cancelled)"),
+            };
+        };
+        let mut text = format!(
+            "{finished} run{}, {} succeeded",
+            if finished == 1 { "" } else { "s" },
+            percent(rate)
+        );
+        if let (Some(p50), Some(p95)) = (self.p50_ms, self.p95_ms) {
+            text.push_str(&format!(
+                ", median {}, p95 {}",
+                super::run_report::duration_in_words(Some(p50)),
+                super::run_report::duration_in_words(Some(p95))
+            ));
+        }
+        if self.cancelled > 0 {
+            text.push_str(&format!(", {} cancelled", self.cancelled));
+        }
+        text
+    }
+}
+
+/// A share as a percentage with one decimal, never rounded up to 100 % (or down to 0 %)
+/// while one run went the other way: a 99.96 % rate is not "100 %".
+fn percent(rate: f64) -> String {
+    let tenths = (rate * 1000.0).round();
+    let tenths = if rate < 1.0 {
+        tenths.min(999.0)
+    } else {
+        tenths
+    };
+    let tenths = if rate > 0.0 { tenths.max(1.0) } else { tenths };
+    format!("{:.1} %", tenths / 10.0)
 }
 
 /// `executions_show`: one execution in full.
@@ -233,5 +328,38 @@ impl ExecutionDetail {
                 format!("{}, {}", part("brand", brand), part("catalogue", catalogue))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_never_rounded_to_all_or_nothing_while_one_run_went_the_other_way() {
+        assert_eq!(percent(1.0), "100.0 %");
+        assert_eq!(percent(0.0), "0.0 %");
+        assert_eq!(percent(0.9996), "99.9 %");
+        assert_eq!(percent(0.0004), "0.1 %");
+        assert_eq!(percent(0.9347), "93.5 %");
+    }
+
+    #[test]
+    fn a_window_reads_as_runs_rate_and_durations() {
+        let one = RunWindow {
+            succeeded: 1,
+            p50_ms: Some(1_200),
+            p95_ms: Some(1_200),
+            ..RunWindow::default()
+        };
+        assert_eq!(
+            one.describe(),
+            "1 run, 100.0 % succeeded, median 1.2 s, p95 1.2 s"
+        );
+        let cancelled = RunWindow {
+            cancelled: 2,
+            ..RunWindow::default()
+        };
+        assert_eq!(cancelled.describe(), "no finished runs (2 cancelled)");
     }
 }

@@ -50,8 +50,8 @@ pub use fleet::{
     ViolationListResponse,
 };
 pub use inspect::{
-    DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RuleCondition,
-    RuleDescription, ShowExecutionRequest, ViolationSummary,
+    DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RUN_STRIP, RuleCondition,
+    RuleDescription, RunMark, RunStats, RunWindow, ShowExecutionRequest, ViolationSummary,
 };
 pub use keys::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,

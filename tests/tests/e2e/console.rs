@@ -268,6 +268,28 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
         "no action forms for a viewer"
     );
     assert_eq!(browser.count("button[value='run-now']").await, 0);
+    // Its two runs as a strip, oldest (the failure) first, styled under the page's CSP:
+    // both took 2 s, the longest, so both stand at full height.
+    assert_eq!(browser.count("ol.strip .cell").await, 2);
+    let styled = browser
+        .script(
+            "var c = document.querySelectorAll('ol.strip .cell'); return [c[0].textContent, c[0].className, getComputedStyle(c[0]).height, getComputedStyle(c[0]).backgroundColor === getComputedStyle(c[1]).backgroundColor].join(' ');",
+        )
+        .await;
+    assert_eq!(
+        styled.as_str(),
+        Some("F cell bad h5 40px false"),
+        "{styled}"
+    );
+    assert!(
+        browser
+            .text("#run-figures")
+            .await
+            .contains("Last 24 hours: 2 runs, 50.0 % succeeded")
+    );
+    browser.click("ol.strip .cell").await;
+    assert_eq!(browser.path().await, format!("/console/executions/{first}"));
+    browser.open(&format!("{base}/rules/{rule}")).await;
 
     // Another brand's rule reads exactly as an id nobody has.
     browser.open(&format!("{base}/rules/{theirs}")).await;

@@ -62,11 +62,12 @@ pub(crate) async fn describe(
         ..HistoryFilter::default()
     };
     let last_runs = db::history::page(&state.pool, caller.scope(), &filter, LAST_RUNS).await?;
+    let runs = db::run_stats::of_rule(&state.pool, id).await?;
     let runners = super::fleet::runners_of_branch(&state, &caller, found.rule.branch_id).await?;
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
     Ok(Json(description(
         found,
-        last_runs,
+        (last_runs, runs),
         runners,
         wanted,
         stale_after,
@@ -159,7 +160,10 @@ pub(crate) fn standing(found: &DescribedRule) -> Standing {
 /// would use, so the blockers are the ones a runner's `plan why` shows.
 fn description(
     found: DescribedRule,
-    last_runs: Vec<res_shared::wire::ExecutionSummary>,
+    (last_runs, runs): (
+        Vec<res_shared::wire::ExecutionSummary>,
+        res_shared::wire::RunStats,
+    ),
     runners: Vec<res_shared::wire::RunnerSummary>,
     wanted: u32,
     stale_after_seconds: u32,
@@ -272,6 +276,7 @@ fn description(
         ),
         consecutive_failures: rule.consecutive_failures,
         last_runs,
+        runs,
         runners,
     }
 }

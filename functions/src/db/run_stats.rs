@@ -1,0 +1,95 @@
+//! SQL for a rule's runs at a glance: the strip of its latest runs and the counts and
+//! duration percentiles of its last day and week. Both walk the per-rule index
+//! `executions_branch_rule_recent` (a 5-minute rule has about 2,000 runs a week).
+
+use chrono::{DateTime, Utc};
+use res_shared::wire::{ExecutionStatus, RUN_STRIP, RunMark, RunStats, RunWindow};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+#[derive(sqlx::FromRow)]
+struct MarkRow {
+    execution_id: Uuid,
+    #[sqlx(try_from = "String")]
+    status: ExecutionStatus,
+    scheduled_at: DateTime<Utc>,
+    duration_ms: Option<i64>,
+}
+
+#[derive(sqlx::FromRow)]
+struct WindowRow {
+    days: i32,
+    succeeded: i64,
+    failed: i64,
+    cancelled: i64,
+    p50_ms: Option<i64>,
+    p95_ms: Option<i64>,
+}
+
+/// The strip and the day's and week's figures of one branch rule (the caller has checked
+/// its scope).
+pub(crate) async fn of_rule(pool: &PgPool, branch_rule_id: Uuid) -> Result<RunStats, sqlx::Error> {
+    let mut strip: Vec<MarkRow> = sqlx::query_as(
+        "SELECT id AS execution_id, status, scheduled_at, \
+                (extract(epoch FROM finished_at - COALESCE(started_at, scheduled_at)) \
+                    * 1000)::bigint AS duration_ms \
+         FROM executions WHERE branch_rule_id = $1 \
+         ORDER BY scheduled_at DESC, id DESC LIMIT $2",
+    )
+    .bind(branch_rule_id)
+    .bind(i64::try_from(RUN_STRIP).unwrap_or(50))
+    .fetch_all(pool)
+    .await?;
+    strip.reverse();
+    // Durations of finished runs only; cancelled runs count apart and are not timed.
+    let windows: Vec<WindowRow> = sqlx::query_as(
+        "WITH runs AS ( \
+             SELECT e.scheduled_at, e.status, \
+                    CASE WHEN e.status IN ('completed', 'failed', 'timeout', \
+                                           'operation_window_exceeded', 'crashed') \
+                         THEN (extract(epoch FROM e.finished_at \
+                                   - COALESCE(e.started_at, e.scheduled_at)) * 1000)::bigint \
+                    END AS ms \
+             FROM executions e \
+             WHERE e.branch_rule_id = $1 AND e.scheduled_at > now() - interval '7 days') \
+         SELECT w.days, \
+                count(r.*) FILTER (WHERE r.status = 'completed') AS succeeded, \
+                count(r.*) FILTER (WHERE r.status IN ('failed', 'timeout', \
+                                   'operation_window_exceeded', 'crashed')) AS failed, \
+                count(r.*) FILTER (WHERE r.status = 'cancelled') AS cancelled, \
+                percentile_disc(0.5) WITHIN GROUP (ORDER BY r.ms) AS p50_ms, \
+                percentile_disc(0.95) WITHIN GROUP (ORDER BY r.ms) AS p95_ms \
+         FROM (VALUES (1), (7)) AS w(days) \
+         LEFT JOIN runs r ON r.scheduled_at > now() - make_interval(days => w.days) \
+         GROUP BY w.days",
+    )
+    .bind(branch_rule_id)
+    .fetch_all(pool)
+    .await?;
+    let window = |days: i32| {
+        windows
+            .iter()
+            .find(|w| w.days == days)
+            .map(|w| RunWindow {
+                succeeded: w.succeeded,
+                failed: w.failed,
+                cancelled: w.cancelled,
+                p50_ms: w.p50_ms,
+                p95_ms: w.p95_ms,
+            })
+            .unwrap_or_default()
+    };
+    Ok(RunStats {
+        strip: strip
+            .into_iter()
+            .map(|row| RunMark {
+                execution_id: row.execution_id,
+                status: row.status,
+                scheduled_at: row.scheduled_at,
+                duration_ms: row.duration_ms,
+            })
+            .collect(),
+        day: window(1),
+        week: window(7),
+    })
+}
