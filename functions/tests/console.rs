@@ -786,3 +786,60 @@ async fn a_rules_page_shows_its_runs_as_a_strip_and_the_days_figures() {
         "{body}"
     );
 }
+
+/// The history shows every time on its branch's clock, or every time in one zone the reader
+/// picks, said above the table and kept by the paging links; a zone that is none is refused
+/// naming the field.
+#[tokio::test]
+async fn the_history_shows_times_in_the_zone_the_reader_picks() {
+    let b = brands().await;
+    b.app
+        .exec(
+            "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, \
+                 lease_seconds, lease_expires_at, scheduled_at, root_id) \
+             SELECT $1, 'site-1', 'completed', 't', 60, now(), \
+                    now() - make_interval(mins => g), gen_random_uuid() \
+             FROM generate_series(1, 60) AS g",
+            &[b.plain],
+        )
+        .await;
+    let console = signed_in(&b.app, &b.viewer_a).await;
+    let own = console.get("/console/executions").await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert!(
+        own.body.contains("Each time on its branch&#39;s clock")
+            || own.body.contains("Each time on its branch's clock"),
+        "{}",
+        own.body
+    );
+    assert!(own.body.contains(" Asia/Riyadh</"), "{}", own.body);
+
+    let berlin = console
+        .get("/console/executions?zone=Europe%2FBerlin")
+        .await;
+    assert_eq!(berlin.status, 200, "{}", berlin.body);
+    assert!(
+        berlin.body.contains("Every time in Europe/Berlin."),
+        "{}",
+        berlin.body
+    );
+    assert!(berlin.body.contains(" Europe/Berlin</"), "{}", berlin.body);
+    assert!(!berlin.body.contains(" Asia/Riyadh</"), "{}", berlin.body);
+    assert!(
+        berlin
+            .body
+            .contains("<option value=\"Europe/Berlin\" selected>"),
+        "the form shows the choice: {}",
+        berlin.body
+    );
+    // 60 runs: the Older link keeps the zone.
+    assert!(
+        berlin.body.contains("?zone=Europe%2FBerlin&#38;after="),
+        "{}",
+        berlin.body
+    );
+
+    let refused = console.get("/console/executions?zone=Mars%2FOlympus").await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("zone: "), "{}", refused.body);
+}

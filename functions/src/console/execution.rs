@@ -103,7 +103,7 @@ pub(super) async fn page(
         .collect();
     super::html(&ExecutionPage {
         chrome: signed.chrome("history"),
-        run: execution_row(e, now),
+        run: execution_row(e, None, now),
         finished: when_opt(e.finished_at, zone, now),
         reason: e.trigger_reason.clone(),
         error: detail.error.clone(),

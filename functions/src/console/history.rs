@@ -38,7 +38,13 @@ pub(super) struct ExecutionRow {
     pub(super) cancel_requested: bool,
 }
 
-pub(super) fn execution_row(e: &ExecutionSummary, now: DateTime<Utc>) -> ExecutionRow {
+/// One execution's row, its times in `zone` (the page's choice) or on its branch's clock.
+pub(super) fn execution_row(
+    e: &ExecutionSummary,
+    zone: Option<&str>,
+    now: DateTime<Utc>,
+) -> ExecutionRow {
+    let clock = zone.unwrap_or(&e.timezone);
     let trigger = match &e.triggered_by {
         Some(by) => format!("{} by {by}", e.trigger.as_str().replace('_', " ")),
         None => e.trigger.as_str().replace('_', " "),
@@ -55,8 +61,8 @@ pub(super) fn execution_row(e: &ExecutionSummary, now: DateTime<Utc>) -> Executi
         waits: e.waiting_in_words(),
         trigger,
         attempt: e.attempt,
-        scheduled: when(e.scheduled_at, &e.timezone, now),
-        started: when_opt(e.started_at, &e.timezone, now),
+        scheduled: when(e.scheduled_at, clock, now),
+        started: when_opt(e.started_at, clock, now),
         duration: duration(e.duration_ms),
         runner_id: e.runner_id.clone(),
         error: e.error.clone(),
@@ -74,6 +80,8 @@ pub(super) struct HistoryQuery {
     since: Option<String>,
     until: Option<String>,
     after: Option<String>,
+    /// `branch` (each row on its branch's clock) or one IANA zone for the page.
+    zone: Option<String>,
 }
 
 #[derive(Template)]
@@ -92,6 +100,10 @@ struct HistoryPage {
     rule: Option<(String, String)>,
     next_link: Option<String>,
     first_link: Option<String>,
+    /// The zone chosen for the page (`None`: each branch's own), and the choices: the
+    /// zones of the branches in scope and UTC, each with whether it is chosen.
+    zone: Option<String>,
+    zones: Vec<(String, bool)>,
 }
 
 pub(super) async fn page(
@@ -102,6 +114,7 @@ pub(super) async fn page(
     let Query(q) = query?;
     let status = query::named("status", &q.status, ExecutionStatus::parse)?;
     let trigger = query::named("trigger", &q.trigger, Trigger::parse)?;
+    let zone = query::zone("zone", &q.zone)?;
     let request = ExecutionListRequest {
         brand_id: query::id("brand", &q.brand)?,
         branch_id: query::id("branch", &q.branch)?,
@@ -156,6 +169,7 @@ pub(super) async fn page(
             ("trigger", q.trigger.clone()),
             ("since", q.since.clone()),
             ("until", q.until.clone()),
+            ("zone", zone.clone()),
             ("after", after),
         ];
         format!("/console/executions?{}", query::encode(&pairs))
@@ -167,7 +181,7 @@ pub(super) async fn page(
         rows: answer
             .executions
             .iter()
-            .map(|e| execution_row(e, now))
+            .map(|e| execution_row(e, zone.as_deref(), now))
             .collect(),
         statuses: ExecutionStatus::ALL
             .iter()
@@ -184,5 +198,24 @@ pub(super) async fn page(
         rule,
         next_link,
         first_link,
+        zones: zone_choices(&in_scope, zone.as_deref()),
+        zone,
     })
+}
+
+/// UTC and the zones of the branches in scope, sorted, each with whether it is `chosen`
+/// (a chosen zone no branch uses is offered too, so the form shows what the page shows).
+fn zone_choices(in_scope: &[db::fleet::ScopedBranch], chosen: Option<&str>) -> Vec<(String, bool)> {
+    let mut zones: Vec<String> = in_scope.iter().map(|b| b.timezone.clone()).collect();
+    zones.push("UTC".to_owned());
+    zones.extend(chosen.map(str::to_owned));
+    zones.sort();
+    zones.dedup();
+    zones
+        .into_iter()
+        .map(|z| {
+            let picked = chosen == Some(z.as_str());
+            (z, picked)
+        })
+        .collect()
 }

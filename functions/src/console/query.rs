@@ -41,6 +41,21 @@ pub(crate) fn named<T>(
         .transpose()
 }
 
+/// The zone a page shows its times in: `None` (each row on its branch's clock) when absent
+/// or `branch`, else an IANA zone, refused naming the field when it is none.
+pub(crate) fn zone(field: &str, value: &Option<String>) -> Result<Option<String>, ConsoleError> {
+    match given(value) {
+        None | Some("branch") => Ok(None),
+        Some(text) => res_shared::schedule::Zone::parse(text)
+            .map(|zone| Some(zone.name().to_owned()))
+            .map_err(|_| {
+                ConsoleError::BadInput(format!(
+                    "{field}: {text:?} is not a time zone (an IANA name such as Asia/Riyadh, or branch)"
+                ))
+            }),
+    }
+}
+
 /// A time from a `datetime-local` field (UTC, as the form says) or RFC 3339.
 pub(crate) fn time(
     field: &str,

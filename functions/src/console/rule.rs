@@ -246,7 +246,7 @@ async fn render(
         runs: rule
             .last_runs
             .iter()
-            .map(|e| execution_row(e, now))
+            .map(|e| execution_row(e, None, now))
             .collect(),
         violations: violations
             .iter()

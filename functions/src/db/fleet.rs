@@ -59,6 +59,8 @@ pub(crate) struct ScopedBranch {
     pub(crate) branch_name: String,
     pub(crate) brand_id: uuid::Uuid,
     pub(crate) brand_name: String,
+    /// The branch's clock: its own zone, else its brand's.
+    pub(crate) timezone: String,
 }
 
 /// The branches in scope, by brand name then branch name (the console's filters).
@@ -69,7 +71,7 @@ pub(crate) async fn branches(
     let (all, branches) = scope.as_params();
     sqlx::query_as(
         "SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
-                bd.name AS brand_name \
+                bd.name AS brand_name, COALESCE(b.timezone, bd.timezone) AS timezone \
          FROM branches b JOIN brands bd ON bd.id = b.brand_id \
          WHERE $1 OR b.id = ANY($2) \
          ORDER BY bd.name, b.name, b.id",
