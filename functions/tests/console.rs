@@ -839,6 +839,28 @@ async fn the_history_shows_times_in_the_zone_the_reader_picks() {
         berlin.body
     );
 
+    // The older page links back to the newer one (and the newest), keeping the zone.
+    let older = berlin
+        .body
+        .split("\" rel=\"next\"")
+        .next()
+        .and_then(|head| head.rsplit("href=\"").next())
+        .map(|link| link.replace("&#38;", "&"))
+        .expect("an Older link");
+    let second = console.get(&older).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert!(
+        second.body.contains("?zone=Europe%2FBerlin&#38;before=")
+            && second.body.contains("rel=\"prev\">Newer</a>"),
+        "{}",
+        second.body
+    );
+    assert!(second.body.contains(">Newest</a>"), "{}", second.body);
+    assert!(
+        !berlin.body.contains("rel=\"prev\""),
+        "the newest page has no Newer link"
+    );
+
     let refused = console.get("/console/executions?zone=Mars%2FOlympus").await;
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body.contains("zone: "), "{}", refused.body);

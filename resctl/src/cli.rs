@@ -362,6 +362,9 @@ pub(crate) struct ListArgs {
     pub(crate) until: Option<DateTime<Utc>>,
     #[command(flatten)]
     pub(crate) page: PageArgs,
+    /// The cursor a page printed as "newer": the page of newer runs before it.
+    #[arg(long, conflicts_with = "after")]
+    pub(crate) before: Option<String>,
 }
 
 fn parse_status(text: &str) -> Result<ExecutionStatus, String> {

@@ -108,6 +108,7 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                     until: args.until,
                     limit: Some(args.page.limit),
                     after: args.page.after.clone(),
+                    before: args.before.clone(),
                 };
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || render::history(&answer, now))

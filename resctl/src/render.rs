@@ -233,7 +233,14 @@ const EXECUTION_HEADER: [&str; 9] = [
 ];
 
 pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> String {
-    table(&EXECUTION_HEADER, &execution_rows(&page.executions, now)) + &more(page.next.as_ref())
+    let newer = page
+        .previous
+        .as_ref()
+        .map(|previous| format!("newer: --before {previous}\n"))
+        .unwrap_or_default();
+    table(&EXECUTION_HEADER, &execution_rows(&page.executions, now))
+        + &more(page.next.as_ref())
+        + &newer
 }
 
 pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {

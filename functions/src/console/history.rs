@@ -80,6 +80,7 @@ pub(super) struct HistoryQuery {
     since: Option<String>,
     until: Option<String>,
     after: Option<String>,
+    before: Option<String>,
     /// `branch` (each row on its branch's clock) or one IANA zone for the page.
     zone: Option<String>,
 }
@@ -99,6 +100,7 @@ struct HistoryPage {
     /// The rule filter set by a link, kept as a hidden field: its id and what to call it.
     rule: Option<(String, String)>,
     next_link: Option<String>,
+    newer_link: Option<String>,
     first_link: Option<String>,
     /// The zone chosen for the page (`None`: each branch's own), and the choices: the
     /// zones of the branches in scope and UTC, each with whether it is chosen.
@@ -125,6 +127,7 @@ pub(super) async fn page(
         until: query::time("until", &q.until)?,
         limit: None,
         after: query::given(&q.after).map(str::to_owned),
+        before: query::given(&q.before).map(str::to_owned),
     };
     let (brand_id, branch_id) = (request.brand_id, request.branch_id);
     let in_scope = db::fleet::branches(&state.pool, signed.caller.scope()).await?;
@@ -160,7 +163,7 @@ pub(super) async fn page(
         (id.to_owned(), name)
     });
     let now = Utc::now();
-    let filters = |after: Option<String>| {
+    let filters = |(after, before): (Option<String>, Option<String>)| {
         let pairs = [
             ("brand", q.brand.clone()),
             ("branch", q.branch.clone()),
@@ -171,11 +174,15 @@ pub(super) async fn page(
             ("until", q.until.clone()),
             ("zone", zone.clone()),
             ("after", after),
+            ("before", before),
         ];
         format!("/console/executions?{}", query::encode(&pairs))
     };
-    let next_link = answer.next.map(|next| filters(Some(next)));
-    let first_link = query::given(&q.after).map(|_| filters(None));
+    let next_link = answer.next.map(|next| filters((Some(next), None)));
+    let newer_link = answer
+        .previous
+        .map(|previous| filters((None, Some(previous))));
+    let first_link = newer_link.as_ref().map(|_| filters((None, None)));
     super::html(&HistoryPage {
         chrome: signed.chrome("history"),
         rows: answer
@@ -197,6 +204,7 @@ pub(super) async fn page(
         branches,
         rule,
         next_link,
+        newer_link,
         first_link,
         zones: zone_choices(&in_scope, zone.as_deref()),
         zone,

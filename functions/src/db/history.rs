@@ -18,8 +18,10 @@ pub(crate) struct HistoryFilter {
     pub(crate) trigger: Option<Trigger>,
     pub(crate) since: Option<DateTime<Utc>>,
     pub(crate) until: Option<DateTime<Utc>>,
-    /// The last row of the previous page.
+    /// The last row of the previous page: only older rows.
     pub(crate) after: Option<(DateTime<Utc>, Uuid)>,
+    /// The first row of a later page: only newer rows, the oldest of them first.
+    pub(crate) before: Option<(DateTime<Utc>, Uuid)>,
     /// Only these executions (one execution's retry chain).
     pub(crate) execution_ids: Option<Vec<Uuid>>,
 }
@@ -81,15 +83,9 @@ impl From<SummaryRow> for ExecutionSummary {
     }
 }
 
-/// Up to `limit` executions in scope matching `filter`, newest first.
-pub(crate) async fn page(
-    pool: &PgPool,
-    scope: Scope<'_>,
-    filter: &HistoryFilter,
-    limit: i64,
-) -> Result<Vec<ExecutionSummary>, sqlx::Error> {
-    let (all, branches) = scope.as_params();
-    let rows: Vec<SummaryRow> = sqlx::query_as(
+/// The history's query up to its order: `$1`–`$11` and `$13`–`$15` filter, `$12` limits.
+macro_rules! history_select {
+    () => {
         "SELECT e.id AS execution_id, e.branch_rule_id, r.name AS rule_name, b.id AS branch_id, \
                 b.name AS branch_name, COALESCE(b.timezone, bd.timezone) AS timezone, \
                 e.status, e.trigger, e.triggered_by, e.trigger_reason, \
@@ -117,24 +113,45 @@ pub(crate) async fn page(
            AND ($9::timestamptz IS NULL OR e.scheduled_at < $9) \
            AND ($10::timestamptz IS NULL OR (e.scheduled_at, e.id) < ($10, $11)) \
            AND ($13::uuid[] IS NULL OR e.id = ANY($13)) \
-         ORDER BY e.scheduled_at DESC, e.id DESC \
-         LIMIT $12",
-    )
-    .bind(all)
-    .bind(branches)
-    .bind(filter.brand_id)
-    .bind(filter.branch_id)
-    .bind(filter.branch_rule_id)
-    .bind(filter.status.map(ExecutionStatus::as_str))
-    .bind(filter.trigger.map(Trigger::as_str))
-    .bind(filter.since)
-    .bind(filter.until)
-    .bind(filter.after.map(|(at, _)| at))
-    .bind(filter.after.map(|(_, id)| id))
-    .bind(limit)
-    .bind(filter.execution_ids.as_deref())
-    .fetch_all(pool)
-    .await?;
+           AND ($14::timestamptz IS NULL OR (e.scheduled_at, e.id) > ($14, $15)) "
+    };
+}
+
+/// Up to `limit` executions in scope matching `filter`: newest first, or with `before`
+/// the oldest of the newer rows first (the caller turns that page around).
+pub(crate) async fn page(
+    pool: &PgPool,
+    scope: Scope<'_>,
+    filter: &HistoryFilter,
+    limit: i64,
+) -> Result<Vec<ExecutionSummary>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    let statement = if filter.before.is_some() {
+        concat!(history_select!(), "ORDER BY e.scheduled_at, e.id LIMIT $12")
+    } else {
+        concat!(
+            history_select!(),
+            "ORDER BY e.scheduled_at DESC, e.id DESC LIMIT $12"
+        )
+    };
+    let rows: Vec<SummaryRow> = sqlx::query_as(statement)
+        .bind(all)
+        .bind(branches)
+        .bind(filter.brand_id)
+        .bind(filter.branch_id)
+        .bind(filter.branch_rule_id)
+        .bind(filter.status.map(ExecutionStatus::as_str))
+        .bind(filter.trigger.map(Trigger::as_str))
+        .bind(filter.since)
+        .bind(filter.until)
+        .bind(filter.after.map(|(at, _)| at))
+        .bind(filter.after.map(|(_, id)| id))
+        .bind(limit)
+        .bind(filter.execution_ids.as_deref())
+        .bind(filter.before.map(|(at, _)| at))
+        .bind(filter.before.map(|(_, id)| id))
+        .fetch_all(pool)
+        .await?;
     Ok(rows.into_iter().map(ExecutionSummary::from).collect())
 }
 

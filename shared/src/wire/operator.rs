@@ -174,9 +174,12 @@ pub struct ExecutionListRequest {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 500))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
-    /// The `next` cursor of the previous page.
+    /// The `next` cursor of the previous page: the page of older rows after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
+    /// The `previous` cursor of a page: the page of newer rows before it (not with `after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
 }
 
 /// One execution in a history list.
@@ -248,4 +251,7 @@ pub struct ExecutionListResponse {
     pub executions: Vec<ExecutionSummary>,
     /// Pass as `after` for the next page; absent on the last page.
     pub next: Option<String>,
+    /// Pass as `before` for the page of newer rows; absent on the newest page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
 }

@@ -2,7 +2,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::wire::{Call, ErrorBody, ExecutionListRequest, ExecutionListResponse};
+use res_shared::wire::{
+    Call, ErrorBody, ExecutionListRequest, ExecutionListResponse, ExecutionSummary,
+};
 
 use super::page;
 
@@ -19,11 +21,11 @@ use crate::state::AppState;
     path = "/functions/v1/executions_list",
     request_body = ExecutionListRequest,
     responses(
-        (status = 200, description = "A page; pass `next` as `after` for the following one", body = ExecutionListResponse),
-        (status = 400, description = "Malformed body or `after` not a cursor this function gave", body = ErrorBody),
+        (status = 200, description = "A page; pass `next` as `after` for the older one, `previous` as `before` for the newer one", body = ExecutionListResponse),
+        (status = 400, description = "Malformed body, or `after` or `before` not a cursor this function gave", body = ErrorBody),
         (status = 401, description = "Missing or unknown token", body = ErrorBody),
         (status = 403, description = "Runner keys cannot read the history", body = ErrorBody),
-        (status = 422, description = "limit out of range, or until before since", body = ErrorBody),
+        (status = 422, description = "limit out of range, until before since, or both after and before", body = ErrorBody),
     ),
     security(("bearer" = [])),
     tag = "operator"
@@ -37,6 +39,13 @@ pub(crate) async fn list(
     page::time_range(request.since, request.until)?;
     let pager = page::Pager::new(ExecutionListRequest::NAME, &request);
     let after = pager.after(request.after.as_deref())?;
+    let before = pager.cursor("before", request.before.as_deref())?;
+    if after.is_some() && before.is_some() {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            "before: give after (older rows) or before (newer rows), not both",
+        ));
+    }
     let filter = HistoryFilter {
         brand_id: request.brand_id,
         branch_id: request.branch_id,
@@ -46,10 +55,29 @@ pub(crate) async fn list(
         since: request.since,
         until: request.until,
         after,
+        before,
         execution_ids: None,
     };
     let rows =
         db::history::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
-    let (executions, next) = pager.split(rows, limit, |e| (e.scheduled_at, e.execution_id));
-    Ok(Json(ExecutionListResponse { executions, next }))
+    let key = |e: &ExecutionSummary| (e.scheduled_at, e.execution_id);
+    let (executions, next, previous) = if before.is_some() {
+        // The newer rows came oldest first: the page is the `limit` next to the cursor,
+        // newer ones follow when there are more, and the cursor's own row is older.
+        let (mut executions, newer) = pager.split(rows, limit, key);
+        executions.reverse();
+        let previous = newer.and(executions.first().map(|e| pager.cursor_of(e, key)));
+        let next = executions.last().map(|e| pager.cursor_of(e, key));
+        (executions, next, previous)
+    } else {
+        let (executions, next) = pager.split(rows, limit, key);
+        // A page reached by `after` has newer rows before it.
+        let previous = after.and(executions.first().map(|e| pager.cursor_of(e, key)));
+        (executions, next, previous)
+    };
+    Ok(Json(ExecutionListResponse {
+        executions,
+        next,
+        previous,
+    }))
 }

@@ -62,6 +62,7 @@ impl Pager {
         let mut filters = serde_json::to_value(request).unwrap_or_default();
         if let Value::Object(fields) = &mut filters {
             fields.remove("after");
+            fields.remove("before");
             fields.remove("limit");
         }
         let digest = Sha256::digest(filters.to_string().as_bytes());
@@ -87,11 +88,21 @@ impl Pager {
         &self,
         after: Option<&str>,
     ) -> Result<Option<K>, ApiError> {
-        let Some(text) = after else {
+        self.cursor("after", after)
+    }
+
+    /// Reads back the cursor in `field` (`after` or `before`); anything this list did not
+    /// hand out for these filters is a 400 naming the field.
+    pub(crate) fn cursor<K: DeserializeOwned>(
+        &self,
+        field: &str,
+        text: Option<&str>,
+    ) -> Result<Option<K>, ApiError> {
+        let Some(text) = text else {
             return Ok(None);
         };
         let refused = |why: String| ApiError::bad_request("invalid_field", why);
-        let not_ours = || refused(format!("after is not a cursor {} returned", self.list));
+        let not_ours = || refused(format!("{field} is not a cursor {} returned", self.list));
         let value: Value = URL_SAFE_NO_PAD
             .decode(text.trim())
             .ok()
@@ -107,7 +118,7 @@ impl Pager {
         }
         if cursor.filters != self.filters {
             return Err(refused(format!(
-                "after is a cursor {} returned for other filters; ask again without after",
+                "{field} is a cursor {} returned for other filters; ask again without {field}",
                 self.list
             )));
         }
@@ -128,6 +139,11 @@ impl Pager {
             .then(|| rows.last().map(|row| self.encode(key(row))))
             .flatten();
         (rows, next)
+    }
+
+    /// The cursor of `row` (for `after` or `before`).
+    pub(crate) fn cursor_of<T, K: Serialize>(&self, row: &T, key: impl Fn(&T) -> K) -> String {
+        self.encode(key(row))
     }
 }
 

@@ -1,0 +1,129 @@
+//! `executions_list` pages both ways: `next` as `after` for older runs, `previous` as
+//! `before` for newer ones, each page newest first and the same rows whichever way it was
+//! reached.
+
+use res_functions::auth::Role;
+use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::{Call, ExecutionListRequest, ExecutionListResponse};
+use res_tests::functions as support;
+use serde_json::{Value, json};
+use support::{RuleSpec, Seed, TestApp};
+use uuid::Uuid;
+
+async fn list(app: &TestApp, token: &str, body: Value) -> (u16, Value) {
+    let reply = app.call(ExecutionListRequest::NAME, token, body).await;
+    (reply.status, reply.body)
+}
+
+fn page(body: &Value) -> (Vec<Uuid>, Option<String>, Option<String>) {
+    let answer: ExecutionListResponse = serde_json::from_value(body.clone()).expect("a page");
+    (
+        answer.executions.iter().map(|e| e.execution_id).collect(),
+        answer.next,
+        answer.previous,
+    )
+}
+
+#[tokio::test]
+async fn newer_and_older_pages_hold_the_same_rows_whichever_way_they_are_reached() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("UTC").await;
+    let branch = seed.branch(brand, None).await;
+    let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    // Seven runs a minute apart, newest first in `runs`.
+    let runs: Vec<Uuid> = sqlx::query_scalar(
+        "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, lease_seconds, \
+                                 lease_expires_at, scheduled_at, root_id) \
+         SELECT $1, 'site-1', 'completed', 't', 60, now(), now() - make_interval(mins => g), \
+                gen_random_uuid() \
+         FROM generate_series(1, 7) AS g ORDER BY g RETURNING id",
+    )
+    .bind(rule)
+    .fetch_all(&app.pool)
+    .await
+    .expect("runs");
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    let viewer = app.token("victor", Role::Viewer, &scope).await;
+    let ask = |extra: Value| {
+        let mut body = json!({"branch_rule_id": rule, "limit": 3});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            body.extend(extra.clone());
+        }
+        body
+    };
+
+    let (status, first) = list(&app, &viewer, ask(json!({}))).await;
+    assert_eq!(status, 200, "{first}");
+    let (rows, next, previous) = page(&first);
+    assert_eq!(rows, runs[0..3]);
+    assert_eq!(previous, None, "the newest page has nothing newer");
+    let (_, second) = list(&app, &viewer, ask(json!({"after": next}))).await;
+    let (rows, next, previous) = page(&second);
+    assert_eq!(rows, runs[3..6]);
+    let (_, third) = list(&app, &viewer, ask(json!({"after": next}))).await;
+    let (rows, next, back_from_third) = page(&third);
+    assert_eq!((rows, next), (runs[6..7].to_vec(), None));
+
+    // Back: from the third page to the second, from the second to the first.
+    let (status, again) = list(&app, &viewer, ask(json!({"before": back_from_third}))).await;
+    assert_eq!(status, 200, "{again}");
+    let (rows, older, newer) = page(&again);
+    assert_eq!(rows, runs[3..6]);
+    assert!(older.is_some() && newer.is_some());
+    let (_, top) = list(&app, &viewer, ask(json!({"before": previous}))).await;
+    let (rows, older, newer) = page(&top);
+    assert_eq!(rows, runs[0..3]);
+    assert_eq!(newer, None, "back at the newest page");
+    // Its `next` leads on to the same second page.
+    let (_, on) = list(&app, &viewer, ask(json!({"after": older}))).await;
+    assert_eq!(page(&on).0, runs[3..6]);
+
+    // Both directions at once, or a forged cursor, are refused naming the field.
+    let (status, both) = list(
+        &app,
+        &viewer,
+        ask(json!({"after": page(&second).1, "before": page(&second).2})),
+    )
+    .await;
+    assert_eq!(status, 422, "{both}");
+    assert!(
+        both["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("before:")),
+        "{both}"
+    );
+    let (status, forged) = list(&app, &viewer, ask(json!({"before": "bm90IGEgY3Vyc29y"}))).await;
+    assert_eq!(status, 400, "{forged}");
+    assert!(
+        forged["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("before is not a cursor")),
+        "{forged}"
+    );
+
+    // Another brand's viewer with the same cursor reads nothing of this brand.
+    let other = seed.brand("UTC").await;
+    let stranger = app
+        .token(
+            "stranger",
+            Role::Viewer,
+            &KeyScope {
+                brand_ids: vec![other],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let without = list(&app, &stranger, ask(json!({}))).await;
+    let with = list(&app, &stranger, ask(json!({"before": back_from_third}))).await;
+    assert_eq!(with.0, 200, "{}", with.1);
+    assert_eq!(with.1["executions"], json!([]));
+    assert_eq!(
+        (with.0, &with.1["executions"]),
+        (without.0, &without.1["executions"]),
+        "a cursor shows another brand's key nothing its filters do not"
+    );
+}
