@@ -861,6 +861,13 @@ async fn the_history_shows_times_in_the_zone_the_reader_picks() {
         "the newest page has no Newer link"
     );
 
+    // Counts of the matching runs by status, each a link to that status.
+    assert!(
+        berlin.body.contains("Matching: <a href=\"/console/executions?status=completed&#38;zone=Europe%2FBerlin\" class=\"badge good\">completed 60</a>"),
+        "{}",
+        berlin.body
+    );
+
     let refused = console.get("/console/executions?zone=Mars%2FOlympus").await;
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body.contains("zone: "), "{}", refused.body);

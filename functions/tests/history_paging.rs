@@ -127,3 +127,93 @@ async fn newer_and_older_pages_hold_the_same_rows_whichever_way_they_are_reached
         "a cursor shows another brand's key nothing its filters do not"
     );
 }
+
+/// `counts` counts the matching runs by status with the status filter aside — what the
+/// filter chooses among — and only in the caller's scope.
+#[tokio::test]
+async fn counts_are_by_status_for_the_filter_and_stay_in_scope() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let brand = seed.brand("UTC").await;
+    let branch = seed.branch(brand, None).await;
+    let rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    let other_rule = seed.branch_rule(branch, RuleSpec::default()).await;
+    for (on, status, count) in [
+        (rule, "completed", 4),
+        (rule, "failed", 2),
+        (rule, "crashed", 1),
+        (other_rule, "failed", 5),
+    ] {
+        sqlx::query(
+            "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, \
+                 lease_seconds, lease_expires_at, scheduled_at, root_id) \
+             SELECT $1, 'site-1', $2, 't', 60, now(), now() - make_interval(mins => g), \
+                    gen_random_uuid() FROM generate_series(1, $3) AS g",
+        )
+        .bind(on)
+        .bind(status)
+        .bind(count)
+        .execute(&app.pool)
+        .await
+        .expect("runs");
+    }
+    let scope = KeyScope {
+        brand_ids: vec![brand],
+        ..KeyScope::default()
+    };
+    let viewer = app.token("victor", Role::Viewer, &scope).await;
+    let (status, failed) = list(
+        &app,
+        &viewer,
+        json!({"branch_rule_id": rule, "status": "failed", "counts": true, "limit": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{failed}");
+    assert_eq!(failed["executions"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        failed["counts"],
+        json!({"by_status": {"completed": 4, "failed": 2, "crashed": 1}, "capped": false})
+    );
+    // Without asking, no counts; a cursor of a counted page serves an uncounted one.
+    let (_, plain) = list(
+        &app,
+        &viewer,
+        json!({"branch_rule_id": rule, "status": "failed", "limit": 1, "after": failed["next"]}),
+    )
+    .await;
+    assert_eq!(
+        plain["executions"].as_array().map(Vec::len),
+        Some(1),
+        "{plain}"
+    );
+    assert!(plain.get("counts").is_none(), "{plain}");
+
+    let stranger = app
+        .token(
+            "stranger",
+            Role::Viewer,
+            &KeyScope {
+                brand_ids: vec![seed.brand("UTC").await],
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let (status, theirs) = list(
+        &app,
+        &stranger,
+        json!({"branch_rule_id": rule, "counts": true}),
+    )
+    .await;
+    let (_, unknown) = list(
+        &app,
+        &stranger,
+        json!({"branch_rule_id": Uuid::new_v4(), "counts": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{theirs}");
+    assert_eq!(
+        theirs, unknown,
+        "another brand's rule counts as an unknown one"
+    );
+    assert_eq!(theirs["counts"], json!({"by_status": {}, "capped": false}));
+}

@@ -365,6 +365,9 @@ pub(crate) struct ListArgs {
     /// The cursor a page printed as "newer": the page of newer runs before it.
     #[arg(long, conflicts_with = "after")]
     pub(crate) before: Option<String>,
+    /// Also count the matching runs by status (the --status filter aside).
+    #[arg(long)]
+    pub(crate) counts: bool,
 }
 
 fn parse_status(text: &str) -> Result<ExecutionStatus, String> {

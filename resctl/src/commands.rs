@@ -109,6 +109,7 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                     limit: Some(args.page.limit),
                     after: args.page.after.clone(),
                     before: args.before.clone(),
+                    counts: args.counts,
                 };
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || render::history(&answer, now))

@@ -238,7 +238,25 @@ pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> Strin
         .as_ref()
         .map(|previous| format!("newer: --before {previous}\n"))
         .unwrap_or_default();
-    table(&EXECUTION_HEADER, &execution_rows(&page.executions, now))
+    let counts = page
+        .counts
+        .as_ref()
+        .map(|counts| {
+            let each: Vec<String> = counts
+                .by_status
+                .iter()
+                .map(|(status, n)| format!("{} {n}", status.as_str()))
+                .collect();
+            let capped = if counts.capped {
+                " (more than 100,000 match; these count the first 100,001)"
+            } else {
+                ""
+            };
+            format!("counts: {}{capped}\n", each.join(", "))
+        })
+        .unwrap_or_default();
+    counts
+        + &table(&EXECUTION_HEADER, &execution_rows(&page.executions, now))
         + &more(page.next.as_ref())
         + &newer
 }
@@ -477,6 +495,33 @@ pub(crate) fn config_revision(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_history_page_says_its_counts_and_both_ways_to_page() {
+        let page = ExecutionListResponse {
+            executions: Vec::new(),
+            next: Some("OLD".into()),
+            previous: Some("NEW".into()),
+            counts: Some(res_shared::wire::StatusCounts {
+                by_status: [
+                    (ExecutionStatus::Completed, 40),
+                    (ExecutionStatus::Failed, 3),
+                ]
+                .into_iter()
+                .collect(),
+                capped: false,
+            }),
+        };
+        let text = history(&page, Utc::now());
+        assert!(
+            text.starts_with("counts: completed 40, failed 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("more: --after OLD\nnewer: --before NEW\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn the_runs_strip_is_a_letter_a_run_with_a_legend_of_the_letters_used() {

@@ -106,6 +106,18 @@ struct HistoryPage {
     /// zones of the branches in scope and UTC, each with whether it is chosen.
     zone: Option<String>,
     zones: Vec<(String, bool)>,
+    /// The matching runs by status (the status filter aside), each linking to that status.
+    counts: Vec<StatusCount>,
+    /// More runs match than were counted.
+    counts_capped: bool,
+}
+
+/// One status's count above the history.
+struct StatusCount {
+    badge: Badge,
+    count: i64,
+    link: String,
+    chosen: bool,
 }
 
 pub(super) async fn page(
@@ -128,6 +140,7 @@ pub(super) async fn page(
         limit: None,
         after: query::given(&q.after).map(str::to_owned),
         before: query::given(&q.before).map(str::to_owned),
+        counts: true,
     };
     let (brand_id, branch_id) = (request.brand_id, request.branch_id);
     let in_scope = db::fleet::branches(&state.pool, signed.caller.scope()).await?;
@@ -163,12 +176,13 @@ pub(super) async fn page(
         (id.to_owned(), name)
     });
     let now = Utc::now();
-    let filters = |(after, before): (Option<String>, Option<String>)| {
+    // The page's filters with another position, or (from the top) another status.
+    let link = |status: Option<String>, (after, before): (Option<String>, Option<String>)| {
         let pairs = [
             ("brand", q.brand.clone()),
             ("branch", q.branch.clone()),
             ("rule", q.rule.clone()),
-            ("status", q.status.clone()),
+            ("status", status),
             ("trigger", q.trigger.clone()),
             ("since", q.since.clone()),
             ("until", q.until.clone()),
@@ -177,6 +191,23 @@ pub(super) async fn page(
             ("before", before),
         ];
         format!("/console/executions?{}", query::encode(&pairs))
+    };
+    let filters = |position| link(q.status.clone(), position);
+    let (counts, counts_capped) = match &answer.counts {
+        Some(counts) => (
+            counts
+                .by_status
+                .iter()
+                .map(|(s, n)| StatusCount {
+                    badge: badge(s.as_str()),
+                    count: *n,
+                    link: link(Some(s.as_str().to_owned()), (None, None)),
+                    chosen: Some(*s) == status,
+                })
+                .collect(),
+            counts.capped,
+        ),
+        None => (Vec::new(), false),
     };
     let next_link = answer.next.map(|next| filters((Some(next), None)));
     let newer_link = answer
@@ -207,6 +238,8 @@ pub(super) async fn page(
         newer_link,
         first_link,
         zones: zone_choices(&in_scope, zone.as_deref()),
+        counts,
+        counts_capped,
         zone,
     })
 }

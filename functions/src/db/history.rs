@@ -117,25 +117,15 @@ macro_rules! history_select {
     };
 }
 
-/// Up to `limit` executions in scope matching `filter`: newest first, or with `before`
-/// the oldest of the newer rows first (the caller turns that page around).
-pub(crate) async fn page(
-    pool: &PgPool,
-    scope: Scope<'_>,
-    filter: &HistoryFilter,
+/// `history_select!`'s parameters: the scope, `filter` and the row limit.
+fn with_filter<'q, O>(
+    query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
+    (all, branches): &'q (bool, Vec<Uuid>),
+    filter: &'q HistoryFilter,
     limit: i64,
-) -> Result<Vec<ExecutionSummary>, sqlx::Error> {
-    let (all, branches) = scope.as_params();
-    let statement = if filter.before.is_some() {
-        concat!(history_select!(), "ORDER BY e.scheduled_at, e.id LIMIT $12")
-    } else {
-        concat!(
-            history_select!(),
-            "ORDER BY e.scheduled_at DESC, e.id DESC LIMIT $12"
-        )
-    };
-    let rows: Vec<SummaryRow> = sqlx::query_as(statement)
-        .bind(all)
+) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
+    query
+        .bind(*all)
         .bind(branches)
         .bind(filter.brand_id)
         .bind(filter.branch_id)
@@ -150,6 +140,52 @@ pub(crate) async fn page(
         .bind(filter.execution_ids.as_deref())
         .bind(filter.before.map(|(at, _)| at))
         .bind(filter.before.map(|(_, id)| id))
+}
+
+/// The matching executions by status, over at most `cap` of them (`filter`'s status and
+/// page position are the caller's to clear).
+pub(crate) async fn counts(
+    pool: &PgPool,
+    scope: Scope<'_>,
+    filter: &HistoryFilter,
+    cap: i64,
+) -> Result<Vec<(ExecutionStatus, i64)>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct CountRow {
+        #[sqlx(try_from = "String")]
+        status: ExecutionStatus,
+        count: i64,
+    }
+    let params = scope.as_params();
+    let statement = concat!(
+        "SELECT h.status, count(*) AS count FROM (",
+        history_select!(),
+        "LIMIT $12) h GROUP BY h.status"
+    );
+    let rows: Vec<CountRow> = with_filter(sqlx::query_as(statement), &params, filter, cap)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.status, r.count)).collect())
+}
+
+/// Up to `limit` executions in scope matching `filter`: newest first, or with `before`
+/// the oldest of the newer rows first (the caller turns that page around).
+pub(crate) async fn page(
+    pool: &PgPool,
+    scope: Scope<'_>,
+    filter: &HistoryFilter,
+    limit: i64,
+) -> Result<Vec<ExecutionSummary>, sqlx::Error> {
+    let params = scope.as_params();
+    let statement = if filter.before.is_some() {
+        concat!(history_select!(), "ORDER BY e.scheduled_at, e.id LIMIT $12")
+    } else {
+        concat!(
+            history_select!(),
+            "ORDER BY e.scheduled_at DESC, e.id DESC LIMIT $12"
+        )
+    };
+    let rows: Vec<SummaryRow> = with_filter(sqlx::query_as(statement), &params, filter, limit)
         .fetch_all(pool)
         .await?;
     Ok(rows.into_iter().map(ExecutionSummary::from).collect())

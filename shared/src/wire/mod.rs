@@ -59,8 +59,8 @@ pub use keys::{
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use operator::{
     CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
-    ExecutionSummary, ForceStopRuleRequest, MAX_PAGE_SIZE, PauseRuleRequest, ResumeRuleRequest,
-    RuleActionResponse, RunNowRequest, Trigger,
+    ExecutionSummary, ForceStopRuleRequest, MAX_COUNTED, MAX_PAGE_SIZE, PauseRuleRequest,
+    ResumeRuleRequest, RuleActionResponse, RunNowRequest, StatusCounts, Trigger,
 };
 pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PlanEntry, PlanLookups,

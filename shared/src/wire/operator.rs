@@ -180,6 +180,24 @@ pub struct ExecutionListRequest {
     /// The `previous` cursor of a page: the page of newer rows before it (not with `after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<String>,
+    /// Also count the matching runs by status (the status filter aside), up to
+    /// `MAX_COUNTED`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counts: bool,
+}
+
+/// The most runs `executions_list` counts for `counts`.
+pub const MAX_COUNTED: i64 = 100_000;
+
+/// How many runs match a history's filters, by status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StatusCounts {
+    /// Matching runs by status, the status filter aside; statuses with none left out.
+    #[cfg_attr(feature = "openapi", schema(value_type = std::collections::BTreeMap<String, i64>))]
+    pub by_status: std::collections::BTreeMap<ExecutionStatus, i64>,
+    /// More than `MAX_COUNTED` runs match: the counts cover that many and one.
+    pub capped: bool,
 }
 
 /// One execution in a history list.
@@ -254,4 +272,7 @@ pub struct ExecutionListResponse {
     /// Pass as `before` for the page of newer rows; absent on the newest page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
+    /// When asked for with `counts`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<StatusCounts>,
 }

@@ -3,7 +3,8 @@
 use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{
-    Call, ErrorBody, ExecutionListRequest, ExecutionListResponse, ExecutionSummary,
+    Call, ErrorBody, ExecutionListRequest, ExecutionListResponse, ExecutionSummary, MAX_COUNTED,
+    StatusCounts,
 };
 
 use super::page;
@@ -60,6 +61,24 @@ pub(crate) async fn list(
     };
     let rows =
         db::history::page(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
+    let counts = if request.counts {
+        // Every status, from the top: what the status filter would choose among.
+        let all = HistoryFilter {
+            status: None,
+            after: None,
+            before: None,
+            ..filter.clone()
+        };
+        let by_status =
+            db::history::counts(&state.pool, caller.scope(), &all, MAX_COUNTED + 1).await?;
+        let counted: i64 = by_status.iter().map(|(_, n)| n).sum();
+        Some(StatusCounts {
+            by_status: by_status.into_iter().collect(),
+            capped: counted > MAX_COUNTED,
+        })
+    } else {
+        None
+    };
     let key = |e: &ExecutionSummary| (e.scheduled_at, e.execution_id);
     let (executions, next, previous) = if before.is_some() {
         // The newer rows came oldest first: the page is the `limit` next to the cursor,
@@ -79,5 +98,6 @@ pub(crate) async fn list(
         executions,
         next,
         previous,
+        counts,
     }))
 }

@@ -63,6 +63,7 @@ impl Pager {
         if let Value::Object(fields) = &mut filters {
             fields.remove("after");
             fields.remove("before");
+            fields.remove("counts");
             fields.remove("limit");
         }
         let digest = Sha256::digest(filters.to_string().as_bytes());
