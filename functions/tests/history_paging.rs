@@ -4,7 +4,7 @@
 
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
-use res_shared::wire::{Call, ExecutionListRequest, ExecutionListResponse};
+use res_shared::wire::{Call, ExecutionListRequest, ExecutionListResponse, MAX_COUNTED};
 use res_tests::functions as support;
 use serde_json::{Value, json};
 use support::{RuleSpec, Seed, TestApp};
@@ -187,6 +187,26 @@ async fn counts_are_by_status_for_the_filter_and_stay_in_scope() {
         "{plain}"
     );
     assert!(plain.get("counts").is_none(), "{plain}");
+
+    // Past the cap, the counts cover the cap and one, and say so.
+    sqlx::query(
+        "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, \
+             lease_seconds, lease_expires_at, scheduled_at, root_id) \
+         SELECT $1, 'site-1', 'completed', 't', 60, now(), now() - make_interval(secs => g), \
+                gen_random_uuid() FROM generate_series(1, $2) AS g",
+    )
+    .bind(other_rule)
+    .bind(i32::try_from(MAX_COUNTED).unwrap_or(i32::MAX))
+    .execute(&app.pool)
+    .await
+    .expect("many runs");
+    let (_, many) = list(&app, &viewer, json!({"branch_id": branch, "counts": true})).await;
+    assert_eq!(many["counts"]["capped"], true, "{}", many["counts"]);
+    let counted: i64 = many["counts"]["by_status"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_i64).sum())
+        .unwrap_or_default();
+    assert_eq!(counted, MAX_COUNTED + 1);
 
     let stranger = app
         .token(

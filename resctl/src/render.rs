@@ -248,7 +248,7 @@ pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> Strin
                 .map(|(status, n)| format!("{} {n}", status.as_str()))
                 .collect();
             let capped = if counts.capped {
-                " (more than 100,000 match; these count the first 100,001)"
+                " (more than 10,000 match; these count the first 10,001)"
             } else {
                 ""
             };

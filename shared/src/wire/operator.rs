@@ -187,7 +187,7 @@ pub struct ExecutionListRequest {
 }
 
 /// The most runs `executions_list` counts for `counts`.
-pub const MAX_COUNTED: i64 = 100_000;
+pub const MAX_COUNTED: i64 = 10_000;
 
 /// How many runs match a history's filters, by status.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
