@@ -209,6 +209,7 @@ async fn run() {
     assert_eq!(signed.status, 303, "console sign-in: {}", signed.body);
     let mut fleet = Vec::new();
     let mut rule_page = Vec::new();
+    let mut history_page = Vec::new();
     for (rule, _) in rules.iter().cycle().take(REQUESTS / 4) {
         let started = Instant::now();
         let page = console.get("/console/").await;
@@ -217,10 +218,28 @@ async fn run() {
         let started = Instant::now();
         let page = console.get(&format!("/console/rules/{rule}")).await;
         assert_eq!(page.status, 200, "console rule: {}", page.body);
+        // The strip of its last runs is on it.
+        assert!(
+            page.body.contains("class=\"strip"),
+            "console rule: no strip"
+        );
         rule_page.push(started.elapsed());
+        // The whole history, counted by status up to the cap: the widest count there is.
+        let started = Instant::now();
+        let page = console.get("/console/executions").await;
+        assert_eq!(page.status, 200, "console history: {}", page.body);
+        assert!(
+            page.body.contains("More than 10,000 runs match"),
+            "console history: no counts"
+        );
+        history_page.push(started.elapsed());
     }
     report("console: fleet page over all 10,000 rules", &mut fleet);
     report("console: rule page", &mut rule_page);
+    report(
+        "console: history page, all runs counted by status",
+        &mut history_page,
+    );
 
     // A mass outage: 1,000 site keys with a runner each, all silent for an hour, and every
     // rule overdue — each rule then carries its cause, read from its branch's runners.
