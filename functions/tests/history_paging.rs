@@ -3,7 +3,6 @@
 //! reached.
 
 use res_functions::auth::Role;
-use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{Call, ExecutionListRequest, ExecutionListResponse, MAX_COUNTED};
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -43,11 +42,7 @@ async fn newer_and_older_pages_hold_the_same_rows_whichever_way_they_are_reached
     .fetch_all(&app.pool)
     .await
     .expect("runs");
-    let scope = KeyScope {
-        brand_ids: vec![brand],
-        ..KeyScope::default()
-    };
-    let viewer = app.token("victor", Role::Viewer, &scope).await;
+    let viewer = app.brand_token("victor", Role::Viewer, brand).await;
     let ask = |extra: Value| {
         let mut body = json!({"branch_rule_id": rule, "limit": 3});
         if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
@@ -107,16 +102,7 @@ async fn newer_and_older_pages_hold_the_same_rows_whichever_way_they_are_reached
 
     // Another brand's viewer with the same cursor reads nothing of this brand.
     let other = seed.brand("UTC").await;
-    let stranger = app
-        .token(
-            "stranger",
-            Role::Viewer,
-            &KeyScope {
-                brand_ids: vec![other],
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let stranger = app.brand_token("stranger", Role::Viewer, other).await;
     let without = list(&app, &stranger, ask(json!({}))).await;
     let with = list(&app, &stranger, ask(json!({"before": back_from_third}))).await;
     assert_eq!(with.0, 200, "{}", with.1);
@@ -157,11 +143,7 @@ async fn counts_are_by_status_for_the_filter_and_stay_in_scope() {
         .await
         .expect("runs");
     }
-    let scope = KeyScope {
-        brand_ids: vec![brand],
-        ..KeyScope::default()
-    };
-    let viewer = app.token("victor", Role::Viewer, &scope).await;
+    let viewer = app.brand_token("victor", Role::Viewer, brand).await;
     let (status, failed) = list(
         &app,
         &viewer,
@@ -209,14 +191,7 @@ async fn counts_are_by_status_for_the_filter_and_stay_in_scope() {
     assert_eq!(counted, MAX_COUNTED + 1);
 
     let stranger = app
-        .token(
-            "stranger",
-            Role::Viewer,
-            &KeyScope {
-                brand_ids: vec![seed.brand("UTC").await],
-                ..KeyScope::default()
-            },
-        )
+        .brand_token("stranger", Role::Viewer, seed.brand("UTC").await)
         .await;
     let (status, theirs) = list(
         &app,

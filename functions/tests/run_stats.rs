@@ -2,7 +2,6 @@
 //! many succeeded and how long they took over the last day and week.
 
 use res_functions::auth::Role;
-use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{Call, DescribeRuleRequest, ExecutionStatus, RuleDescription};
 use res_tests::functions as support;
 use serde_json::json;
@@ -32,6 +31,15 @@ async fn runs(app: &TestApp, rule: Uuid, status: &str, count: i32, hours_ago: i3
     .expect("runs");
 }
 
+async fn describe(app: &TestApp, token: &str, rule: Uuid) -> support::Reply {
+    app.call(
+        DescribeRuleRequest::NAME,
+        token,
+        json!({"branch_rule_id": rule}),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn describe_shows_the_last_50_runs_and_the_day_and_week_in_counts_and_durations() {
     let app = TestApp::start().await;
@@ -49,24 +57,9 @@ async fn describe_shows_the_last_50_runs_and_the_day_and_week_in_counts_and_dura
     runs(&app, rule, "crashed", 1, 3, 60).await;
     runs(&app, rule, "cancelled", 1, 2, 9).await;
     runs(&app, rule, "running", 1, 1, 0).await;
-    let viewer = app
-        .token(
-            "victor",
-            Role::Viewer,
-            &KeyScope {
-                brand_ids: vec![brand],
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let viewer = app.brand_token("victor", Role::Viewer, brand).await;
 
-    let reply = app
-        .call(
-            DescribeRuleRequest::NAME,
-            &viewer,
-            json!({"branch_rule_id": rule}),
-        )
-        .await;
+    let reply = describe(&app, &viewer, rule).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let described: RuleDescription = serde_json::from_value(reply.body.clone()).expect("a rule");
     let runs = &described.runs;
@@ -119,30 +112,9 @@ async fn describe_shows_the_last_50_runs_and_the_day_and_week_in_counts_and_dura
 
     // Another brand's viewer: the rule, and so its runs, answer as an unknown one.
     let other = seed.brand("UTC").await;
-    let stranger = app
-        .token(
-            "stranger",
-            Role::Viewer,
-            &KeyScope {
-                brand_ids: vec![other],
-                ..KeyScope::default()
-            },
-        )
-        .await;
-    let hidden = app
-        .call(
-            DescribeRuleRequest::NAME,
-            &stranger,
-            json!({"branch_rule_id": rule}),
-        )
-        .await;
-    let unknown = app
-        .call(
-            DescribeRuleRequest::NAME,
-            &stranger,
-            json!({"branch_rule_id": Uuid::new_v4()}),
-        )
-        .await;
+    let stranger = app.brand_token("stranger", Role::Viewer, other).await;
+    let hidden = describe(&app, &stranger, rule).await;
+    let unknown = describe(&app, &stranger, Uuid::new_v4()).await;
     assert_eq!(hidden.status, 404);
     assert_eq!(
         hidden.body["error"]["code"], unknown.body["error"]["code"],
@@ -159,23 +131,8 @@ async fn a_rule_that_never_ran_has_an_empty_strip_and_says_so() {
     let brand = seed.brand("UTC").await;
     let branch = seed.branch(brand, None).await;
     let rule = seed.branch_rule(branch, RuleSpec::default()).await;
-    let viewer = app
-        .token(
-            "victor",
-            Role::Viewer,
-            &KeyScope {
-                brand_ids: vec![brand],
-                ..KeyScope::default()
-            },
-        )
-        .await;
-    let reply = app
-        .call(
-            DescribeRuleRequest::NAME,
-            &viewer,
-            json!({"branch_rule_id": rule}),
-        )
-        .await;
+    let viewer = app.brand_token("victor", Role::Viewer, brand).await;
+    let reply = describe(&app, &viewer, rule).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let described: RuleDescription = serde_json::from_value(reply.body.clone()).expect("a rule");
     assert!(described.runs.strip.is_empty());

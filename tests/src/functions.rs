@@ -135,6 +135,15 @@ impl TestApp {
         self.token("test runner", Role::Runner, &scope).await
     }
 
+    /// A token of `role` over the whole of `brand`, named `name`.
+    pub async fn brand_token(&self, name: &str, role: Role, brand: Uuid) -> String {
+        let scope = KeyScope {
+            brand_ids: vec![brand],
+            ..KeyScope::default()
+        };
+        self.token(name, role, &scope).await
+    }
+
     /// A token of any role and scope, named `name` (the "who" of operator actions).
     pub async fn token(&self, name: &str, role: Role, scope: &KeyScope) -> String {
         let token = generate_token();

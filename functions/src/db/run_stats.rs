@@ -41,22 +41,26 @@ pub(crate) async fn of_rule(pool: &PgPool, branch_rule_id: Uuid) -> Result<RunSt
     .fetch_all(pool)
     .await?;
     strip.reverse();
-    // Durations of finished runs only; cancelled runs count apart and are not timed.
+    // Each run classified once: succeeded, failed or cancelled (live runs: neither). Only
+    // succeeded and failed runs are timed; cancelled ones count apart.
     let windows: Vec<WindowRow> = sqlx::query_as(
         "WITH runs AS ( \
-             SELECT e.scheduled_at, e.status, \
-                    CASE WHEN e.status IN ('completed', 'failed', 'timeout', \
-                                           'operation_window_exceeded', 'crashed') \
+             SELECT e.scheduled_at, c.outcome, \
+                    CASE WHEN c.outcome IN ('succeeded', 'failed') \
                          THEN (extract(epoch FROM e.finished_at \
                                    - COALESCE(e.started_at, e.scheduled_at)) * 1000)::bigint \
                     END AS ms \
-             FROM executions e \
+             FROM executions e, \
+                  LATERAL (SELECT CASE \
+                      WHEN e.status = 'completed' THEN 'succeeded' \
+                      WHEN e.status = 'cancelled' THEN 'cancelled' \
+                      WHEN e.status IN ('failed', 'timeout', 'operation_window_exceeded', \
+                                        'crashed') THEN 'failed' END AS outcome) c \
              WHERE e.branch_rule_id = $1 AND e.scheduled_at > now() - interval '7 days') \
          SELECT w.days, \
-                count(r.*) FILTER (WHERE r.status = 'completed') AS succeeded, \
-                count(r.*) FILTER (WHERE r.status IN ('failed', 'timeout', \
-                                   'operation_window_exceeded', 'crashed')) AS failed, \
-                count(r.*) FILTER (WHERE r.status = 'cancelled') AS cancelled, \
+                count(r.*) FILTER (WHERE r.outcome = 'succeeded') AS succeeded, \
+                count(r.*) FILTER (WHERE r.outcome = 'failed') AS failed, \
+                count(r.*) FILTER (WHERE r.outcome = 'cancelled') AS cancelled, \
                 percentile_disc(0.5) WITHIN GROUP (ORDER BY r.ms) AS p50_ms, \
                 percentile_disc(0.95) WITHIN GROUP (ORDER BY r.ms) AS p95_ms \
          FROM (VALUES (1), (7)) AS w(days) \

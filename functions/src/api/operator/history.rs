@@ -85,13 +85,13 @@ pub(crate) async fn list(
         // newer ones follow when there are more, and the cursor's own row is older.
         let (mut executions, newer) = pager.split(rows, limit, key);
         executions.reverse();
-        let previous = newer.and(executions.first().map(|e| pager.cursor_of(e, key)));
-        let next = executions.last().map(|e| pager.cursor_of(e, key));
+        let previous = newer.and(executions.first().map(|e| pager.encode(key(e))));
+        let next = executions.last().map(|e| pager.encode(key(e)));
         (executions, next, previous)
     } else {
         let (executions, next) = pager.split(rows, limit, key);
         // A page reached by `after` has newer rows before it.
-        let previous = after.and(executions.first().map(|e| pager.cursor_of(e, key)));
+        let previous = after.and(executions.first().map(|e| pager.encode(key(e))));
         (executions, next, previous)
     };
     Ok(Json(ExecutionListResponse {

@@ -73,7 +73,8 @@ impl Pager {
         }
     }
 
-    fn encode<K: Serialize>(&self, key: K) -> String {
+    /// The cursor of a row's sort key `key`, for `after` or `before`.
+    pub(crate) fn encode<K: Serialize>(&self, key: K) -> String {
         let cursor = Cursor {
             list: self.list.to_owned(),
             filters: self.filters.clone(),
@@ -140,11 +141,6 @@ impl Pager {
             .then(|| rows.last().map(|row| self.encode(key(row))))
             .flatten();
         (rows, next)
-    }
-
-    /// The cursor of `row` (for `after` or `before`).
-    pub(crate) fn cursor_of<T, K: Serialize>(&self, row: &T, key: impl Fn(&T) -> K) -> String {
-        self.encode(key(row))
     }
 }
 
