@@ -17,7 +17,9 @@ fn the_demo_runs_the_whole_system_and_leaves_nothing_behind() {
     let state = std::env::temp_dir().join(format!("res-demo-test-{}", std::process::id()));
     let (functions_port, status_port) = (free_port(), free_port());
     let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["demo", "--for", "25", "--bin-dir"])
+        // Longer than the widest gap of the failing detector's schedule (`*/40` seconds: :00 and
+        // :40, 40 s apart) plus start-up, so it fails at least once whatever the minute.
+        .args(["demo", "--for", "50", "--bin-dir"])
         .arg(&bin_dir)
         .arg("--state-dir")
         .arg(&state)
