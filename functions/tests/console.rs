@@ -872,3 +872,70 @@ async fn the_history_shows_times_in_the_zone_the_reader_picks() {
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body.contains("zone: "), "{}", refused.body);
 }
+
+/// A running execution's page says how long it has run, the node its runner last named
+/// (escaped: it comes from a site) and when it last beat; once cancelled, who did it and why.
+#[tokio::test]
+async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelled_it() {
+    let b = brands().await;
+    b.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
+            &[b.plain],
+        )
+        .await;
+    let branch: Uuid = sqlx::query_scalar("SELECT branch_id FROM branch_rules WHERE id = $1")
+        .bind(b.plain)
+        .fetch_one(&b.app.pool)
+        .await
+        .expect("the branch");
+    let site = b.app.runner_token(&[branch]).await;
+    let claim = b.app.claim(&site, b.plain, "riyadh-1").await;
+    let beat = b
+        .app
+        .call(
+            "executions_heartbeat",
+            &site,
+            serde_json::json!({"execution_id": claim.execution, "claim_token": claim.token,
+                               "node_id": "<b>detect</b>"}),
+        )
+        .await;
+    assert_eq!(beat.status, 200, "{}", beat.body);
+    let console = signed_in(&b.app, &b.operator_a).await;
+    let path = format!("/console/executions/{}", claim.execution);
+    let page = console.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(
+        body.contains("<dt>Elapsed</dt><dd id=\"execution-elapsed\">"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "<dt>At node</dt><dd id=\"execution-node\">&#60;b&#62;detect&#60;/b&#62;</dd>"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("<dt>Last heartbeat</dt><dd id=\"execution-heartbeat\"><time "),
+        "{body}"
+    );
+    assert!(body.contains("<dt>Lease ends</dt>"), "{body}");
+    assert!(!body.contains("<b>detect"), "{body}");
+
+    let csrf = page.csrf().unwrap_or_default();
+    let cancelled = console
+        .post(
+            &format!("{path}/cancel"),
+            &[("csrf", &csrf), ("reason", "camera <moved>")],
+        )
+        .await;
+    assert_eq!(cancelled.status, 303, "{}", cancelled.body);
+    let page = console.get(&path).await;
+    let body = &page.body;
+    assert!(
+        body.contains("<dd id=\"execution-stopped\">cancelled by A admin at <time "),
+        "{body}"
+    );
+    assert!(body.contains(": “camera &#60;moved&#62;”"), "{body}");
+}

@@ -927,3 +927,153 @@ async fn a_list_cursor_is_refused_by_other_lists_and_other_filters() {
         assert!(message.contains(function), "{function}: {message}");
     }
 }
+
+async fn show(app: &TestApp, token: &str, id: Uuid) -> support::Reply {
+    app.call(
+        ShowExecutionRequest::NAME,
+        token,
+        json!({"execution_id": id}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_stopped_it() {
+    let s = site().await;
+    s.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
+    // Claimed, not yet started: elapsed since the claim, nothing beat yet, no lease shown.
+    let claimed = show(&s.app, &s.viewer, claim.execution).await;
+    assert_eq!(claimed.status, 200, "{}", claimed.body);
+    assert!(
+        claimed.body["elapsed_ms"]
+            .as_i64()
+            .is_some_and(|ms| ms >= 0),
+        "{}",
+        claimed.body
+    );
+    for absent in [
+        "last_heartbeat_at",
+        "current_node",
+        "lease_expires_at",
+        "stopped_by",
+    ] {
+        assert_eq!(
+            claimed.body[absent],
+            Value::Null,
+            "{absent}: {}",
+            claimed.body
+        );
+    }
+
+    let beat = |node: &str| json!({"execution_id": claim.execution, "claim_token": claim.token, "node_id": node});
+    let first = s
+        .app
+        .call(HeartbeatRequest::NAME, &s.runner, beat("detect"))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let running = show(&s.app, &s.viewer, claim.execution).await.body;
+    assert_eq!(running["current_node"], json!("detect"), "{running}");
+    assert_eq!(
+        running["lease_expires_at"], first.body["lease_expires_at"],
+        "{running}"
+    );
+    let beat_at: chrono::DateTime<Utc> = running["last_heartbeat_at"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("a heartbeat time");
+    assert!(
+        (s.app.db_now().await - beat_at).num_seconds().abs() < 60,
+        "{running}"
+    );
+
+    // A node id past 200 characters is refused by name and changes nothing.
+    let long = s
+        .app
+        .call(HeartbeatRequest::NAME, &s.runner, beat(&"n".repeat(201)))
+        .await;
+    assert_eq!(long.status, 422, "{}", long.body);
+    assert!(
+        long.body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("node_id"),
+        "{}",
+        long.body
+    );
+    assert_eq!(
+        show(&s.app, &s.viewer, claim.execution).await.body["current_node"],
+        json!("detect")
+    );
+
+    // Cancelled: who and why, while it runs and after its runner reports it stopped.
+    let cancel = json!({"execution_id": claim.execution, "reason": "camera moved"});
+    let asked = s
+        .app
+        .call(CancelExecutionRequest::NAME, &s.operator, cancel)
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let stopping = show(&s.app, &s.viewer, claim.execution).await.body;
+    assert_eq!(
+        stopping["stopped_by"]["action"],
+        json!("cancel"),
+        "{stopping}"
+    );
+    assert_eq!(stopping["stopped_by"]["by"], json!("alice"), "{stopping}");
+    assert_eq!(
+        stopping["stopped_by"]["reason"],
+        json!("camera moved"),
+        "{stopping}"
+    );
+    let report = s
+        .app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &s.runner,
+            json!({"branch_rule_id": s.rule, "is_last_run_failed": false,
+                   "execution_id": claim.execution, "claim_token": claim.token,
+                   "status": "cancelled"}),
+        )
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let ended = show(&s.app, &s.viewer, claim.execution).await.body;
+    assert_eq!(ended["execution"]["status"], json!("cancelled"), "{ended}");
+    assert_eq!(
+        (
+            ended["elapsed_ms"].clone(),
+            ended["lease_expires_at"].clone()
+        ),
+        (Value::Null, Value::Null)
+    );
+    assert_eq!(
+        ended["current_node"],
+        json!("detect"),
+        "the node it was last at: {ended}"
+    );
+    assert_eq!(ended["stopped_by"], stopping["stopped_by"]);
+
+    // Another brand's operator learns nothing: the answer is an unknown id's, word for word.
+    let seed = Seed::new(&s.app.pool);
+    let other = seed.brand("UTC").await;
+    let stranger = s.app.brand_token("mallory", Role::Operator, other).await;
+    let walled = show(&s.app, &stranger, claim.execution).await;
+    let unknown_id = Uuid::new_v4();
+    let unknown = show(&s.app, &stranger, unknown_id).await;
+    assert_eq!((walled.status, unknown.status), (404, 404));
+    assert_eq!(
+        walled
+            .body
+            .to_string()
+            .replace(&claim.execution.to_string(), "ID"),
+        unknown
+            .body
+            .to_string()
+            .replace(&unknown_id.to_string(), "ID")
+    );
+}

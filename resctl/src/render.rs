@@ -261,6 +261,32 @@ pub(crate) fn history(page: &ExecutionListResponse, now: DateTime<Utc>) -> Strin
         + &newer
 }
 
+/// Where a run stands as its runner last said: "for 2 min 5 s, at node detect, last
+/// heartbeat 4.0 s ago, lease ends in 26.0 s".
+fn progress(detail: &ExecutionDetail, now: DateTime<Utc>) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(ms) = detail.elapsed_ms {
+        parts.push(format!("for {}", run_report::duration_in_words(Some(ms))));
+    }
+    if let Some(node) = &detail.current_node {
+        parts.push(format!("at node {node}"));
+    }
+    if let Some(at) = detail.last_heartbeat_at {
+        parts.push(format!(
+            "last heartbeat {}",
+            run_report::offset_in_words(at, now)
+        ));
+    }
+    if let Some(at) = detail.lease_expires_at {
+        let verb = if at > now { "ends" } else { "ended" };
+        parts.push(format!(
+            "lease {verb} {}",
+            run_report::offset_in_words(at, now)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
 pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
     let e = &detail.execution;
     let mut out = format!(
@@ -276,6 +302,12 @@ pub(crate) fn detail(detail: &ExecutionDetail, now: DateTime<Utc>) -> String {
     );
     if let Some(waits) = e.waiting_in_words() {
         out.push_str(&format!("{waits}\n"));
+    }
+    if let Some(progress) = progress(detail, now) {
+        out.push_str(&format!("{progress}\n"));
+    }
+    if let Some(stop) = &detail.stopped_by {
+        out.push_str(&format!("{}\n", stop.describe(&relative(stop.at, now))));
     }
     if let (Some(by), Some(why)) = (&e.triggered_by, &e.trigger_reason) {
         out.push_str(&format!("asked by {by}: {why}\n"));

@@ -43,14 +43,15 @@ pub(crate) async fn heartbeat(
     if let Some(waiting) = &request.waiting {
         crate::api::require_text("waiting.node_id", &waiting.node_id, 200)?;
     }
+    if let Some(node_id) = &request.node_id {
+        crate::api::require_text("node_id", node_id, 200)?;
+    }
     let id = request.execution_id;
     let beat = db::executions::heartbeat(
         &state.pool,
-        id,
-        &request.claim_token,
+        &request,
         &caller,
         state.settings.runner_thresholds.stale_after_seconds,
-        request.waiting.as_ref(),
     )
     .await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {

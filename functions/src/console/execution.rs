@@ -57,8 +57,20 @@ struct ExecutionPage {
     earlier_runners: String,
     resumed_count: i32,
     configuration: String,
+    elapsed: Option<String>,
+    current_node: Option<String>,
+    heartbeat: Option<When>,
+    lease: Option<When>,
+    stopped: Option<Stopped>,
     cancellable: bool,
     done: bool,
+}
+
+/// An operator's stop: "cancelled by ops-key" at a time, and why.
+struct Stopped {
+    what: String,
+    at: When,
+    reason: String,
 }
 
 pub(super) async fn page(
@@ -128,6 +140,15 @@ pub(super) async fn page(
         earlier_runners: detail.earlier_runner_ids.join(", "),
         resumed_count: detail.resumed_count,
         configuration: detail.configuration(),
+        elapsed: detail.elapsed_ms.map(|ms| duration(Some(ms))),
+        current_node: detail.current_node.clone(),
+        heartbeat: when_opt(detail.last_heartbeat_at, zone, now),
+        lease: when_opt(detail.lease_expires_at, zone, now),
+        stopped: detail.stopped_by.as_ref().map(|stop| Stopped {
+            what: format!("{} by {}", stop.action.verb(), stop.by),
+            at: when(stop.at, zone, now),
+            reason: stop.reason.clone(),
+        }),
         cancellable: e.status.holds_rule() && !e.cancel_requested,
         done: q.done.is_some(),
     })

@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use res_shared::wire::{ExecutionStatus, Trigger, Waiting};
+use res_shared::wire::{ExecutionStatus, HeartbeatRequest, Trigger};
 
 use super::Tx;
 use crate::access::{Caller, Scope};
@@ -285,19 +285,18 @@ pub(crate) struct OfflineRecord<'a> {
 /// same round trip.
 pub(crate) async fn heartbeat(
     pool: &PgPool,
-    id: Uuid,
-    claim_token: &str,
+    beat: &HeartbeatRequest,
     caller: &Caller,
     stale_after_seconds: u32,
-    waiting: Option<&Waiting>,
 ) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
     let (all, branches) = caller.scope().as_params();
+    let waiting = beat.waiting.as_ref();
     sqlx::query_as(
         "WITH beat AS ( \
              UPDATE executions e \
              SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
                  status = 'running', started_at = COALESCE(e.started_at, now()), \
-                 waiting_node = $7, waiting_until = $8 \
+                 waiting_node = $7, waiting_until = $8, heartbeat_at = now(), current_node = $9 \
              FROM branch_rules br \
              WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
                AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
@@ -313,14 +312,15 @@ pub(crate) async fn heartbeat(
                AND r.last_seen_at < now() - interval '5 seconds') \
          SELECT lease_expires_at, stop FROM beat",
     )
-    .bind(id)
-    .bind(claim_token)
+    .bind(beat.execution_id)
+    .bind(&beat.claim_token)
     .bind(all)
     .bind(branches)
     .bind(caller.key_id)
     .bind(f64::from(stale_after_seconds))
     .bind(waiting.map(|w| w.node_id.as_str()))
     .bind(waiting.map(|w| w.until))
+    .bind(beat.node_id.as_deref())
     .fetch_optional(pool)
     .await
 }

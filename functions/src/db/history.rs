@@ -2,7 +2,9 @@
 //! `(scheduled_at, id)` so a page costs the same however deep it is.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{ExecutionStatus, ExecutionSummary, Trigger, ViolationSummary};
+use res_shared::wire::{
+    ExecutionStatus, ExecutionSummary, StopAction, StopMark, Trigger, ViolationSummary,
+};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -201,17 +203,62 @@ pub(crate) struct ExecutionExtras {
     pub(crate) resumed_count: i32,
     pub(crate) config_revision: Option<i64>,
     pub(crate) catalogue_revision: Option<i64>,
+    pub(crate) heartbeat_at: Option<DateTime<Utc>>,
+    pub(crate) current_node: Option<String>,
+    /// While it holds its rule: since it started, or was claimed.
+    pub(crate) elapsed_ms: Option<i64>,
+    /// While it runs.
+    pub(crate) lease_expires_at: Option<DateTime<Utc>>,
+    #[sqlx(flatten)]
+    pub(crate) stop: StopRow,
 }
 
-/// The full error, result and metrics of an execution.
+/// The operator's latest stop of an execution, if any.
+#[derive(sqlx::FromRow)]
+pub(crate) struct StopRow {
+    #[sqlx(rename = "stop_action")]
+    pub(crate) action: Option<String>,
+    #[sqlx(rename = "stop_at")]
+    pub(crate) at: Option<DateTime<Utc>>,
+    #[sqlx(rename = "stop_by")]
+    pub(crate) by: Option<String>,
+    #[sqlx(rename = "stop_reason")]
+    pub(crate) reason: Option<String>,
+}
+
+impl StopRow {
+    /// The stop, if there was one and its action is one this build knows.
+    pub(crate) fn mark(self) -> Option<StopMark> {
+        Some(StopMark {
+            action: StopAction::try_from(self.action?).ok()?,
+            at: self.at?,
+            by: self.by?,
+            reason: self.reason?,
+        })
+    }
+}
+
+/// The full error, result and metrics of an execution, where a live one stands, and
+/// who stopped it.
 pub(crate) async fn extras(
     pool: &PgPool,
     id: Uuid,
 ) -> Result<Option<ExecutionExtras>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT error, result, metrics, earlier_runner_ids, resumed_count, config_revision, \
-                catalogue_revision \
-         FROM executions WHERE id = $1",
+        "SELECT e.error, e.result, e.metrics, e.earlier_runner_ids, e.resumed_count, \
+                e.config_revision, e.catalogue_revision, e.heartbeat_at, e.current_node, \
+                CASE WHEN e.status IN ('scheduled', 'running', 'paused') \
+                     THEN (extract(epoch FROM now() - COALESCE(e.started_at, e.scheduled_at)) \
+                           * 1000)::bigint END AS elapsed_ms, \
+                CASE WHEN e.status = 'running' THEN e.lease_expires_at END AS lease_expires_at, \
+                s.action AS stop_action, s.at AS stop_at, s.key_name AS stop_by, \
+                s.reason AS stop_reason \
+         FROM executions e \
+         LEFT JOIN LATERAL ( \
+             SELECT action, at, key_name, reason FROM operator_actions \
+             WHERE execution_id = e.id AND action IN ('cancel', 'force_stop') \
+             ORDER BY at DESC LIMIT 1) s ON true \
+         WHERE e.id = $1",
     )
     .bind(id)
     .fetch_optional(pool)

@@ -100,23 +100,48 @@ fn service_error(error: CloudError) -> ServiceError {
 pub(crate) struct ClaimedServices {
     cloud: CloudServices,
     outbox: Arc<Outbox>,
-    /// Where the run waits, for the heartbeat to tell the cloud.
+    progress: Progress,
+}
+
+/// Where a claimed run stands, for its heartbeat to tell the cloud.
+pub(crate) struct Progress {
     waiting: watch::Sender<Option<Waiting>>,
+    node: watch::Sender<Option<String>>,
+}
+
+/// The heartbeat's side of [`Progress`]: a change of `waiting` is worth a beat at once;
+/// the node is only read at each beat (a beat per node would multiply heartbeats).
+pub(crate) struct ProgressSeen {
+    pub(crate) waiting: watch::Receiver<Option<Waiting>>,
+    pub(crate) node: watch::Receiver<Option<String>>,
+}
+
+/// A run's progress, and what its heartbeat reads of it.
+pub(crate) fn progress() -> (Progress, ProgressSeen) {
+    let (waiting, waiting_seen) = watch::channel(None);
+    let (node, node_seen) = watch::channel(None);
+    (
+        Progress { waiting, node },
+        ProgressSeen {
+            waiting: waiting_seen,
+            node: node_seen,
+        },
+    )
 }
 
 impl ClaimedServices {
-    /// Services for one claim; `waiting` reaches the claim's heartbeat.
+    /// Services for one claim; `progress` reaches the claim's heartbeat.
     pub(crate) fn new(
         client: FunctionsClient,
         outbox: Arc<Outbox>,
         execution_id: Uuid,
         claim_token: String,
-        waiting: watch::Sender<Option<Waiting>>,
+        progress: Progress,
     ) -> ClaimedServices {
         ClaimedServices {
             cloud: CloudServices::new(client, execution_id, claim_token),
             outbox,
-            waiting,
+            progress,
         }
     }
 }
@@ -165,7 +190,11 @@ impl ExecutionServices for ClaimedServices {
     }
 
     fn waiting(&self, waiting: Option<Waiting>) {
-        self.waiting.send_replace(waiting);
+        self.progress.waiting.send_replace(waiting);
+    }
+
+    fn at_node(&self, node_id: &str) {
+        self.progress.node.send_replace(Some(node_id.to_owned()));
     }
 }
 

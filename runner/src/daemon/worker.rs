@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::Blocker;
 use res_shared::wire::{
     ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatRequest, OfflineRun,
-    SetNextRunTimeRequest, Waiting,
+    SetNextRunTimeRequest,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -20,7 +20,7 @@ use super::offline_journal::{self, Started};
 use super::outbox::Item;
 use super::pool::Handler;
 use super::queue::Job;
-use super::services::{ClaimedServices, OfflineServices};
+use super::services::{self, ClaimedServices, OfflineServices, ProgressSeen};
 use super::telemetry::{JobResult, RunningJob};
 use crate::cloud::CloudError;
 use crate::plan::local_run;
@@ -250,14 +250,14 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     let claimed_at = Utc::now();
     let id = job.branch_rule_id;
     let cancel = daemon.abort.child_token();
-    let (waiting, waiting_seen) = tokio::sync::watch::channel(None);
+    let (progress, seen) = services::progress();
     let heartbeat = tokio::spawn(heartbeat(
         daemon.client.clone(),
         claim.execution_id,
         claim.claim_token.clone(),
         Duration::from_secs(u64::from(daemon.config.lease_seconds)) / 3,
         cancel.clone(),
-        waiting_seen,
+        seen,
     ));
     let report = match load_prepared(daemon, id) {
         Ok((prepared, _)) => {
@@ -267,7 +267,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
                 Arc::clone(&daemon.outbox),
                 claim.execution_id,
                 claim.claim_token.clone(),
-                waiting,
+                progress,
             );
             daemon
                 .engine
@@ -473,6 +473,9 @@ fn forget_offline_run(services: &OfflineServices) {
     }
 }
 
+/// How long the first heartbeat waits for the run's first node.
+const FIRST_NODE_WAIT: Duration = Duration::from_secs(1);
+
 /// Beats every `every`, and at once when the run starts or stops waiting at a delay node
 /// (so the cloud says it waits); cancels the run when the server asks or the lease is lost.
 async fn heartbeat(
@@ -481,25 +484,30 @@ async fn heartbeat(
     claim_token: String,
     every: Duration,
     cancel: CancellationToken,
-    mut waiting: tokio::sync::watch::Receiver<Option<Waiting>>,
+    mut seen: ProgressSeen,
 ) {
     let mut request = HeartbeatRequest {
         execution_id,
         claim_token,
         status: Some(ExecutionStatus::Running),
         waiting: None,
+        node_id: None,
     };
+    // The first beat starts the run; waiting a moment for the engine to reach its first
+    // node lets that beat say where the run is, at no extra call.
+    let _ = tokio::time::timeout(FIRST_NODE_WAIT, seen.node.changed()).await;
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
     let mut watching = true;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            changed = waiting.changed(), if watching => {
+            changed = seen.waiting.changed(), if watching => {
                 // The sender goes with the run's services; the ticks carry on until aborted.
                 watching = changed.is_ok();
             }
         }
-        request.waiting = waiting.borrow_and_update().clone();
+        request.waiting = seen.waiting.borrow_and_update().clone();
+        request.node_id = seen.node.borrow().clone();
         match client.call(&request).await {
             Ok(answer) if answer.cancel_requested => {
                 tracing::warn!("the server asked to stop this execution");

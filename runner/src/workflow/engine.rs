@@ -301,6 +301,7 @@ impl Run<'_> {
                 *count += 1;
                 *count
             };
+            self.services.at_node(&pending.node_id);
             let span = tracing::info_span!("node", node_id = %pending.node_id, visit);
             let step = match node {
                 Node::Detection(action) => {

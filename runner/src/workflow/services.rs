@@ -43,6 +43,9 @@ pub trait ExecutionServices: Send + Sync {
     /// The run waits in place at a delay node (`Some`) or has stopped waiting (`None`), so
     /// the cloud can say it waits rather than works. Only claimed runs have anyone to tell.
     fn waiting(&self, _waiting: Option<Waiting>) {}
+
+    /// The run has reached `node_id`, so operators can see where a run stands.
+    fn at_node(&self, _node_id: &str) {}
 }
 
 /// For runs without a cloud (local fallback, tests of detection-only workflows): every

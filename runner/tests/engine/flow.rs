@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use crate::support::*;
 use chrono::{DateTime, TimeDelta, Utc};
+use futures_util::future::BoxFuture;
 use res_runner::workflow::engine::{Engine, EngineSettings};
 use res_runner::workflow::report::NodeStatus;
-use res_runner::workflow::services::Offline;
+use res_runner::workflow::services::{ExecutionServices, Offline, ServiceError};
 use res_shared::wire::ExecutionStatus;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -402,3 +403,59 @@ async fn a_run_past_its_deadline_or_with_a_broken_context_does_nothing() {
 
 // ---------------------------------------------------------------------------------------
 // With the cloud: pause and resume across engines, violations once per retry chain.
+
+/// Records each node the engine says the run reached, and is [`Offline`] otherwise.
+#[derive(Default)]
+struct Progress(std::sync::Mutex<Vec<String>>);
+
+impl ExecutionServices for Progress {
+    fn create_violation<'a>(
+        &'a self,
+        kind: &'a str,
+        details: Value,
+        idempotency_key: String,
+    ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
+        Offline.create_violation(kind, details, idempotency_key)
+    }
+
+    fn pause(
+        &self,
+        delay_seconds: u32,
+        context: Box<serde_json::value::RawValue>,
+    ) -> BoxFuture<'_, Result<DateTime<Utc>, ServiceError>> {
+        Offline.pause(delay_seconds, context)
+    }
+
+    fn at_node(&self, node_id: &str) {
+        if let Ok(mut nodes) = self.0.lock() {
+            nodes.push(node_id.to_owned());
+        }
+    }
+}
+
+/// The engine names each node as the run reaches it, for the heartbeat to tell operators.
+#[tokio::test]
+async fn the_engine_names_each_node_as_the_run_reaches_it() {
+    let engine = engine();
+    let execution = Run::of(
+        &engine,
+        json!({
+            "start_node": "first",
+            "nodes": {
+                "first": {"type": "delay", "seconds": 0},
+                "second": {"type": "delay", "seconds": 0},
+                "third": {"type": "delay", "seconds": 0}
+            },
+            "edges": [{"from": "first", "to": "second"}, {"from": "second", "to": "third"}]
+        }),
+        &std::collections::BTreeMap::new(),
+    )
+    .execution();
+    let progress = Progress::default();
+    let report = engine
+        .run(&execution, &progress, CancellationToken::new())
+        .await;
+    assert_eq!(report.status, ExecutionStatus::Completed);
+    let seen = progress.0.lock().map(|n| n.clone()).unwrap_or_default();
+    assert_eq!(seen, ["first", "second", "third"]);
+}

@@ -183,6 +183,10 @@ pub struct HeartbeatRequest {
     /// where the run stands now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Waiting>,
+    /// The workflow node the run is at now; absent before its first node (and from
+    /// runners older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
 }
 
 /// Where and until when a run waits at a delay node.

@@ -287,6 +287,86 @@ pub struct ExecutionDetail {
     pub violations: Vec<ViolationSummary>,
     /// Every attempt of its retry chain, oldest first, this one included.
     pub chain: Vec<ExecutionSummary>,
+    /// When its runner last beat for it (absent: never, or before heartbeats were kept).
+    #[serde(with = "super::time::option", default)]
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// The workflow node its runner last said it was at.
+    #[serde(default)]
+    pub current_node: Option<String>,
+    /// While it holds its rule: milliseconds since it started (or was claimed, before
+    /// it started), by the database's clock.
+    #[serde(default)]
+    pub elapsed_ms: Option<i64>,
+    /// While it runs: when its lease ends unless its runner beats again.
+    #[serde(with = "super::time::option", default)]
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    /// The operator who stopped it (a cancel, or a force stop of its rule), and why.
+    #[serde(default)]
+    pub stopped_by: Option<StopMark>,
+}
+
+/// An operator's stop of one execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StopMark {
+    pub action: StopAction,
+    #[serde(with = "super::time")]
+    pub at: DateTime<Utc>,
+    /// The key name that asked.
+    pub by: String,
+    pub reason: String,
+}
+
+/// How an operator stopped an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum StopAction {
+    /// `executions_cancel`.
+    Cancel,
+    /// `rules_force_stop` of its rule while it held it.
+    ForceStop,
+}
+
+impl StopAction {
+    /// The spelling in `operator_actions.action`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopAction::Cancel => "cancel",
+            StopAction::ForceStop => "force_stop",
+        }
+    }
+
+    /// The sentence's verb: "cancelled by ops-key".
+    pub fn verb(self) -> &'static str {
+        match self {
+            StopAction::Cancel => "cancelled",
+            StopAction::ForceStop => "stopped by a force stop of its rule",
+        }
+    }
+}
+
+impl TryFrom<String> for StopAction {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        [StopAction::Cancel, StopAction::ForceStop]
+            .into_iter()
+            .find(|a| a.as_str() == name)
+            .ok_or_else(|| format!("unknown stop action {name:?}"))
+    }
+}
+
+impl StopMark {
+    /// "cancelled by ops at <time>: why", with the time as the caller shows times.
+    pub fn describe(&self, at: &str) -> String {
+        format!(
+            "{} by {} at {at}: {}",
+            self.action.verb(),
+            self.by,
+            self.reason
+        )
+    }
 }
 
 /// One violation and the execution that made it.

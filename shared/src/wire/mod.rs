@@ -51,7 +51,8 @@ pub use fleet::{
 };
 pub use inspect::{
     DescribeRuleRequest, ExecutionDetail, MAX_NEXT_RUNS, OperatorMark, RUN_STRIP, RuleCondition,
-    RuleDescription, RunMark, RunStats, RunWindow, ShowExecutionRequest, ViolationSummary,
+    RuleDescription, RunMark, RunStats, RunWindow, ShowExecutionRequest, StopAction, StopMark,
+    ViolationSummary,
 };
 pub use keys::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,

@@ -85,6 +85,17 @@ pub fn duration_in_words(ms: Option<i64>) -> String {
     }
 }
 
+/// How far `at` is from `now`, to a tenth of a second while close: "2.1 s ago", "in 28.0 s"
+/// (where `schedule::relative_time` would say "now" to both).
+pub fn offset_in_words(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let ms = (at - now).num_milliseconds();
+    if ms > 0 {
+        format!("in {}", duration_in_words(Some(ms)))
+    } else {
+        format!("{} ago", duration_in_words(Some(-ms)))
+    }
+}
+
 /// Each metric named in words with its value in human units, by its name's unit suffix:
 /// `process_memory_max_bytes: 52428800` → ("process memory max", "50.0 MiB").
 pub fn metrics_in_words(metrics: Option<&Value>) -> Vec<(String, String)> {
@@ -138,6 +149,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_offset_is_told_to_a_tenth_of_a_second_either_way() {
+        let now = DateTime::parse_from_rfc3339("2026-11-26T08:00:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .expect("a time");
+        let ms = chrono::TimeDelta::milliseconds;
+        assert_eq!(offset_in_words(now - ms(2_100), now), "2.1 s ago");
+        assert_eq!(offset_in_words(now + ms(28_000), now), "in 28.0 s");
+        assert_eq!(offset_in_words(now, now), "0.0 s ago");
+        assert_eq!(offset_in_words(now - ms(125_000), now), "2 min 5 s ago");
+    }
 
     #[test]
     fn metrics_read_in_human_units() {

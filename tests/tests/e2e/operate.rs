@@ -186,6 +186,10 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
     // A long run cancelled: its runner stops it within a heartbeat interval.
     let slow = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;
     let execution = running_execution(&system, slow).await;
+    // Its first heartbeat already says where it is.
+    let shown = resctl_text(&system, &["executions", "show", &execution.to_string()]).await;
+    assert!(shown.contains("at node detect, last heartbeat "), "{shown}");
+    assert!(shown.contains("lease ends in "), "{shown}");
     let (code, answer, err) = resctl(
         &system,
         &[
@@ -205,6 +209,14 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
         || async { status_of(&system, execution).await == "cancelled" },
     )
     .await;
+    let shown = resctl_text(&system, &["executions", "show", &execution.to_string()]).await;
+    assert!(shown.contains("cancelled by alice "), "{shown}");
+    assert!(shown.contains(": stuck\n"), "{shown}");
+    assert!(
+        shown.contains("at node detect"),
+        "where it was stopped: {shown}"
+    );
+    assert!(!shown.contains("lease ends"), "{shown}");
 
     // Force-stop: the live run is cancelled too, and the rule starts nothing new.
     let stopped = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;

@@ -354,5 +354,10 @@ pub(crate) async fn show(
         catalogue_revision: extras.catalogue_revision,
         violations,
         chain,
+        last_heartbeat_at: extras.heartbeat_at,
+        current_node: extras.current_node,
+        elapsed_ms: extras.elapsed_ms,
+        lease_expires_at: extras.lease_expires_at,
+        stopped_by: extras.stop.mark(),
     }))
 }
