@@ -8,10 +8,11 @@ use axum::routing::{get, post};
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
     ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, ForceStopRuleRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest,
-    KeyRevokeRequest, KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest,
-    RegisterRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest, ViolationRequest,
+    FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest, HeartbeatRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
+    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
+    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -60,6 +61,8 @@ pub enum Function {
     ShowExecution,
     /// `rules_list`.
     ListRules,
+    /// `fleet_summary`.
+    FleetSummary,
     /// `runners_list`.
     ListRunners,
     /// `violations_list`.
@@ -84,7 +87,7 @@ pub enum Function {
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 26] = [
+    pub const ALL: [Function; 27] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -101,6 +104,7 @@ impl Function {
         Function::DescribeRule,
         Function::ShowExecution,
         Function::ListRules,
+        Function::FleetSummary,
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
@@ -115,7 +119,7 @@ impl Function {
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 19] = [
+    pub const OPERATOR: [Function; 20] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -125,6 +129,7 @@ impl Function {
         Function::DescribeRule,
         Function::ShowExecution,
         Function::ListRules,
+        Function::FleetSummary,
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
@@ -156,6 +161,7 @@ impl Function {
             Function::DescribeRule => DescribeRuleRequest::NAME,
             Function::ShowExecution => ShowExecutionRequest::NAME,
             Function::ListRules => RuleListRequest::NAME,
+            Function::FleetSummary => FleetSummaryRequest::NAME,
             Function::ListRunners => RunnerListRequest::NAME,
             Function::ListViolations => ViolationListRequest::NAME,
             Function::ListKeys => KeyListRequest::NAME,
@@ -213,6 +219,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::DescribeRule => post(api::operator::inspect::describe),
             Function::ShowExecution => post(api::operator::inspect::show),
             Function::ListRules => post(api::operator::fleet::rules),
+            Function::FleetSummary => post(api::operator::overview::fleet_summary),
             Function::ListRunners => post(api::operator::fleet::runners),
             Function::ListViolations => post(api::operator::fleet::violations),
             Function::ListKeys => post(api::operator::fleet::keys),

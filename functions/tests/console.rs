@@ -939,3 +939,160 @@ async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelle
     );
     assert!(body.contains(": “camera &#60;moved&#62;”"), "{body}");
 }
+
+/// The branch rules of the group form on `body` that lists `count` of them.
+fn group_ids(body: &str, count: usize) -> Option<String> {
+    body.split("name=\"rules\" value=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .find(|ids| ids.split(',').count() == count)
+        .map(str::to_owned)
+}
+
+async fn paused(app: &TestApp, ids: &[Uuid]) -> Vec<(Option<String>, Option<String>)> {
+    sqlx::query_as(
+        "SELECT paused_by, pause_reason FROM branch_rules WHERE id = ANY($1) ORDER BY id",
+    )
+    .bind(ids)
+    .fetch_all(&app.pool)
+    .await
+    .expect("the rules")
+}
+
+/// The fleet page totals the fleet and shows a rule failing at 15 branches as one group;
+/// a group pause pauses the 15 with one reason; an id outside the scope in a group is
+/// refused as unknown while the rest go through; a bad action or reason changes nothing.
+#[tokio::test]
+async fn a_group_of_fifteen_is_paused_with_one_reason_and_each_refusal_is_listed() {
+    let b = brands().await;
+    let brand: Uuid = sqlx::query_scalar(
+        "SELECT b.brand_id FROM branch_rules br JOIN branches b ON b.id = br.branch_id \
+         WHERE br.id = $1",
+    )
+    .bind(b.plain)
+    .fetch_one(&b.app.pool)
+    .await
+    .expect("brand A");
+    let failing = Seed::new(&b.app.pool)
+        .failing_rule(brand, "Camera check", 15)
+        .await;
+    let console = signed_in(&b.app, &b.operator_a).await;
+    let page = console.get("/console/").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(
+        body.contains("<h2 id=\"totals-h\">At a glance</h2>"),
+        "{body}"
+    );
+    assert!(body.contains(" at 16 branches</dd>"), "{body}");
+    assert!(
+        body.contains("Camera check at 15 branches of Brand: failed 3 to 4 times in a row, since "),
+        "{body}"
+    );
+    assert!(
+        body.contains("camera 15 offline"),
+        "each branch's own reason: {body}"
+    );
+    let ids = group_ids(body, 15).expect("the group's form");
+    let csrf = page.csrf().unwrap_or_default();
+    let before = paused(&b.app, &failing).await;
+
+    // A viewer sees the groups without the form, and a forged post is refused.
+    let viewer = signed_in(&b.app, &b.viewer_a).await;
+    let read = viewer.get("/console/").await;
+    assert!(
+        read.body.contains("Camera check at 15 branches"),
+        "{}",
+        read.body
+    );
+    assert!(!read.body.contains("/console/fleet/group"), "{}", read.body);
+    let forged = viewer
+        .post(
+            "/console/fleet/group",
+            &[
+                ("csrf", &read.csrf().unwrap_or_default()),
+                ("action", "pause"),
+                ("reason", "x"),
+                ("rules", &ids),
+            ],
+        )
+        .await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert_eq!(paused(&b.app, &failing).await, before);
+
+    // Refused before anything is touched: an action groups do not take, an empty reason.
+    for (action, reason, field) in [
+        ("force-stop", "incident", "action"),
+        ("pause", " ", "reason"),
+    ] {
+        let refused = console
+            .post(
+                "/console/fleet/group",
+                &[
+                    ("csrf", &csrf),
+                    ("action", action),
+                    ("reason", reason),
+                    ("rules", &ids),
+                ],
+            )
+            .await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert!(refused.body.contains(field), "{}", refused.body);
+        assert_eq!(paused(&b.app, &failing).await, before);
+    }
+
+    let done = console
+        .post(
+            "/console/fleet/group",
+            &[
+                ("csrf", &csrf),
+                ("action", "pause"),
+                ("reason", "camera firmware"),
+                ("rules", &ids),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("Pause: 15 of 15 done."), "{}", done.body);
+    let want = (
+        Some("A admin".to_owned()),
+        Some("camera firmware".to_owned()),
+    );
+    assert_eq!(paused(&b.app, &failing).await, vec![want; 15]);
+
+    // Brand B's rule in the list: refused as an unknown one would be, the rest resumed.
+    let with_other = format!("{ids},{}", b.other);
+    let resumed = console
+        .post(
+            "/console/fleet/group",
+            &[
+                ("csrf", &csrf),
+                ("action", "resume"),
+                ("reason", "firmware fixed"),
+                ("rules", &with_other),
+            ],
+        )
+        .await;
+    assert_eq!(resumed.status, 200, "{}", resumed.body);
+    assert!(
+        resumed.body.contains("Resume: 15 of 16 done; refused:"),
+        "{}",
+        resumed.body
+    );
+    assert!(
+        resumed.body.contains(&format!(
+            "branch rule {}: branch rule {} not found",
+            b.other, b.other
+        )),
+        "{}",
+        resumed.body
+    );
+    assert_eq!(paused(&b.app, &failing).await, vec![(None, None); 15]);
+    let touched: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM operator_actions WHERE branch_rule_id = $1")
+            .bind(b.other)
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("B's audit");
+    assert_eq!(touched, 0);
+}

@@ -6,8 +6,9 @@ use chrono::TimeDelta;
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{
-    Call, DescribeRuleRequest, HeartbeatRequest, KeyListRequest, PauseRuleRequest, PlanRequest,
-    RegisterRequest, RuleListRequest, RunnerListRequest, ViolationListRequest, ViolationRequest,
+    Call, DescribeRuleRequest, FleetSummaryRequest, HeartbeatRequest, KeyListRequest,
+    PauseRuleRequest, PlanRequest, RegisterRequest, RuleListRequest, RunnerListRequest,
+    ViolationListRequest, ViolationRequest,
 };
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -526,4 +527,118 @@ async fn keys_list_shows_only_keys_inside_the_callers_scope_and_never_a_secret()
     let scope: res_shared::wire::KeySummary = serde_json::from_value(site).expect("a key summary");
     assert_eq!(scope.scope_in_words(), "branch A Olaya");
     assert!(!text.contains("B Olaya"), "{text}");
+}
+
+async fn summary(app: &TestApp, token: &str, body: Value) -> support::Reply {
+    app.call(FleetSummaryRequest::NAME, token, body).await
+}
+
+/// A rule failing at 15 branches is one group of 15, since the first was flagged, with each
+/// branch's own reason; overdue rules group apart; the totals count the fleet; and another
+/// brand's groups, totals and name answer as unknown.
+#[tokio::test]
+async fn a_rule_failing_at_fifteen_branches_is_one_group_of_fifteen_and_totals_count_the_fleet() {
+    let f = fleet().await;
+    let app = &f.app;
+    let seed = Seed::new(&app.pool);
+    let failing = seed.failing_rule(f.a.brand, "Camera check", 15).await;
+    // Brand A's two first rules are overdue (due a minute ago, no runner): make it an hour.
+    app.exec(
+        "UPDATE branch_rules SET next_run_time = now() - interval '1 hour' WHERE id IN ($1, $2)",
+        &[f.a.queue, f.a.stock],
+    )
+    .await;
+    app.exec(
+        "INSERT INTO executions (branch_rule_id, runner_id, status, claim_token, lease_seconds, \
+                                 lease_expires_at, scheduled_at, finished_at, root_id) \
+         SELECT $1, 'site-1', s, 't', 60, now(), now() - interval '1 hour', now(), \
+                gen_random_uuid() \
+         FROM unnest(ARRAY['completed', 'completed', 'failed', 'cancelled']) AS s",
+        &[failing[0]],
+    )
+    .await;
+
+    let answer = summary(app, &f.a.operator, json!({})).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let body = &answer.body;
+    let groups = body["attention"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        groups.len(),
+        3,
+        "one failing group, two overdue rules: {body}"
+    );
+    let first = &groups[0];
+    assert_eq!(first["kind"], json!("needs_attention"));
+    assert_eq!(first["rule_name"], json!("Camera check"));
+    assert_eq!(first["reason"], json!("failed 3 to 4 times in a row"));
+    assert_eq!(first["branches"].as_array().map(Vec::len), Some(15));
+    assert_eq!(
+        names(&first["branches"], "branch_name")[..2],
+        ["Branch 01", "Branch 02"]
+    );
+    assert!(
+        first["branches"][14]["needs_attention"]
+            .as_str()
+            .is_some_and(|r| r.contains("camera 15 offline")),
+        "{first}"
+    );
+    let flagged_first: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT min(needs_attention_at) FROM branch_rules WHERE id = ANY($1)")
+            .bind(&failing)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the first flag");
+    let since: Option<chrono::DateTime<chrono::Utc>> =
+        first["since"].as_str().and_then(|t| t.parse().ok());
+    assert_eq!(
+        since.map(|t| t.timestamp()),
+        Some(flagged_first.timestamp()),
+        "{first}"
+    );
+    for overdue in &groups[1..] {
+        assert_eq!(overdue["kind"], json!("overdue"), "{overdue}");
+        assert_eq!(overdue["branches"].as_array().map(Vec::len), Some(1));
+    }
+    let totals = &body["totals"];
+    assert_eq!(totals["branches"], json!(16), "{totals}");
+    assert_eq!(
+        totals["rules"],
+        json!({"idle": 2, "needs_attention": 15}),
+        "{totals}"
+    );
+    assert_eq!(totals["overdue"], json!(2), "{totals}");
+    assert_eq!(totals["runners"], json!({}), "{totals}");
+    assert_eq!(
+        (
+            &totals["day"]["succeeded"],
+            &totals["day"]["failed"],
+            &totals["day"]["cancelled"]
+        ),
+        (&json!(2), &json!(1), &json!(1)),
+        "{totals}"
+    );
+
+    // One brand of the scope: the same; another brand's is an unknown brand's answer.
+    let of_a = summary(app, &f.a.operator, json!({"brand_id": f.a.brand})).await;
+    assert_eq!(of_a.body, answer.body);
+    let of_b = summary(app, &f.a.operator, json!({"brand_id": f.b.brand})).await;
+    let unknown = Uuid::new_v4();
+    let none = summary(app, &f.a.operator, json!({"brand_id": unknown})).await;
+    assert_eq!((of_b.status, none.status), (404, 404));
+    assert_eq!(
+        of_b.body.to_string().replace(&f.b.brand.to_string(), "ID"),
+        none.body.to_string().replace(&unknown.to_string(), "ID")
+    );
+    // Brand B sees none of A's groups and counts none of A's rules or runs.
+    let b = summary(app, &f.b.operator, json!({})).await;
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(b.body["totals"]["branches"], json!(1), "{}", b.body);
+    assert_eq!(b.body["totals"]["day"]["succeeded"], json!(0), "{}", b.body);
+    assert!(!b.body.to_string().contains("Camera check"), "{}", b.body);
+    // A runner key cannot read it; an unknown field is refused by name.
+    let runner = summary(app, &f.a.runner, json!({})).await;
+    assert_eq!(runner.status, 403, "{}", runner.body);
+    let odd = summary(app, &f.a.operator, json!({"brand": f.a.brand})).await;
+    assert_eq!(odd.status, 400, "{}", odd.body);
+    assert!(odd.body.to_string().contains("brand"), "{}", odd.body);
 }

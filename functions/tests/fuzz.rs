@@ -376,6 +376,7 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
             json!({"kind": "k", "limit": 2, "after": cursor}),
         ),
         act("keys_list", json!({"include_revoked": true})),
+        act("fleet_summary", json!({"brand_id": foreign.brand})),
         act(
             "keys_create",
             json!({"name": "fuzz", "role": "viewer", "brand_ids": [foreign.brand]}),
@@ -410,6 +411,7 @@ const OPERATOR_READS: &[&str] = &[
     "runners_list",
     "violations_list",
     "keys_list",
+    "fleet_summary",
 ];
 
 /// A console query value an attacker tries, percent-encoded as a browser would send it
@@ -582,7 +584,8 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
             }
             _ => {
                 let hostile = HOSTILE[rng.random_range(0..HOSTILE.len())];
-                let (path, form): (String, Vec<(&str, &str)>) = match rng.random_range(0..4) {
+                let foreign_ids = format!("{foreign_rule},{hostile}");
+                let (path, form): (String, Vec<(&str, &str)>) = match rng.random_range(0..5) {
                     0 => (
                         format!(
                             "/console/rules/{foreign_rule}/{}",
@@ -609,6 +612,26 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
                                 ),
                             ]
                         },
+                    ),
+                    // A group action over another brand's rule (and junk), any action.
+                    3 => (
+                        "/console/fleet/group".to_owned(),
+                        vec![
+                            ("csrf", csrf.as_str()),
+                            (
+                                "action",
+                                ["pause", "resume", "run-now", hostile][rng.random_range(0..4)],
+                            ),
+                            ("reason", hostile),
+                            (
+                                "rules",
+                                if rng.random::<bool>() {
+                                    foreign_ids.as_str()
+                                } else {
+                                    hostile
+                                },
+                            ),
+                        ],
                     ),
                     _ => (
                         "/console/sign-in".to_owned(),

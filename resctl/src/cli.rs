@@ -37,6 +37,16 @@ pub(crate) struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// The fleet at a glance: rules, runners and the last day's runs counted, and what
+    /// needs someone grouped by rule and reason, with how many branches and since when.
+    Fleet {
+        /// One brand of your scope.
+        #[arg(long)]
+        brand: Option<Uuid>,
+        /// List each group's branches with their own reason.
+        #[arg(long)]
+        branches: bool,
+    },
     /// Branch rules: list, describe, run now, pause, resume, force-stop.
     #[command(subcommand)]
     Rules(RuleCommand),

@@ -4,10 +4,10 @@ use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
     CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest,
-    ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, ForceStopRuleRequest,
-    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRuleRequest,
-    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest, ShowExecutionRequest,
-    ViolationListRequest,
+    ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, FleetSummaryRequest,
+    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -139,6 +139,11 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 })
             }
         },
+        Command::Fleet { brand, branches } => {
+            let request = FleetSummaryRequest { brand_id: *brand };
+            let answer = client.call(&request).await?;
+            emit(json, &answer, || render::fleet(&answer, *branches, now))
+        }
         Command::Runners(RunnerCommand::List {
             brand,
             branch: branch_ref,

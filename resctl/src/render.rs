@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ConfigApplyResponse, ConfigRevision, ExecutionDetail, ExecutionListResponse, ExecutionStatus,
-    ExecutionSummary, KeySecretResponse, KeySummary, RuleActionResponse, RuleDescription,
-    RuleListResponse, RunStats, RunnerListResponse, RunnerSummary, ServedBranch,
+    ExecutionSummary, FleetSummary, KeySecretResponse, KeySummary, RuleActionResponse,
+    RuleDescription, RuleListResponse, RunStats, RunnerListResponse, RunnerSummary, ServedBranch,
     ViolationListResponse, run_report,
 };
 
@@ -113,6 +113,61 @@ const RUNNER_HEADER: [&str; 9] = [
 pub(crate) fn runners(page: &RunnerListResponse, now: DateTime<Utc>) -> String {
     let rows: Vec<Vec<String>> = page.runners.iter().map(|r| runner_row(r, now)).collect();
     table(&RUNNER_HEADER, &rows) + &more(page.next.as_ref())
+}
+
+/// Totals, then each attention group on a line (and its branches, when asked).
+pub(crate) fn fleet(summary: &FleetSummary, branches: bool, now: DateTime<Utc>) -> String {
+    let t = &summary.totals;
+    let counted = |pairs: Vec<(&str, u32)>| -> String {
+        let each: Vec<String> = pairs
+            .into_iter()
+            .map(|(name, n)| format!("{n} {}", name.replace('_', " ")))
+            .collect();
+        if each.is_empty() {
+            "none".to_owned()
+        } else {
+            each.join(", ")
+        }
+    };
+    let rules = counted(t.rules.iter().map(|(c, n)| (c.as_str(), *n)).collect());
+    let runners = counted(t.runners.iter().map(|(s, n)| (s.as_str(), *n)).collect());
+    let mut out = format!(
+        "rules: {rules} ({} overdue) at {} branch{}\nrunners: {runners}\nlast 24 hours: {}\n",
+        t.overdue,
+        t.branches,
+        if t.branches == 1 { "" } else { "es" },
+        t.day.describe()
+    );
+    if summary.attention.is_empty() {
+        out.push_str("nothing needs attention and nothing is overdue\n");
+        return out;
+    }
+    let groups = summary.attention.len();
+    out.push_str(&format!(
+        "needs you ({groups} group{}):\n",
+        if groups == 1 { "" } else { "s" }
+    ));
+    for group in &summary.attention {
+        let since = group
+            .since
+            .map(|at| format!(", since {}", relative(at, now)))
+            .unwrap_or_default();
+        out.push_str(&format!("  {}{since}\n", group.headline()));
+        if branches {
+            for rule in &group.branches {
+                let why = rule
+                    .needs_attention
+                    .clone()
+                    .or_else(|| rule.overdue_cause.clone())
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "    {}  {}  {why}\n",
+                    rule.branch_rule_id, rule.branch_name
+                ));
+            }
+        }
+    }
+    out
 }
 
 pub(crate) fn violations(page: &ViolationListResponse, now: DateTime<Utc>) -> String {

@@ -607,3 +607,49 @@ async fn an_admin_sees_the_diff_then_applies_an_edited_export_and_a_broken_one_l
     let old = res_config::parse(&yaml).expect("the revision's document reads as a document");
     assert_eq!(old.brand.map(|b| b.zone), Some("Asia/Riyadh".to_owned()));
 }
+
+/// `resctl fleet` as a child process: the totals, a rule failing at 15 branches on one line,
+/// its branches with `--branches`, and another brand's answer as an unknown brand's.
+#[tokio::test(flavor = "multi_thread")]
+async fn fleet_prints_totals_and_a_rule_failing_at_fifteen_branches_as_one_line() {
+    let (app, brand, _) = one_rule().await;
+    let failing = Seed::new(&app.pool)
+        .failing_rule(brand, "Camera check", 15)
+        .await;
+    let operator = app.brand_token("ops", Role::Operator, brand).await;
+    let shown = resctl(&app.base, &operator, &["fleet"]);
+    assert!(shown.status.success(), "{}", text(&shown));
+    let out = text(&shown);
+    assert!(
+        out.starts_with("rules: 1 idle, 15 needs attention (0 overdue) at 16 branches\n"),
+        "{out}"
+    );
+    assert!(out.contains("needs you (1 group):\n"), "{out}");
+    assert!(
+        out.contains(
+            "  Camera check at 15 branches of Brand: failed 3 to 4 times in a row, since 1 h ago\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("camera 15 offline"), "{out}");
+    let listed = text(&resctl(&app.base, &operator, &["fleet", "--branches"]));
+    assert!(
+        listed.contains(&format!(
+            "    {}  Branch 15  failed 4 times in a row (last: camera 15 offline)",
+            failing[14]
+        )),
+        "{listed}"
+    );
+    let other = Seed::new(&app.pool).brand("UTC").await;
+    let walled = resctl(
+        &app.base,
+        &operator,
+        &["fleet", "--brand", &other.to_string()],
+    );
+    assert_eq!(walled.status.code(), Some(4), "{}", text(&walled));
+    assert!(
+        text(&walled).contains(&format!("brand {other} not found")),
+        "{}",
+        text(&walled)
+    );
+}

@@ -383,6 +383,70 @@ impl<'a> Seed<'a> {
         .expect("branch rule")
     }
 
+    /// One rule at every branch of `branches` (the first as [`Seed::branch_rule`] makes
+    /// it, the others copies of the same rule); the branch rules in `branches`' order.
+    pub async fn rule_at(&self, branches: &[Uuid], spec: RuleSpec<'_>) -> Vec<Uuid> {
+        let Some((first, rest)) = branches.split_first() else {
+            return Vec::new();
+        };
+        let next_run_time = spec.next_run_time;
+        let original = self.branch_rule(*first, spec).await;
+        let mut all = vec![original];
+        for branch in rest {
+            let copy: Uuid = sqlx::query_scalar(
+                "INSERT INTO branch_rules (branch_id, rule_id, next_run_time, operation_time_from, \
+                                           operation_time_to) \
+                 SELECT $2, rule_id, $3, operation_time_from, operation_time_to \
+                 FROM branch_rules WHERE id = $1 RETURNING id",
+            )
+            .bind(original)
+            .bind(branch)
+            .bind(next_run_time)
+            .fetch_one(self.pool)
+            .await
+            .expect("a copy of the branch rule");
+            all.push(copy);
+        }
+        all
+    }
+
+    /// One rule, named `name`, failing at `count` new branches of `brand` ("Branch 01"…):
+    /// each needs attention after 3 or 4 failures in a row, flagged a minute apart (the
+    /// first branch earliest), with its own last error; not due for a day. Its branch rules.
+    pub async fn failing_rule(&self, brand: Uuid, name: &str, count: usize) -> Vec<Uuid> {
+        let mut branches = Vec::new();
+        for n in 1..=count {
+            let branch = self.branch(brand, None).await;
+            sqlx::query("UPDATE branches SET name = $2 WHERE id = $1")
+                .bind(branch)
+                .bind(format!("Branch {n:02}"))
+                .execute(self.pool)
+                .await
+                .expect("branch name");
+            branches.push(branch);
+        }
+        let spec = RuleSpec {
+            next_run_time: Some(Utc::now() + chrono::TimeDelta::days(1)),
+            ..RuleSpec::default()
+        };
+        let rules = self.rule_at(&branches, spec).await;
+        if let Some(first) = rules.first() {
+            self.name_rule(*first, name).await;
+        }
+        sqlx::query(
+            "UPDATE branch_rules br SET consecutive_failures = 3 + n.i % 2, \
+                 needs_attention_at = now() - make_interval(mins => (100 - n.i)::int), \
+                 needs_attention_reason = format('failed %s times in a row (last: camera %s offline)', \
+                                                 3 + n.i % 2, n.i) \
+             FROM unnest($1::uuid[]) WITH ORDINALITY AS n(id, i) WHERE br.id = n.id",
+        )
+        .bind(&rules)
+        .execute(self.pool)
+        .await
+        .expect("failing");
+        rules
+    }
+
     /// A brand, a branch and one branch rule that is due now; returns `(branch, rule)`.
     pub async fn due_rule(&self, spec: RuleSpec<'_>) -> (Uuid, Uuid) {
         let branch = self.branch(self.brand("Asia/Riyadh").await, None).await;

@@ -6,11 +6,16 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use chrono::Utc;
-use res_shared::wire::{RuleCondition, RuleListRequest, RuleSummary, RunnerState};
+use std::collections::HashMap;
+
+use res_shared::wire::{
+    AttentionGroup, AttentionKind, RuleCondition, RuleListRequest, RuleSummary, RunnerState,
+};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::error::ConsoleError;
+use super::group::{GroupOutcome, MAX_GROUP};
 use super::query;
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, rule_badge, when_opt};
@@ -18,8 +23,11 @@ use crate::api::operator::{fleet, overview};
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
-/// Rules shown under "needs you" before the list links on.
-const ATTENTION_SHOWN: usize = 50;
+/// Attention groups shown before the list links on.
+const GROUPS_SHOWN: usize = 50;
+
+/// Branches listed in an expanded group (a group action still takes all of them).
+const GROUP_ROWS: usize = 200;
 
 struct Count {
     badge: Badge,
@@ -77,20 +85,61 @@ fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
     }
 }
 
+/// One attention group on the page: its headline, its branches and the ids a group action
+/// takes.
+struct GroupLine {
+    headline: String,
+    flagged: bool,
+    since: Option<When>,
+    count: usize,
+    rules: Vec<RuleLine>,
+    /// Branches past [`GROUP_ROWS`], counted but not listed.
+    rules_more: usize,
+    ids: String,
+    /// The group is larger than one action takes.
+    capped: bool,
+}
+
+/// The fleet's totals as badges.
+struct Totals {
+    branches: u32,
+    rules: Vec<Count>,
+    overdue: u32,
+    runners: Vec<Count>,
+    day: String,
+}
+
 #[derive(Template)]
 #[template(path = "console/fleet.html")]
 struct FleetPage {
     chrome: Chrome,
+    totals: Totals,
     branches: Vec<BranchLine>,
-    attention: Vec<RuleLine>,
-    attention_more: usize,
+    groups: Vec<GroupLine>,
+    groups_more: usize,
+    outcome: Option<Outcome>,
+}
+
+/// A group action's result, above everything.
+struct Outcome {
+    summary: String,
+    refused: Vec<(String, String)>,
 }
 
 pub(super) async fn page(
     State(state): State<AppState>,
     signed: Signed,
 ) -> Result<Response, ConsoleError> {
-    let fleet = overview::overview(&state, &signed.reader()).await?;
+    render(&state, &signed, None).await
+}
+
+/// The fleet page, with a group action's outcome when one was just made.
+pub(super) async fn render(
+    state: &AppState,
+    signed: &Signed,
+    outcome: Option<GroupOutcome>,
+) -> Result<Response, ConsoleError> {
+    let fleet = overview::overview(state, &signed.reader(), None).await?;
     let now = Utc::now();
     let branches = fleet
         .branches
@@ -127,19 +176,110 @@ pub(super) async fn page(
             }
         })
         .collect();
-    let attention_more = fleet.attention.len().saturating_sub(ATTENTION_SHOWN);
-    let attention = fleet
+    let outcome = outcome.map(|o| {
+        let names: HashMap<Uuid, String> = fleet
+            .attention
+            .iter()
+            .flat_map(|g| g.branches.iter())
+            .map(|r| {
+                (
+                    r.branch_rule_id,
+                    format!("{} at {}", r.rule_name, r.branch_name),
+                )
+            })
+            .collect();
+        Outcome {
+            summary: format!(
+                "{}: {} of {} done{}",
+                o.label,
+                o.done,
+                o.done + o.refused.len(),
+                if o.refused.is_empty() {
+                    "."
+                } else {
+                    "; refused:"
+                }
+            ),
+            refused: o
+                .refused
+                .into_iter()
+                .map(|(id, why)| {
+                    let name = names
+                        .get(&id)
+                        .cloned()
+                        .unwrap_or_else(|| format!("branch rule {id}"));
+                    (name, why)
+                })
+                .collect(),
+        }
+    });
+    let groups_more = fleet.attention.len().saturating_sub(GROUPS_SHOWN);
+    let groups = fleet
         .attention
         .iter()
-        .take(ATTENTION_SHOWN)
-        .map(|rule| rule_line(rule, now))
+        .take(GROUPS_SHOWN)
+        .map(|g| group_line(g, now))
         .collect();
+    let t = &fleet.totals;
+    let totals = Totals {
+        branches: t.branches,
+        rules: t
+            .rules
+            .iter()
+            .map(|(condition, count)| Count {
+                badge: badge(condition.as_str()),
+                count: *count,
+                link: Some(format!("/console/rules?condition={}", condition.as_str())),
+            })
+            .collect(),
+        overdue: t.overdue,
+        runners: t
+            .runners
+            .iter()
+            .map(|(state, count)| Count {
+                badge: badge(state.as_str()),
+                count: *count,
+                link: None,
+            })
+            .collect(),
+        day: t.day.describe(),
+    };
     super::html(&FleetPage {
         chrome: signed.chrome("fleet"),
+        totals,
         branches,
-        attention,
-        attention_more,
+        groups,
+        groups_more,
+        outcome,
     })
+}
+
+fn group_line(group: &AttentionGroup, now: chrono::DateTime<Utc>) -> GroupLine {
+    let zone = group
+        .branches
+        .first()
+        .map_or("UTC", |r| r.timezone.as_str());
+    GroupLine {
+        headline: group.headline(),
+        flagged: group.kind == AttentionKind::NeedsAttention,
+        since: when_opt(group.since, zone, now),
+        count: group.branches.len(),
+        rules: group
+            .branches
+            .iter()
+            .take(GROUP_ROWS)
+            .map(|r| rule_line(r, now))
+            .collect(),
+        rules_more: group.branches.len().saturating_sub(GROUP_ROWS),
+        ids: group
+            .branches
+            .iter()
+            .take(MAX_GROUP)
+            .map(|r| r.branch_rule_id.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        capped: group.branches.len() > MAX_GROUP,
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,6 +8,7 @@ mod configuration;
 mod error;
 mod execution;
 mod fleet;
+mod group;
 mod history;
 mod query;
 mod rule;
@@ -35,6 +36,7 @@ pub(crate) fn routes() -> Router<AppState> {
             get(|| async { Redirect::permanent("/console/") }),
         )
         .route("/console/", get(fleet::page))
+        .route("/console/fleet/group", post(group::act))
         .route("/console/rules", get(fleet::rules))
         .route("/console/rules/{id}", get(rule::page))
         .route(

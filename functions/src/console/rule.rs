@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 use res_shared::wire::{
     DescribeRuleRequest, ForceStopRuleRequest, OperatorMark, PauseRuleRequest, ResumeRuleRequest,
-    RunNowRequest, RunnerState, ViolationListRequest,
+    RuleActionResponse, RunNowRequest, RunnerState, ViolationListRequest,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -30,7 +30,7 @@ const VIOLATIONS_SHOWN: u32 = 20;
 
 /// The actions of the rule page, as their path segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
+pub(super) enum Action {
     RunNow,
     Pause,
     Resume,
@@ -54,7 +54,7 @@ impl Action {
         }
     }
 
-    fn label(self) -> &'static str {
+    pub(super) fn label(self) -> &'static str {
         match self {
             Action::RunNow => "Run now",
             Action::Pause => "Pause",
@@ -72,7 +72,7 @@ impl Action {
         }
     }
 
-    fn parse(path: &str) -> Option<Action> {
+    pub(super) fn parse(path: &str) -> Option<Action> {
         Action::ALL.into_iter().find(|a| a.path() == path)
     }
 }
@@ -267,6 +267,48 @@ async fn render(
     })
 }
 
+/// One rule action through its operator function, as `resctl` would call it.
+pub(super) async fn perform(
+    state: &AppState,
+    actor: Actor,
+    action: Action,
+    id: Uuid,
+    reason: String,
+) -> Result<RuleActionResponse, ApiError> {
+    let state = State(state.clone());
+    let done = match action {
+        Action::RunNow => {
+            let request = RunNowRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::run_now(state, actor, ApiJson(request)).await
+        }
+        Action::Pause => {
+            let request = PauseRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::pause(state, actor, ApiJson(request)).await
+        }
+        Action::Resume => {
+            let request = ResumeRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::resume(state, actor, ApiJson(request)).await
+        }
+        Action::ForceStop => {
+            let request = ForceStopRuleRequest {
+                branch_rule_id: id,
+                reason,
+            };
+            rules::force_stop(state, actor, ApiJson(request)).await
+        }
+    };
+    done.map(|answer| answer.0)
+}
+
 #[derive(Deserialize)]
 pub(super) struct ReasonForm {
     #[serde(default)]
@@ -287,38 +329,7 @@ pub(super) async fn act(
     let action = Action::parse(&action)
         .ok_or_else(|| ConsoleError::NotFound(format!("no rule action {action:?}")))?;
     let actor = Actor::check(signed.caller.clone())?;
-    let reason = form.reason.clone();
-    let state_ = State(state.clone());
-    let done = match action {
-        Action::RunNow => {
-            let request = RunNowRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::run_now(state_, actor, ApiJson(request)).await
-        }
-        Action::Pause => {
-            let request = PauseRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::pause(state_, actor, ApiJson(request)).await
-        }
-        Action::Resume => {
-            let request = ResumeRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::resume(state_, actor, ApiJson(request)).await
-        }
-        Action::ForceStop => {
-            let request = ForceStopRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::force_stop(state_, actor, ApiJson(request)).await
-        }
-    };
+    let done = perform(&state, actor, action, id, form.reason.clone()).await;
     match done {
         Ok(_) => Ok(
             Redirect::to(&format!("/console/rules/{id}?done={}", action.path())).into_response(),

@@ -207,7 +207,7 @@ macro_rules! described_from {
     // `branch_runner_seen_at`.
     ($latest:literal, $seen:expr) => {
         rule_from!(
-            concat!(", r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
+            concat!(", br.rule_id, r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
                br.paused_by, \
                br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
                br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
@@ -235,6 +235,8 @@ pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sq
 pub(crate) struct DescribedRule {
     #[sqlx(flatten)]
     pub(crate) rule: LockedRule,
+    /// The brand rule it is a branch's copy of.
+    pub(crate) rule_id: Uuid,
     pub(crate) rule_name: String,
     pub(crate) branch_name: String,
     pub(crate) brand_id: Uuid,

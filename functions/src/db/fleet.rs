@@ -82,6 +82,21 @@ pub(crate) async fn branches(
     .await
 }
 
+/// The branches of `brand` in `scope` (none: the brand is unknown or outside it).
+pub(crate) async fn brand_branches(
+    pool: &PgPool,
+    scope: crate::access::Scope<'_>,
+    brand: uuid::Uuid,
+) -> Result<Vec<uuid::Uuid>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    sqlx::query_scalar("SELECT id FROM branches WHERE brand_id = $1 AND ($2 OR id = ANY($3))")
+        .bind(brand)
+        .bind(all)
+        .bind(branches)
+        .fetch_all(pool)
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use res_shared::wire::OVERDUE_AFTER_SECONDS;

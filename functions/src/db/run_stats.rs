@@ -7,6 +7,8 @@ use res_shared::wire::{ExecutionStatus, RUN_STRIP, RunMark, RunStats, RunWindow}
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::access::Scope;
+
 #[derive(sqlx::FromRow)]
 struct MarkRow {
     execution_id: Uuid,
@@ -16,14 +18,56 @@ struct MarkRow {
     duration_ms: Option<i64>,
 }
 
+/// Each run classified once: succeeded, failed or cancelled (live runs: neither). Only
+/// succeeded and failed runs are timed; cancelled ones count apart. Reads `executions e`;
+/// the caller adds the `WHERE`.
+macro_rules! classified {
+    () => {
+        "SELECT e.scheduled_at, c.outcome, \
+                CASE WHEN c.outcome IN ('succeeded', 'failed') \
+                     THEN (extract(epoch FROM e.finished_at \
+                               - COALESCE(e.started_at, e.scheduled_at)) * 1000)::bigint \
+                END AS ms \
+         FROM executions e \
+         JOIN branch_rules br ON br.id = e.branch_rule_id, \
+              LATERAL (SELECT CASE \
+                  WHEN e.status = 'completed' THEN 'succeeded' \
+                  WHEN e.status = 'cancelled' THEN 'cancelled' \
+                  WHEN e.status IN ('failed', 'timeout', 'operation_window_exceeded', \
+                                    'crashed') THEN 'failed' END AS outcome) c"
+    };
+}
+
+/// A period's counts over classified runs `r`.
+macro_rules! counts {
+    () => {
+        "count(r.*) FILTER (WHERE r.outcome = 'succeeded') AS succeeded, \
+         count(r.*) FILTER (WHERE r.outcome = 'failed') AS failed, \
+         count(r.*) FILTER (WHERE r.outcome = 'cancelled') AS cancelled, "
+    };
+}
+
 #[derive(sqlx::FromRow)]
 struct WindowRow {
+    #[sqlx(default)]
     days: i32,
     succeeded: i64,
     failed: i64,
     cancelled: i64,
     p50_ms: Option<i64>,
     p95_ms: Option<i64>,
+}
+
+impl WindowRow {
+    fn window(&self) -> RunWindow {
+        RunWindow {
+            succeeded: self.succeeded,
+            failed: self.failed,
+            cancelled: self.cancelled,
+            p50_ms: self.p50_ms,
+            p95_ms: self.p95_ms,
+        }
+    }
 }
 
 /// The strip and the day's and week's figures of one branch rule (the caller has checked
@@ -41,32 +85,18 @@ pub(crate) async fn of_rule(pool: &PgPool, branch_rule_id: Uuid) -> Result<RunSt
     .fetch_all(pool)
     .await?;
     strip.reverse();
-    // Each run classified once: succeeded, failed or cancelled (live runs: neither). Only
-    // succeeded and failed runs are timed; cancelled ones count apart.
-    let windows: Vec<WindowRow> = sqlx::query_as(
-        "WITH runs AS ( \
-             SELECT e.scheduled_at, c.outcome, \
-                    CASE WHEN c.outcome IN ('succeeded', 'failed') \
-                         THEN (extract(epoch FROM e.finished_at \
-                                   - COALESCE(e.started_at, e.scheduled_at)) * 1000)::bigint \
-                    END AS ms \
-             FROM executions e, \
-                  LATERAL (SELECT CASE \
-                      WHEN e.status = 'completed' THEN 'succeeded' \
-                      WHEN e.status = 'cancelled' THEN 'cancelled' \
-                      WHEN e.status IN ('failed', 'timeout', 'operation_window_exceeded', \
-                                        'crashed') THEN 'failed' END AS outcome) c \
-             WHERE e.branch_rule_id = $1 AND e.scheduled_at > now() - interval '7 days') \
-         SELECT w.days, \
-                count(r.*) FILTER (WHERE r.outcome = 'succeeded') AS succeeded, \
-                count(r.*) FILTER (WHERE r.outcome = 'failed') AS failed, \
-                count(r.*) FILTER (WHERE r.outcome = 'cancelled') AS cancelled, \
-                percentile_disc(0.5) WITHIN GROUP (ORDER BY r.ms) AS p50_ms, \
-                percentile_disc(0.95) WITHIN GROUP (ORDER BY r.ms) AS p95_ms \
-         FROM (VALUES (1), (7)) AS w(days) \
+    let windows: Vec<WindowRow> = sqlx::query_as(concat!(
+        "WITH runs AS (",
+        classified!(),
+        " WHERE e.branch_rule_id = $1 AND e.scheduled_at > now() - interval '7 days') \
+         SELECT w.days, ",
+        counts!(),
+        "percentile_disc(0.5) WITHIN GROUP (ORDER BY r.ms) AS p50_ms, \
+         percentile_disc(0.95) WITHIN GROUP (ORDER BY r.ms) AS p95_ms",
+        " FROM (VALUES (1), (7)) AS w(days) \
          LEFT JOIN runs r ON r.scheduled_at > now() - make_interval(days => w.days) \
-         GROUP BY w.days",
-    )
+         GROUP BY w.days"
+    ))
     .bind(branch_rule_id)
     .fetch_all(pool)
     .await?;
@@ -74,13 +104,7 @@ pub(crate) async fn of_rule(pool: &PgPool, branch_rule_id: Uuid) -> Result<RunSt
         windows
             .iter()
             .find(|w| w.days == days)
-            .map(|w| RunWindow {
-                succeeded: w.succeeded,
-                failed: w.failed,
-                cancelled: w.cancelled,
-                p50_ms: w.p50_ms,
-                p95_ms: w.p95_ms,
-            })
+            .map(WindowRow::window)
             .unwrap_or_default()
     };
     Ok(RunStats {
@@ -96,4 +120,24 @@ pub(crate) async fn of_rule(pool: &PgPool, branch_rule_id: Uuid) -> Result<RunSt
         day: window(1),
         week: window(7),
     })
+}
+
+/// The last 24 hours' runs of every rule in `scope`, counted, untimed (the scheduled-time index
+/// bounds the walk to the day).
+pub(crate) async fn of_fleet(pool: &PgPool, scope: Scope<'_>) -> Result<RunWindow, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    let row: WindowRow = sqlx::query_as(concat!(
+        "WITH runs AS (",
+        classified!(),
+        " WHERE e.scheduled_at > now() - interval '1 day' AND ($1 OR br.branch_id = ANY($2))) \
+         SELECT ",
+        counts!(),
+        // A fleet's durations mix every kind of detector: no percentile of them means much.
+        "NULL::bigint AS p50_ms, NULL::bigint AS p95_ms FROM runs r"
+    ))
+    .bind(all)
+    .bind(branches)
+    .fetch_one(pool)
+    .await?;
+    Ok(row.window())
 }

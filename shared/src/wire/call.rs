@@ -18,6 +18,7 @@ use super::{
     ConfigHistoryRequest, ConfigHistoryResponse, ConfigShowRequest, ConfigShowResponse,
 };
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
+use super::{FleetSummary, FleetSummaryRequest};
 use super::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
 };
@@ -73,6 +74,7 @@ calls! {
     DescribeRuleRequest => "rules_describe", RuleDescription;
     ShowExecutionRequest => "executions_show", ExecutionDetail;
     RuleListRequest => "rules_list", RuleListResponse;
+    FleetSummaryRequest => "fleet_summary", FleetSummary;
     RunnerListRequest => "runners_list", RunnerListResponse;
     ViolationListRequest => "violations_list", ViolationListResponse;
     KeyListRequest => "keys_list", KeyListResponse;

@@ -11,6 +11,7 @@
     reason = "wire fields mirror docs/api.md; a comment that restates a field name is noise"
 )]
 
+mod attention;
 mod call;
 mod claim;
 mod config;
@@ -29,6 +30,9 @@ mod time;
 mod violation;
 mod wall_time;
 
+pub use attention::{
+    AttentionGroup, AttentionKind, FleetSummary, FleetSummaryRequest, FleetTotals,
+};
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,

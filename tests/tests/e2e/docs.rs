@@ -424,6 +424,9 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "resumed",
         "cancel requested",
         "camera 3 did not answer",
+        "last 24 hours: 1 run, 0.0 % succeeded",
+        "rules: 1 running, 1 idle (0 overdue) at 1 branch\n",
+        "nothing needs attention and nothing is overdue",
         "queue_too_long",
         "res_functions_live_executions",
     ] {

@@ -1,20 +1,29 @@
-//! The fleet at a glance (the console's first page): per branch, its runners by state and
-//! its rules by condition, and the rules that need someone, judged by the same rules as
-//! `rules_list` and `runners_list`.
+//! The fleet at a glance (the console's first page and `fleet_summary`): its totals, per
+//! branch its runners by state and its rules by condition, and what needs someone grouped
+//! by brand rule and reason, judged by the same rules as `rules_list` and `runners_list`.
 
 use std::collections::HashMap;
 
+use axum::Json;
+use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::Zone;
-use res_shared::wire::{RuleCondition, RuleSummary, RunnerState};
+use res_shared::schedule::{DEFAULT_FAILURE_THRESHOLD, Zone};
+use res_shared::wire::{
+    AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals, RuleCondition,
+    RunnerState,
+};
 use uuid::Uuid;
 
+use super::attention::{self, Flagged};
 use super::fleet::summary;
 use super::inspect::overdue_cause_from;
+use crate::access::Scope;
 use crate::auth::Reader;
 use crate::db;
+use crate::db::branch_rules::DescribedRule;
 use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
+use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// Runners read per query while walking every runner in scope.
@@ -43,34 +52,82 @@ pub(crate) struct BranchOverview {
 pub(crate) struct FleetOverview {
     /// By brand name, then branch name.
     pub(crate) branches: Vec<BranchOverview>,
-    /// Rules that need attention, then overdue ones, each at most once.
-    pub(crate) attention: Vec<RuleSummary>,
+    /// What needs someone, grouped: flagged groups, then overdue ones.
+    pub(crate) attention: Vec<AttentionGroup>,
+    pub(crate) totals: FleetTotals,
+    /// Rules that need attention or are overdue, until grouped.
+    flagged: Vec<Flagged>,
     /// Where each branch's line is in `branches`.
     lines: HashMap<Uuid, usize>,
 }
 
-/// Reads every rule (in one query) and runner (a batch at a time) in the caller's scope.
+/// The fleet's totals and what needs someone, grouped by brand rule and reason.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/fleet_summary",
+    request_body = FleetSummaryRequest,
+    responses(
+        (status = 200, description = "Totals and the attention groups", body = FleetSummary),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 403, description = "Runner keys cannot read", body = ErrorBody),
+        (status = 404, description = "No such brand in your scope", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "operator"
+)]
+pub(crate) async fn fleet_summary(
+    State(state): State<AppState>,
+    reader: Reader,
+    ApiJson(request): ApiJson<FleetSummaryRequest>,
+) -> Result<Json<FleetSummary>, ApiError> {
+    let fleet = overview(&state, &reader, request.brand_id).await?;
+    Ok(Json(FleetSummary {
+        totals: fleet.totals,
+        attention: fleet.attention,
+    }))
+}
+
+/// Reads every rule (in one query) and runner (a batch at a time) in the caller's scope,
+/// or of one brand in it.
 pub(crate) async fn overview(
     state: &AppState,
     Reader(caller): &Reader,
+    brand_id: Option<Uuid>,
 ) -> Result<FleetOverview, ApiError> {
+    let brand_branches;
+    let scope = match brand_id {
+        None => caller.scope(),
+        Some(brand) => {
+            brand_branches = db::fleet::brand_branches(&state.pool, caller.scope(), brand).await?;
+            if brand_branches.is_empty() {
+                return Err(ApiError::NotFound(format!("brand {brand} not found")));
+            }
+            Scope::Branches(&brand_branches)
+        }
+    };
     let mut fleet = FleetOverview::default();
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
-    for row in db::branch_rules::fleet(&state.pool, caller.scope()).await? {
+    for row in db::branch_rules::fleet(&state.pool, scope).await? {
         let mut rule = summary(&row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
         rule.last_status = None;
         rule.last_run_at = None;
-        fleet.add_rule(rule);
+        fleet.add_rule(Flagged {
+            rule,
+            rule_id: row.rule_id,
+            flagged_at: row.rule.needs_attention_at,
+            failing: failing(&row),
+        });
     }
     let thresholds = state.settings.runner_thresholds;
     let mut filter = RunnerFilter::default();
     loop {
-        let rows =
-            db::runners::page(&state.pool, caller.scope(), &filter, BATCH, thresholds).await?;
+        let rows = db::runners::page(&state.pool, scope, &filter, BATCH, thresholds).await?;
         let exhausted = (rows.len() as i64) < BATCH;
         for runner in rows {
             filter.after = Some((runner.runner_id.clone(), runner.key_id));
+            *fleet.totals.runners.entry(runner.state).or_default() += 1;
             for served in &runner.branches {
                 fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
             }
@@ -81,7 +138,12 @@ pub(crate) async fn overview(
     }
     // Overdue rules' causes, from each branch's last runner contact read above.
     let now = Utc::now();
-    for rule in fleet.attention.iter_mut().filter(|r| r.overdue) {
+    for rule in fleet
+        .flagged
+        .iter_mut()
+        .map(|f| &mut f.rule)
+        .filter(|r| r.overdue)
+    {
         let seen = fleet
             .lines
             .get(&rule.branch_id)
@@ -102,23 +164,26 @@ pub(crate) async fn overview(
             b.branch_id,
         ))
     });
-    fleet.attention.sort_by(|a, b| {
-        (
-            a.condition != RuleCondition::NeedsAttention,
-            &a.branch_name,
-            &a.rule_name,
-        )
-            .cmp(&(
-                b.condition != RuleCondition::NeedsAttention,
-                &b.branch_name,
-                &b.rule_name,
-            ))
-    });
+    fleet.attention = attention::group(std::mem::take(&mut fleet.flagged));
+    fleet.totals.branches = u32::try_from(fleet.branches.len()).unwrap_or(u32::MAX);
+    fleet.totals.day = db::run_stats::of_fleet(&state.pool, scope).await?;
     Ok(fleet)
 }
 
+/// Failures in a row, when they are why the rule needs attention.
+fn failing(row: &DescribedRule) -> Option<u32> {
+    let rule = &row.rule;
+    let threshold = rule
+        .failure_threshold
+        .and_then(|t| u32::try_from(t).ok())
+        .unwrap_or(DEFAULT_FAILURE_THRESHOLD);
+    let failures = u32::try_from(rule.consecutive_failures).unwrap_or(0);
+    (rule.needs_attention_at.is_some() && failures >= threshold).then_some(failures)
+}
+
 impl FleetOverview {
-    fn add_rule(&mut self, rule: RuleSummary) {
+    fn add_rule(&mut self, flagged: Flagged) {
+        let rule = &flagged.rule;
         let line = *self.lines.entry(rule.branch_id).or_insert_with(|| {
             self.branches.push(BranchOverview {
                 brand_id: rule.brand_id,
@@ -138,8 +203,10 @@ impl FleetOverview {
             branch.rules[at] += 1;
         }
         branch.overdue += u32::from(rule.overdue);
+        *self.totals.rules.entry(rule.condition).or_default() += 1;
+        self.totals.overdue += u32::from(rule.overdue);
         if rule.overdue || rule.condition == RuleCondition::NeedsAttention {
-            self.attention.push(rule);
+            self.flagged.push(flagged);
         }
     }
 

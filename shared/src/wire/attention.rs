@@ -1,0 +1,88 @@
+//! `fleet_summary`: the fleet at a glance — totals of rules, runners and the last day's runs,
+//! and what needs someone grouped by brand rule and reason rather than listed per branch.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{RuleCondition, RuleSummary, RunWindow, RunnerState};
+
+/// `fleet_summary`: everything in the caller's scope, or one brand of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FleetSummaryRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+}
+
+/// The answer to `fleet_summary`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FleetSummary {
+    pub totals: FleetTotals,
+    /// Groups that need attention first, then overdue ones; the most branches first.
+    pub attention: Vec<AttentionGroup>,
+}
+
+/// The fleet counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FleetTotals {
+    pub branches: u32,
+    /// Branch rules by condition (conditions with none are left out).
+    pub rules: BTreeMap<RuleCondition, u32>,
+    /// Of those, due more than 5 minutes ago with nothing taking them.
+    pub overdue: u32,
+    /// Runners by state (each runner once, however many branches it serves).
+    pub runners: BTreeMap<RunnerState, u32>,
+    /// Runs scheduled in the last 24 hours, by outcome (live ones in none).
+    pub day: RunWindow,
+}
+
+/// Why a group needs someone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionKind {
+    /// Flagged: failed its threshold of times in a row, or its schedule cannot run.
+    NeedsAttention,
+    /// Due more than 5 minutes ago and no runner takes it.
+    Overdue,
+}
+
+/// One brand rule needing attention for one reason at some of its branches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AttentionGroup {
+    /// The brand rule (`rules.id`) whose branch copies these are.
+    pub rule_id: Uuid,
+    pub rule_name: String,
+    pub brand_id: Uuid,
+    pub brand_name: String,
+    pub kind: AttentionKind,
+    /// The reason the branches share ("failed 3 to 5 times in a row", "overdue").
+    pub reason: String,
+    /// When the earliest of them began: flagged, or due.
+    #[serde(with = "super::time::option")]
+    pub since: Option<DateTime<Utc>>,
+    /// Each branch's rule with its own reason (its last error, its runners' silence), by
+    /// branch name.
+    pub branches: Vec<RuleSummary>,
+}
+
+impl AttentionGroup {
+    /// "Queue length at 15 branches of Acme: failed 3 times in a row".
+    pub fn headline(&self) -> String {
+        let at = match self.branches.as_slice() {
+            [one] => one.branch_name.clone(),
+            many => format!("{} branches", many.len()),
+        };
+        format!(
+            "{} at {at} of {}: {}",
+            self.rule_name, self.brand_name, self.reason
+        )
+    }
+}
