@@ -642,3 +642,72 @@ async fn a_rule_failing_at_fifteen_branches_is_one_group_of_fifteen_and_totals_c
     assert_eq!(odd.status, 400, "{}", odd.body);
     assert!(odd.body.to_string().contains("brand"), "{}", odd.body);
 }
+
+/// The fleet's totals are counted in SQL and judged in Rust; `rules_list` judges each rule
+/// in full. With a rule in every condition (and one whose live run's lease ran out), both
+/// say the same.
+#[tokio::test]
+async fn the_fleet_totals_agree_with_rules_list_in_every_condition() {
+    let f = fleet().await;
+    let app = &f.app;
+    let seed = Seed::new(&app.pool);
+    let spec = || RuleSpec {
+        next_run_time: Some(chrono::Utc::now() - TimeDelta::hours(1)),
+        ..RuleSpec::default()
+    };
+    let mut rules = Vec::new();
+    for _ in 0..6 {
+        rules.push(seed.branch_rule(f.a.branch, spec()).await);
+    }
+    let running = app.claim(&f.a.runner, rules[0], "olaya-1").await;
+    let expired = app.claim(&f.a.runner, rules[1], "olaya-1").await;
+    app.exec(
+        "UPDATE executions SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        &[expired.execution],
+    )
+    .await;
+    let paused = app
+        .call(
+            PauseRuleRequest::NAME,
+            &f.a.operator,
+            json!({"branch_rule_id": rules[2], "reason": "r"}),
+        )
+        .await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    app.exec(
+        "UPDATE branch_rules SET is_active = false WHERE id = $1",
+        &[rules[3]],
+    )
+    .await;
+    app.exec(
+        "UPDATE branch_rules SET needs_attention_at = now(), needs_attention_reason = 'x' \
+         WHERE id = $1",
+        &[rules[4]],
+    )
+    .await;
+    assert!(running.execution != expired.execution);
+
+    let listed = app
+        .call(RuleListRequest::NAME, &f.a.operator, json!({"limit": 500}))
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let mut by_condition = std::collections::BTreeMap::<String, u64>::new();
+    let mut overdue = 0;
+    for rule in listed.body["rules"].as_array().cloned().unwrap_or_default() {
+        *by_condition
+            .entry(rule["condition"].as_str().unwrap_or("").to_owned())
+            .or_default() += 1;
+        overdue += u64::from(rule["overdue"] == json!(true));
+    }
+    assert_eq!(by_condition.len(), 5, "every condition: {by_condition:?}");
+    let summary = app
+        .call(FleetSummaryRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(summary.status, 200, "{}", summary.body);
+    assert_eq!(summary.body["totals"]["rules"], json!(by_condition));
+    assert_eq!(summary.body["totals"]["overdue"], json!(overdue));
+    assert!(
+        overdue >= 2,
+        "the expired run's rule and the idle ones: {overdue}"
+    );
+}

@@ -154,15 +154,37 @@ macro_rules! rule_select {
 /// (or latest) execution as `latest`.
 macro_rules! overdue {
     () => {
-        "(br.is_active AND NOT br.is_archived AND b.is_active AND r.status = 'active' \
-          AND NOT br.is_force_stopped AND br.paused_at IS NULL \
-          AND COALESCE(br.next_run_time < now() - make_interval(secs => 300), false) \
-          AND NOT COALESCE(latest.status = 'paused' \
-                           OR (latest.status IN ('scheduled', 'running') \
-                               AND latest.lease_expires_at > now()), false))"
+        concat!(
+            "(",
+            $crate::db::branch_rules::enabled!(),
+            " AND NOT br.is_force_stopped AND br.paused_at IS NULL \
+              AND COALESCE(br.next_run_time < now() - make_interval(secs => 300), false) \
+              AND NOT ",
+            $crate::db::branch_rules::held!(),
+            ")"
+        )
     };
 }
 pub(crate) use overdue;
+
+/// Whether rule `br` may run at all: it, its branch `b` and its rule `r` are active and it
+/// is not archived (`LockedRule::is_enabled` in SQL).
+macro_rules! enabled {
+    () => {
+        "(br.is_active AND NOT br.is_archived AND b.is_active AND r.status = 'active')"
+    };
+}
+
+/// Whether the execution joined as `latest` holds its rule: paused, or live with a lease
+/// that has not run out (`decide::holder` in SQL).
+macro_rules! held {
+    () => {
+        "COALESCE(latest.status = 'paused' \
+                  OR (latest.status IN ('scheduled', 'running') \
+                      AND latest.lease_expires_at > now()), false)"
+    };
+}
+pub(crate) use {enabled, held};
 
 /// When a runner of rule `br`'s branch last called (any runner whose live key serves it):
 /// its branch keys through the `branch_ids` index, service keys once per query.
@@ -328,25 +350,73 @@ pub(crate) async fn list(
     .await
 }
 
-/// Every rule in scope, unordered, for the fleet overview: one query whatever the number of
-/// rules. Its `latest_*` columns are the execution that *holds* the rule (live or paused;
-/// at most one, by `executions_one_live_per_rule`), not the latest one: a rule's condition
-/// depends only on its holder, and a hash join with the few live executions costs far less
-/// than looking up every rule's latest run in the history.
-pub(crate) async fn fleet(
+/// Branch rules in scope counted per branch and per everything their condition and
+/// overdue flag are judged from: a few rows a branch however many rules it has.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct FleetTally {
+    pub(crate) branch_id: Uuid,
+    pub(crate) branch_name: String,
+    pub(crate) brand_id: Uuid,
+    pub(crate) brand_name: String,
+    pub(crate) timezone: String,
+    pub(crate) enabled: bool,
+    pub(crate) force_stopped: bool,
+    pub(crate) paused: bool,
+    pub(crate) held: bool,
+    pub(crate) needs_attention: bool,
+    pub(crate) overdue: bool,
+    pub(crate) rules: i64,
+}
+
+/// Counts the rules in scope per branch and condition input (the fleet page's lines),
+/// joining each rule's holder as [`fleet_flagged`] does.
+pub(crate) async fn fleet_tally(
+    pool: &sqlx::PgPool,
+    scope: Scope<'_>,
+) -> Result<Vec<FleetTally>, sqlx::Error> {
+    let (all, branches) = scope.as_params();
+    sqlx::query_as(concat!(
+        "SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
+                bd.name AS brand_name, COALESCE(b.timezone, bd.timezone) AS timezone, ",
+        enabled!(),
+        " AS enabled, br.is_force_stopped AS force_stopped, br.paused_at IS NOT NULL AS paused, ",
+        held!(),
+        " AS held, br.needs_attention_at IS NOT NULL AS needs_attention, ",
+        overdue!(),
+        " AS overdue, count(*) AS rules \
+         FROM branch_rules br \
+         JOIN branches b ON b.id = br.branch_id \
+         JOIN brands bd ON bd.id = b.brand_id \
+         JOIN rules r ON r.id = br.rule_id \
+         LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+             AND latest.status IN ('scheduled', 'running', 'paused') \
+         WHERE ($1 OR br.branch_id = ANY($2)) \
+         GROUP BY b.id, bd.id, 6, 7, 8, 9, 10, 11"
+    ))
+    .bind(all)
+    .bind(branches)
+    .fetch_all(pool)
+    .await
+}
+
+/// The rules in scope that need attention or are overdue, described in full. Their
+/// `latest_*` columns are the execution that *holds* the rule (live or paused; at most one,
+/// by `executions_one_live_per_rule`), not its latest run: the condition depends only on
+/// the holder, and a hash join with the few live executions costs far less.
+pub(crate) async fn fleet_flagged(
     pool: &sqlx::PgPool,
     scope: Scope<'_>,
 ) -> Result<Vec<DescribedRule>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     sqlx::query_as(concat!(
-        // The overview judges each overdue rule's cause from the runners it reads anyway,
-        // once per branch: per rule, a mass outage cost 650 ms at 10,000 rules.
         described_from!(
             "LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
                  AND latest.status IN ('scheduled', 'running', 'paused')",
             "NULL::timestamptz"
         ),
-        " WHERE ($1 OR br.branch_id = ANY($2))"
+        " WHERE ($1 OR br.branch_id = ANY($2)) AND (br.needs_attention_at IS NOT NULL OR ",
+        overdue!(),
+        ")"
     ))
     .bind(all)
     .bind(branches)

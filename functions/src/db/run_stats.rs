@@ -28,8 +28,7 @@ macro_rules! classified {
                      THEN (extract(epoch FROM e.finished_at \
                                - COALESCE(e.started_at, e.scheduled_at)) * 1000)::bigint \
                 END AS ms \
-         FROM executions e \
-         JOIN branch_rules br ON br.id = e.branch_rule_id, \
+         FROM executions e, \
               LATERAL (SELECT CASE \
                   WHEN e.status = 'completed' THEN 'succeeded' \
                   WHEN e.status = 'cancelled' THEN 'cancelled' \
@@ -129,7 +128,8 @@ pub(crate) async fn of_fleet(pool: &PgPool, scope: Scope<'_>) -> Result<RunWindo
     let row: WindowRow = sqlx::query_as(concat!(
         "WITH runs AS (",
         classified!(),
-        " WHERE e.scheduled_at > now() - interval '1 day' AND ($1 OR br.branch_id = ANY($2))) \
+        " WHERE e.scheduled_at > now() - interval '1 day' \
+           AND ($1 OR e.branch_rule_id IN (SELECT id FROM branch_rules WHERE branch_id = ANY($2)))) \
          SELECT ",
         counts!(),
         // A fleet's durations mix every kind of detector: no percentile of them means much.

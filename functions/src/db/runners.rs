@@ -111,7 +111,9 @@ pub(crate) struct RunnerFilter {
 }
 
 /// Runners whose live key serves a branch in scope, by runner id; each with only the
-/// branches the scope shows, so another brand's branches never appear. Only runner and
+/// branches the scope shows, so another brand's branches never appear. A runner key's
+/// branches are looked up by id (an `OR` with the service key's case read every branch
+/// for every runner: 105 ms for 1,000 runners of 1,000 branches). Only runner and
 /// service keys call the site functions; a runner calling with a service key (which sees
 /// every branch) is listed to callers who see every branch too.
 pub(crate) async fn page(
@@ -134,11 +136,13 @@ pub(crate) async fn page(
              SELECT array_agg(b.id ORDER BY b.name, b.id) AS ids, \
                     array_agg(b.name ORDER BY b.name, b.id) AS names, \
                     array_agg(o.branch_id IS NOT NULL ORDER BY b.name, b.id) AS owned \
-             FROM branches b \
+             FROM ( \
+                 SELECT id, name, brand_id FROM branches WHERE id = ANY(k.branch_ids) \
+                 UNION \
+                 SELECT id, name, brand_id FROM branches WHERE k.role = 'service' AND $1) b \
              LEFT JOIN branch_offline_owners o \
                     ON o.branch_id = b.id AND o.key_id = r.key_id AND o.runner_id = r.runner_id \
-             WHERE (b.id = ANY(k.branch_ids) OR (k.role = 'service' AND $1)) \
-               AND ($1 OR b.id = ANY($2)) \
+             WHERE ($1 OR b.id = ANY($2)) \
                AND ($3::uuid IS NULL OR b.brand_id = $3) \
                AND ($4::uuid IS NULL OR b.id = $4)) served \
          WHERE served.ids IS NOT NULL \

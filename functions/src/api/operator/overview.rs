@@ -20,7 +20,7 @@ use super::inspect::overdue_cause_from;
 use crate::access::Scope;
 use crate::auth::Reader;
 use crate::db;
-use crate::db::branch_rules::DescribedRule;
+use crate::db::branch_rules::{DescribedRule, FleetTally};
 use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -88,8 +88,8 @@ pub(crate) async fn fleet_summary(
     }))
 }
 
-/// Reads every rule (in one query) and runner (a batch at a time) in the caller's scope,
-/// or of one brand in it.
+/// Counts every rule (in one query) and reads every runner (a batch at a time) in the
+/// caller's scope, or of one brand in it, and what needs someone in full.
 pub(crate) async fn overview(
     state: &AppState,
     Reader(caller): &Reader,
@@ -107,18 +107,25 @@ pub(crate) async fn overview(
         }
     };
     let mut fleet = FleetOverview::default();
+    // Counted in SQL (a few rows a branch), judged here; only what needs someone is read
+    // in full.
+    for tally in db::branch_rules::fleet_tally(&state.pool, scope).await? {
+        fleet.add_tally(&tally);
+    }
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
-    for row in db::branch_rules::fleet(&state.pool, scope).await? {
+    for row in db::branch_rules::fleet_flagged(&state.pool, scope).await? {
         let mut rule = summary(&row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
         rule.last_status = None;
         rule.last_run_at = None;
-        fleet.add_rule(Flagged {
-            rule,
-            rule_id: row.rule_id,
-            flagged_at: row.rule.needs_attention_at,
-            failing: failing(&row),
-        });
+        if rule.overdue || rule.condition == RuleCondition::NeedsAttention {
+            fleet.flagged.push(Flagged {
+                rule,
+                rule_id: row.rule_id,
+                flagged_at: row.rule.needs_attention_at,
+                failing: failing(&row),
+            });
+        }
     }
     let thresholds = state.settings.runner_thresholds;
     let mut filter = RunnerFilter::default();
@@ -182,15 +189,14 @@ fn failing(row: &DescribedRule) -> Option<u32> {
 }
 
 impl FleetOverview {
-    fn add_rule(&mut self, flagged: Flagged) {
-        let rule = &flagged.rule;
-        let line = *self.lines.entry(rule.branch_id).or_insert_with(|| {
+    fn add_tally(&mut self, tally: &FleetTally) {
+        let line = *self.lines.entry(tally.branch_id).or_insert_with(|| {
             self.branches.push(BranchOverview {
-                brand_id: rule.brand_id,
-                brand_name: rule.brand_name.clone(),
-                branch_id: rule.branch_id,
-                branch_name: rule.branch_name.clone(),
-                timezone: rule.timezone.clone(),
+                brand_id: tally.brand_id,
+                brand_name: tally.brand_name.clone(),
+                branch_id: tally.branch_id,
+                branch_name: tally.branch_name.clone(),
+                timezone: tally.timezone.clone(),
                 rules: [0; 5],
                 overdue: 0,
                 runners: [0; 3],
@@ -198,15 +204,22 @@ impl FleetOverview {
             });
             self.branches.len() - 1
         });
+        let condition = RuleCondition::of(
+            tally.enabled,
+            tally.force_stopped,
+            tally.paused,
+            tally.held,
+            tally.needs_attention,
+        );
+        let count = u32::try_from(tally.rules).unwrap_or(u32::MAX);
         let branch = &mut self.branches[line];
-        if let Some(at) = RuleCondition::ALL.iter().position(|c| *c == rule.condition) {
-            branch.rules[at] += 1;
+        if let Some(at) = RuleCondition::ALL.iter().position(|c| *c == condition) {
+            branch.rules[at] += count;
         }
-        branch.overdue += u32::from(rule.overdue);
-        *self.totals.rules.entry(rule.condition).or_default() += 1;
-        self.totals.overdue += u32::from(rule.overdue);
-        if rule.overdue || rule.condition == RuleCondition::NeedsAttention {
-            self.flagged.push(flagged);
+        *self.totals.rules.entry(condition).or_default() += count;
+        if tally.overdue {
+            branch.overdue += count;
+            self.totals.overdue += count;
         }
     }
 
