@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::inspect::show,
         crate::api::operator::fleet::rules,
         crate::api::operator::overview::fleet_summary,
+        crate::api::operator::acknowledge::acknowledge,
         crate::api::operator::fleet::runners,
         crate::api::operator::fleet::violations,
         crate::api::operator::fleet::keys,

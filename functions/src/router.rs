@@ -6,12 +6,12 @@ use axum::http::{Method, Uri};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
-    Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
-    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest, HeartbeatRequest,
-    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
-    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
-    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    AcknowledgeRequest, Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest,
+    ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest,
+    ExecutionListRequest, FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest,
+    HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest,
+    RuleListRequest, RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
     ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
@@ -63,6 +63,8 @@ pub enum Function {
     ListRules,
     /// `fleet_summary`.
     FleetSummary,
+    /// `attention_acknowledge`.
+    Acknowledge,
     /// `runners_list`.
     ListRunners,
     /// `violations_list`.
@@ -87,7 +89,7 @@ pub enum Function {
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 27] = [
+    pub const ALL: [Function; 28] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -105,6 +107,7 @@ impl Function {
         Function::ShowExecution,
         Function::ListRules,
         Function::FleetSummary,
+        Function::Acknowledge,
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
@@ -119,7 +122,7 @@ impl Function {
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 20] = [
+    pub const OPERATOR: [Function; 21] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -130,6 +133,7 @@ impl Function {
         Function::ShowExecution,
         Function::ListRules,
         Function::FleetSummary,
+        Function::Acknowledge,
         Function::ListRunners,
         Function::ListViolations,
         Function::ListKeys,
@@ -162,6 +166,7 @@ impl Function {
             Function::ShowExecution => ShowExecutionRequest::NAME,
             Function::ListRules => RuleListRequest::NAME,
             Function::FleetSummary => FleetSummaryRequest::NAME,
+            Function::Acknowledge => AcknowledgeRequest::NAME,
             Function::ListRunners => RunnerListRequest::NAME,
             Function::ListViolations => ViolationListRequest::NAME,
             Function::ListKeys => KeyListRequest::NAME,
@@ -220,6 +225,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::ShowExecution => post(api::operator::inspect::show),
             Function::ListRules => post(api::operator::fleet::rules),
             Function::FleetSummary => post(api::operator::overview::fleet_summary),
+            Function::Acknowledge => post(api::operator::acknowledge::acknowledge),
             Function::ListRunners => post(api::operator::fleet::runners),
             Function::ListViolations => post(api::operator::fleet::violations),
             Function::ListKeys => post(api::operator::fleet::keys),

@@ -1041,6 +1041,38 @@ async fn a_group_of_fifteen_is_paused_with_one_reason_and_each_refusal_is_listed
         assert_eq!(paused(&b.app, &failing).await, before);
     }
 
+    // Acknowledged for an hour: the group is shown apart, with who, until when and why.
+    let acked = console
+        .post(
+            "/console/fleet/group",
+            &[
+                ("csrf", &csrf),
+                ("action", "ack-1h"),
+                ("reason", "vendor <on site>"),
+                ("rules", &ids),
+            ],
+        )
+        .await;
+    assert_eq!(acked.status, 200, "{}", acked.body);
+    assert!(
+        acked.body.contains("Acknowledge: 15 of 15 done."),
+        "{}",
+        acked.body
+    );
+    assert!(
+        acked.body.contains(
+            "<span class=\"badge quiet\">acknowledged</span> Camera check at 15 branches"
+        ),
+        "{}",
+        acked.body
+    );
+    assert!(
+        acked.body.contains("acknowledged by A admin until <time ")
+            && acked.body.contains(": “vendor &#60;on site&#62;”"),
+        "{}",
+        acked.body
+    );
+
     let done = console
         .post(
             "/console/fleet/group",

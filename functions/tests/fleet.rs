@@ -6,9 +6,9 @@ use chrono::TimeDelta;
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{
-    Call, DescribeRuleRequest, FleetSummaryRequest, HeartbeatRequest, KeyListRequest,
-    PauseRuleRequest, PlanRequest, RegisterRequest, RuleListRequest, RunnerListRequest,
-    ViolationListRequest, ViolationRequest,
+    AcknowledgeRequest, Call, DescribeRuleRequest, FleetSummaryRequest, HeartbeatRequest,
+    KeyListRequest, PauseRuleRequest, PlanRequest, RegisterRequest, RuleListRequest,
+    RunnerListRequest, ViolationListRequest, ViolationRequest,
 };
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -709,5 +709,181 @@ async fn the_fleet_totals_agree_with_rules_list_in_every_condition() {
     assert!(
         overdue >= 2,
         "the expired run's rule and the idle ones: {overdue}"
+    );
+}
+
+async fn acks(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM attention_acks")
+        .fetch_one(&app.pool)
+        .await
+        .expect("acks")
+}
+
+/// Acknowledging an item: who, why and until when, shown in its group (acknowledged groups
+/// apart and last); it ends by itself at its time and when the rule is flagged anew; every
+/// refusal names its field or reason and writes nothing; another brand's rule is unknown.
+#[tokio::test]
+async fn an_acknowledged_item_is_shown_apart_until_its_time_and_a_new_flag_ends_it() {
+    let f = fleet().await;
+    let app = &f.app;
+    let rules = Seed::new(&app.pool)
+        .failing_rule(f.a.brand, "Camera check", 3)
+        .await;
+    let ack = |rule: Uuid, until: chrono::DateTime<chrono::Utc>| json!({"branch_rule_id": rule, "reason": "vendor on site", "until": until});
+    let now = chrono::Utc::now();
+    for rule in &rules[..2] {
+        let done = app
+            .call(
+                AcknowledgeRequest::NAME,
+                &f.a.operator,
+                ack(*rule, now + TimeDelta::hours(1)),
+            )
+            .await;
+        assert_eq!(done.status, 200, "{}", done.body);
+        assert_eq!(done.body["acknowledged"]["by"], json!("A admin"));
+    }
+    let groups = |body: &Value| -> Vec<(usize, Value)> {
+        body["attention"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|g| g["rule_name"] == json!("Camera check"))
+            .map(|g| {
+                (
+                    g["branches"].as_array().map_or(0, Vec::len),
+                    g["acknowledged"]["reason"].clone(),
+                )
+            })
+            .collect()
+    };
+    let summary = app
+        .call(FleetSummaryRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(
+        groups(&summary.body),
+        [(1, Value::Null), (2, json!("vendor on site"))],
+        "{}",
+        summary.body
+    );
+
+    // Refused, naming why, writing nothing.
+    let before = acks(app).await;
+    let unknown = Uuid::new_v4();
+    for (token, body, status, word) in [
+        (
+            &f.a.operator,
+            ack(rules[2], now - TimeDelta::minutes(1)),
+            422,
+            "until",
+        ),
+        (
+            &f.a.operator,
+            ack(rules[2], now + TimeDelta::days(8)),
+            422,
+            "until",
+        ),
+        (
+            &f.a.operator,
+            json!({"branch_rule_id": rules[2], "reason": " ", "until": now + TimeDelta::hours(1)}),
+            422,
+            "reason",
+        ),
+        (
+            &f.a.operator,
+            ack(f.a.stock, now + TimeDelta::hours(1)),
+            409,
+            "not_flagged",
+        ),
+        (
+            &f.a.operator,
+            ack(f.b.queue, now + TimeDelta::hours(1)),
+            404,
+            "not found",
+        ),
+        (
+            &f.a.operator,
+            ack(unknown, now + TimeDelta::hours(1)),
+            404,
+            "not found",
+        ),
+        (
+            &f.a.runner,
+            ack(rules[2], now + TimeDelta::hours(1)),
+            403,
+            "",
+        ),
+    ] {
+        let refused = app.call(AcknowledgeRequest::NAME, token, body).await;
+        assert_eq!(refused.status, status, "{}", refused.body);
+        assert!(refused.body.to_string().contains(word), "{}", refused.body);
+    }
+    let foreign = app
+        .call(
+            AcknowledgeRequest::NAME,
+            &f.a.operator,
+            ack(f.b.queue, now + TimeDelta::hours(1)),
+        )
+        .await;
+    let none = app
+        .call(
+            AcknowledgeRequest::NAME,
+            &f.a.operator,
+            ack(unknown, now + TimeDelta::hours(1)),
+        )
+        .await;
+    assert_eq!(
+        foreign
+            .body
+            .to_string()
+            .replace(&f.b.queue.to_string(), "ID"),
+        none.body.to_string().replace(&unknown.to_string(), "ID")
+    );
+    assert_eq!(acks(app).await, before);
+
+    // A snooze of two seconds: apart now, back with the others once it has run out.
+    let short = app
+        .call(
+            AcknowledgeRequest::NAME,
+            &f.a.operator,
+            ack(rules[2], chrono::Utc::now() + TimeDelta::seconds(2)),
+        )
+        .await;
+    assert_eq!(short.status, 200, "{}", short.body);
+    let summary = app
+        .call(FleetSummaryRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(
+        groups(&summary.body),
+        [(3, json!("vendor on site"))],
+        "all three acknowledged: {}",
+        summary.body
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let summary = app
+        .call(FleetSummaryRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(
+        groups(&summary.body),
+        [(1, Value::Null), (2, json!("vendor on site"))],
+        "{}",
+        summary.body
+    );
+
+    // Flagged anew (after a resume): the old acknowledgement no longer covers it.
+    app.exec(
+        "UPDATE branch_rules SET needs_attention_at = now() + interval '1 second' \
+         WHERE id = $1",
+        &[rules[0]],
+    )
+    .await;
+    let summary = app
+        .call(FleetSummaryRequest::NAME, &f.a.operator, json!({}))
+        .await;
+    assert_eq!(
+        groups(&summary.body),
+        [(2, Value::Null), (1, json!("vendor on site"))],
+        "{}",
+        summary.body
     );
 }

@@ -378,6 +378,10 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         act("keys_list", json!({"include_revoked": true})),
         act("fleet_summary", json!({"brand_id": foreign.brand})),
         act(
+            "attention_acknowledge",
+            json!({"branch_rule_id": foreign_rule, "reason": why, "until": "2030-01-01T00:00:00Z"}),
+        ),
+        act(
             "keys_create",
             json!({"name": "fuzz", "role": "viewer", "brand_ids": [foreign.brand]}),
         ),

@@ -230,6 +230,16 @@ pub(crate) enum RuleCommand {
     Resume(RuleAction),
     /// No new run starts and the live run is cancelled.
     ForceStop(RuleAction),
+    /// Acknowledge that the rule needs attention (or is overdue): `fleet` and the console
+    /// show it apart, with who, why and until when, until `--hours` run out or it is
+    /// flagged anew.
+    Acknowledge {
+        #[command(flatten)]
+        action: RuleAction,
+        /// How long, 1 to 168 hours.
+        #[arg(long, default_value_t = 4)]
+        hours: u32,
+    },
     /// The rule's state, what blocks it, its schedule in words, next runs and last runs.
     Describe {
         #[command(flatten)]

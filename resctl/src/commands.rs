@@ -3,11 +3,11 @@
 use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::wire::{
-    CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest,
-    ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, FleetSummaryRequest,
-    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
-    PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    ShowExecutionRequest, ViolationListRequest,
+    AcknowledgeRequest, CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest,
+    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
+    FleetSummaryRequest, ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
+    KeyRotateRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
+    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -64,6 +64,22 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || {
                     render::rule_action("paused", &answer, now)
+                })
+            }
+            RuleCommand::Acknowledge { action: a, hours } => {
+                let request = AcknowledgeRequest {
+                    branch_rule_id: resolve::rule(client, &a.rule).await?,
+                    reason: a.reason.clone(),
+                    until: now + chrono::TimeDelta::hours(i64::from(*hours)),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || {
+                    let ack = &answer.acknowledged;
+                    format!(
+                        "acknowledged: {}\n{}\n",
+                        answer.branch_rule_id,
+                        ack.describe(now)
+                    )
                 })
             }
             RuleCommand::Resume(a) => {

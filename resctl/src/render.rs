@@ -153,6 +153,9 @@ pub(crate) fn fleet(summary: &FleetSummary, branches: bool, now: DateTime<Utc>) 
             .map(|at| format!(", since {}", relative(at, now)))
             .unwrap_or_default();
         out.push_str(&format!("  {}{since}\n", group.headline()));
+        if let Some(ack) = &group.acknowledged {
+            out.push_str(&format!("    {}\n", ack.describe(now)));
+        }
         if branches {
             for rule in &group.branches {
                 let why = rule

@@ -640,6 +640,52 @@ async fn fleet_prints_totals_and_a_rule_failing_at_fifteen_branches_as_one_line(
         )),
         "{listed}"
     );
+    // Acknowledged at one branch for 2 hours: that branch's item is listed apart, with who,
+    // why and when it ends.
+    let acked = resctl(
+        &app.base,
+        &operator,
+        &[
+            "rules",
+            "acknowledge",
+            &failing[0].to_string(),
+            "--reason",
+            "vendor on site",
+            "--hours",
+            "2",
+        ],
+    );
+    assert!(acked.status.success(), "{}", text(&acked));
+    assert!(
+        text(&acked).contains("acknowledged by ops, ends in 1 h: vendor on site"),
+        "{}",
+        text(&acked)
+    );
+    let out = text(&resctl(&app.base, &operator, &["fleet"]));
+    assert!(out.contains("needs you (2 groups):\n"), "{out}");
+    assert!(
+        out.ends_with(
+            "  Camera check at Branch 01 of Brand: failed 4 times in a row, since 1 h ago\n    \
+             acknowledged by ops, ends in 1 h: vendor on site\n"
+        ),
+        "{out}"
+    );
+    let too_long = resctl(
+        &app.base,
+        &operator,
+        &[
+            "rules",
+            "acknowledge",
+            &failing[1].to_string(),
+            "--reason",
+            "x",
+            "--hours",
+            "200",
+        ],
+    );
+    assert_eq!(too_long.status.code(), Some(2), "{}", text(&too_long));
+    assert!(text(&too_long).contains("until"), "{}", text(&too_long));
+
     let other = Seed::new(&app.pool).brand("UTC").await;
     let walled = resctl(
         &app.base,

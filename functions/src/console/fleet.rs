@@ -18,7 +18,7 @@ use super::error::ConsoleError;
 use super::group::{GroupOutcome, MAX_GROUP};
 use super::query;
 use super::session::Signed;
-use super::view::{Badge, Chrome, When, badge, rule_badge, when_opt};
+use super::view::{Badge, Chrome, When, badge, rule_badge, when, when_opt};
 use crate::api::operator::{fleet, overview};
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -98,6 +98,8 @@ struct GroupLine {
     ids: String,
     /// The group is larger than one action takes.
     capped: bool,
+    /// "acknowledged by alice until …: why", when every branch of it is.
+    acknowledged: Option<(String, When, String)>,
 }
 
 /// The fleet's totals as badges.
@@ -279,6 +281,13 @@ fn group_line(group: &AttentionGroup, now: chrono::DateTime<Utc>) -> GroupLine {
             .collect::<Vec<_>>()
             .join(","),
         capped: group.branches.len() > MAX_GROUP,
+        acknowledged: group.acknowledged.as_ref().map(|ack| {
+            (
+                format!("acknowledged by {}", ack.by),
+                when(ack.until, zone, now),
+                ack.reason.clone(),
+            )
+        }),
     }
 }
 

@@ -1,10 +1,12 @@
-//! Group actions from the fleet page: run now, pause or resume one brand rule at every
-//! branch of an attention group, with one reason. Each branch goes through the operator
+//! Group actions from the fleet page: run now, pause, resume or acknowledge one brand rule
+//! at every branch of an attention group, with one reason. Each branch goes through the operator
 //! function as a single action would, so each refusal is the function's, listed by branch.
 
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, State};
 use axum::response::{IntoResponse, Response};
+use chrono::{TimeDelta, Utc};
+use res_shared::wire::AcknowledgeRequest;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -12,10 +14,12 @@ use super::error::ConsoleError;
 use super::fleet;
 use super::rule::{Action, perform};
 use super::session::Signed;
+use crate::api::operator::acknowledge;
 use crate::api::operator::rules::MAX_REASON_CHARS;
 use crate::api::require_text;
 use crate::auth::Actor;
 use crate::error::ApiError;
+use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// Most branch rules one group action takes (a page's group lists at most this many).
@@ -48,16 +52,12 @@ pub(super) async fn act(
 ) -> Result<Response, ConsoleError> {
     let Form(form) = form?;
     signed.check_csrf(&form.csrf)?;
-    let action = match Action::parse(&form.action) {
-        Some(action @ (Action::RunNow | Action::Pause | Action::Resume)) => action,
-        _ => {
-            return Err(ApiError::unprocessable(
-                "invalid_field",
-                "action: one of run-now, pause, resume",
-            )
-            .into());
-        }
-    };
+    let action = GroupAction::parse(&form.action).ok_or_else(|| {
+        ApiError::unprocessable(
+            "invalid_field",
+            "action: one of run-now, pause, resume, ack-1h, ack-1d",
+        )
+    })?;
     // Everything is checked before the first rule is touched.
     require_text("reason", &form.reason, MAX_REASON_CHARS)?;
     let ids = parse_rules(&form.rules)?;
@@ -67,8 +67,26 @@ pub(super) async fn act(
         done: 0,
         refused: Vec::new(),
     };
+    let until = Utc::now();
     for id in ids {
-        match perform(&state, actor.clone(), action, id, form.reason.clone()).await {
+        let done = match action {
+            GroupAction::Rule(action) => {
+                perform(&state, actor.clone(), action, id, form.reason.clone())
+                    .await
+                    .map(drop)
+            }
+            GroupAction::Acknowledge(hours) => {
+                let request = AcknowledgeRequest {
+                    branch_rule_id: id,
+                    reason: form.reason.clone(),
+                    until: until + TimeDelta::hours(hours),
+                };
+                acknowledge::acknowledge(State(state.clone()), actor.clone(), ApiJson(request))
+                    .await
+                    .map(drop)
+            }
+        };
+        match done {
             Ok(_) => outcome.done += 1,
             Err(error) => {
                 let (_, detail) = error.detail();
@@ -78,6 +96,36 @@ pub(super) async fn act(
     }
     let page = fleet::render(&state, &signed, Some(outcome)).await?;
     Ok(page.into_response())
+}
+
+/// What a group form asks of each of its branches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupAction {
+    Rule(Action),
+    /// Acknowledge for this many hours.
+    Acknowledge(i64),
+}
+
+impl GroupAction {
+    fn parse(word: &str) -> Option<GroupAction> {
+        match word {
+            "ack-1h" => Some(GroupAction::Acknowledge(1)),
+            "ack-1d" => Some(GroupAction::Acknowledge(24)),
+            _ => match Action::parse(word)? {
+                action @ (Action::RunNow | Action::Pause | Action::Resume) => {
+                    Some(GroupAction::Rule(action))
+                }
+                Action::ForceStop => None,
+            },
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            GroupAction::Rule(action) => action.label(),
+            GroupAction::Acknowledge(_) => "Acknowledge",
+        }
+    }
 }
 
 /// The group's ids: at least one, at most [`MAX_GROUP`], each a UUID.

@@ -399,16 +399,50 @@ pub(crate) async fn fleet_tally(
     .await
 }
 
-/// The rules in scope that need attention or are overdue, described in full. Their
-/// `latest_*` columns are the execution that *holds* the rule (live or paused; at most one,
-/// by `executions_one_live_per_rule`), not its latest run: the condition depends only on
-/// the holder, and a hash join with the few live executions costs far less.
+/// The latest acknowledgement of rule `$rule` (an alias with `id` and `needs_attention_at`)
+/// that has not run out and, for a flagged rule, came after the flag.
+macro_rules! live_ack {
+    ($rule:literal) => {
+        concat!(
+            "SELECT a.key_name, a.reason, a.at, a.until FROM attention_acks a \
+             WHERE a.branch_rule_id = ",
+            $rule,
+            ".id AND a.until > now() \
+               AND (",
+            $rule,
+            ".needs_attention_at IS NULL OR a.at >= ",
+            $rule,
+            ".needs_attention_at) \
+             ORDER BY a.at DESC LIMIT 1"
+        )
+    };
+}
+
+/// A rule that needs attention or is overdue, with its live acknowledgement.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct FlaggedRow {
+    #[sqlx(flatten)]
+    pub(crate) described: DescribedRule,
+    pub(crate) ack_by: Option<String>,
+    pub(crate) ack_reason: Option<String>,
+    pub(crate) ack_at: Option<DateTime<Utc>>,
+    pub(crate) ack_until: Option<DateTime<Utc>>,
+}
+
+/// The rules in scope that need attention or are overdue, described in full, each with
+/// its latest acknowledgement that has not run out (and, for a flagged rule, came after
+/// the flag). Their `latest_*` columns are the execution that *holds* the rule (live or
+/// paused; at most one, by `executions_one_live_per_rule`), not its latest run: the
+/// condition depends only on the holder, and a hash join with the few live executions
+/// costs far less.
 pub(crate) async fn fleet_flagged(
     pool: &sqlx::PgPool,
     scope: Scope<'_>,
-) -> Result<Vec<DescribedRule>, sqlx::Error> {
+) -> Result<Vec<FlaggedRow>, sqlx::Error> {
     let (all, branches) = scope.as_params();
     sqlx::query_as(concat!(
+        "SELECT f.*, ack.key_name AS ack_by, ack.reason AS ack_reason, ack.at AS ack_at, \
+                ack.until AS ack_until FROM (",
         described_from!(
             "LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
                  AND latest.status IN ('scheduled', 'running', 'paused')",
@@ -416,7 +450,9 @@ pub(crate) async fn fleet_flagged(
         ),
         " WHERE ($1 OR br.branch_id = ANY($2)) AND (br.needs_attention_at IS NOT NULL OR ",
         overdue!(),
-        ")"
+        ")) f LEFT JOIN LATERAL (",
+        live_ack!("f"),
+        ") ack ON true"
     ))
     .bind(all)
     .bind(branches)

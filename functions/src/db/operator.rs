@@ -2,7 +2,7 @@
 //! executions, and the audit of who did what and why.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::RuleActionResponse;
+use res_shared::wire::{Acknowledgement, RuleActionResponse};
 use uuid::Uuid;
 
 use super::Tx;
@@ -35,6 +35,32 @@ pub(crate) async fn record(
     .execute(&mut **tx)
     .await
     .map(drop)
+}
+
+/// Acknowledges a rule's attention item until `until`.
+pub(crate) async fn acknowledge(
+    tx: &mut Tx,
+    branch_rule_id: Uuid,
+    asked: &Asked<'_>,
+    until: DateTime<Utc>,
+) -> Result<Acknowledgement, sqlx::Error> {
+    let (by, reason, at, until) = sqlx::query_as(
+        "INSERT INTO attention_acks (branch_rule_id, key_id, key_name, reason, until) \
+         VALUES ($1, $2, $3, $4, $5) RETURNING key_name, reason, at, until",
+    )
+    .bind(branch_rule_id)
+    .bind(asked.caller.key_id)
+    .bind(&asked.caller.key_name)
+    .bind(asked.reason)
+    .bind(until)
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(Acknowledgement {
+        by,
+        reason,
+        at,
+        until,
+    })
 }
 
 /// Sets an operator mark on a rule with `statement`, whose `$1` is the rule, `$2` who

@@ -71,6 +71,47 @@ pub struct AttentionGroup {
     /// Each branch's rule with its own reason (its last error, its runners' silence), by
     /// branch name.
     pub branches: Vec<RuleSummary>,
+    /// Every branch of the group is acknowledged: the latest acknowledgement (acknowledged
+    /// groups come after the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<Acknowledgement>,
+}
+
+/// Most hours an acknowledgement lasts.
+pub const MAX_ACK_HOURS: u32 = 7 * 24;
+
+/// `attention_acknowledge`: silence one rule's attention item until `until`, with a reason.
+/// It ends by itself then, or when the rule is flagged anew.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AcknowledgeRequest {
+    pub branch_rule_id: Uuid,
+    pub reason: String,
+    /// In the future, at most 7 days ahead.
+    #[serde(with = "super::time")]
+    pub until: DateTime<Utc>,
+}
+
+/// Who acknowledged an attention item, why, when and until when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Acknowledgement {
+    /// The key name that acknowledged it.
+    pub by: String,
+    pub reason: String,
+    #[serde(with = "super::time")]
+    pub at: DateTime<Utc>,
+    #[serde(with = "super::time")]
+    pub until: DateTime<Utc>,
+}
+
+/// The answer to `attention_acknowledge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AcknowledgeResponse {
+    pub branch_rule_id: Uuid,
+    pub acknowledged: Acknowledgement,
 }
 
 impl AttentionGroup {
@@ -84,5 +125,13 @@ impl AttentionGroup {
             "{} at {at} of {}: {}",
             self.rule_name, self.brand_name, self.reason
         )
+    }
+}
+
+impl Acknowledgement {
+    /// "acknowledged by alice, ends in 4 h: why".
+    pub fn describe(&self, now: DateTime<Utc>) -> String {
+        let ends = crate::schedule::relative_time(self.until, now);
+        format!("acknowledged by {}, ends {ends}: {}", self.by, self.reason)
     }
 }

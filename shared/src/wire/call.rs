@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::{AcknowledgeRequest, AcknowledgeResponse, FleetSummary, FleetSummaryRequest};
 use super::{
     CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
     ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest, RuleActionResponse, RunNowRequest,
@@ -18,7 +19,6 @@ use super::{
     ConfigHistoryRequest, ConfigHistoryResponse, ConfigShowRequest, ConfigShowResponse,
 };
 use super::{DescribeRuleRequest, ExecutionDetail, RuleDescription, ShowExecutionRequest};
-use super::{FleetSummary, FleetSummaryRequest};
 use super::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
 };
@@ -75,6 +75,7 @@ calls! {
     ShowExecutionRequest => "executions_show", ExecutionDetail;
     RuleListRequest => "rules_list", RuleListResponse;
     FleetSummaryRequest => "fleet_summary", FleetSummary;
+    AcknowledgeRequest => "attention_acknowledge", AcknowledgeResponse;
     RunnerListRequest => "runners_list", RunnerListResponse;
     ViolationListRequest => "violations_list", ViolationListResponse;
     KeyListRequest => "keys_list", KeyListResponse;

@@ -31,7 +31,8 @@ mod violation;
 mod wall_time;
 
 pub use attention::{
-    AttentionGroup, AttentionKind, FleetSummary, FleetSummaryRequest, FleetTotals,
+    AcknowledgeRequest, AcknowledgeResponse, Acknowledgement, AttentionGroup, AttentionKind,
+    FleetSummary, FleetSummaryRequest, FleetTotals, MAX_ACK_HOURS,
 };
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use claim::{

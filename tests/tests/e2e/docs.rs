@@ -353,6 +353,17 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
     )
     .await;
 
+    // Stock count's runs keep failing: flagged, so the acknowledge example has an item.
+    sqlx::query(
+        "UPDATE branch_rules SET needs_attention_at = now(), consecutive_failures = 3, \
+             needs_attention_reason = 'failed 3 times in a row (last: shelf camera dark)' \
+         WHERE id = $1",
+    )
+    .bind(stock)
+    .execute(&system.pool)
+    .await
+    .expect("flag stock count");
+
     let bin_dir = res_tests::processes::binary("res-functions")
         .parent()
         .map(std::path::Path::to_path_buf)
@@ -427,6 +438,7 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "last 24 hours: 1 run, 0.0 % succeeded",
         "rules: 1 running, 1 idle (0 overdue) at 1 branch\n",
         "nothing needs attention and nothing is overdue",
+        "acknowledged by alice, ends in 3 h: vendor replacing the camera",
         "queue_too_long",
         "res_functions_live_executions",
     ] {

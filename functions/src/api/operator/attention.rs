@@ -53,25 +53,31 @@ impl Flagged {
     }
 }
 
-/// Groups by brand rule and reason: flagged groups first, then overdue ones, each by the
-/// most branches, then by rule and brand name; branches by name within a group.
+/// Groups by brand rule, reason and whether acknowledged: flagged groups first, then
+/// overdue ones, then acknowledged ones, each by the most branches, then by rule and brand
+/// name; branches by name within a group.
 pub(crate) fn group(flagged: Vec<Flagged>) -> Vec<AttentionGroup> {
-    let mut groups: BTreeMap<(Uuid, Reason), Vec<Flagged>> = BTreeMap::new();
+    let mut groups: BTreeMap<(Uuid, bool, Reason), Vec<Flagged>> = BTreeMap::new();
     for item in flagged {
+        let acknowledged = item.rule.acknowledged.is_some();
         groups
-            .entry((item.rule_id, item.reason()))
+            .entry((item.rule_id, acknowledged, item.reason()))
             .or_default()
             .push(item);
     }
     let mut out: Vec<AttentionGroup> = groups
         .into_iter()
-        .filter_map(|((rule_id, reason), mut items)| {
+        .filter_map(|((rule_id, _, reason), mut items)| {
             items.sort_by(|a, b| {
                 (&a.rule.branch_name, a.rule.branch_rule_id)
                     .cmp(&(&b.rule.branch_name, b.rule.branch_rule_id))
             });
             let first = items.first()?.rule.clone();
             let since = items.iter().filter_map(Flagged::since).min();
+            let acknowledged = items
+                .iter()
+                .filter_map(|i| i.rule.acknowledged.clone())
+                .max_by_key(|ack| ack.at);
             let (kind, words) = match reason {
                 Reason::Failing => (
                     AttentionKind::NeedsAttention,
@@ -92,17 +98,20 @@ pub(crate) fn group(flagged: Vec<Flagged>) -> Vec<AttentionGroup> {
                 reason: words,
                 since,
                 branches: items.into_iter().map(|i| i.rule).collect(),
+                acknowledged,
             })
         })
         .collect();
     out.sort_by(|a, b| {
         (
+            a.acknowledged.is_some(),
             a.kind,
             std::cmp::Reverse(a.branches.len()),
             &a.rule_name,
             &a.brand_name,
         )
             .cmp(&(
+                b.acknowledged.is_some(),
                 b.kind,
                 std::cmp::Reverse(b.branches.len()),
                 &b.rule_name,
@@ -149,6 +158,7 @@ mod tests {
             needs_attention: reason.map(str::to_owned),
             last_status: None,
             last_run_at: None,
+            acknowledged: None,
         }
     }
 

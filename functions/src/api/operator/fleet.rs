@@ -120,6 +120,7 @@ pub(super) fn summary(row: &DescribedRule, stale_after_seconds: u32) -> RuleSumm
             .as_deref()
             .and_then(res_shared::wire::ExecutionStatus::parse),
         last_run_at: row.latest_scheduled_at,
+        acknowledged: None,
     }
 }
 

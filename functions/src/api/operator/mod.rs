@@ -1,6 +1,7 @@
 //! The operator functions: people and their tools (`resctl`) act on rules and executions
 //! and read the history, within their key's scope.
 
+pub(crate) mod acknowledge;
 mod attention;
 pub(crate) mod cancel;
 pub(crate) mod config;

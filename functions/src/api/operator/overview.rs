@@ -9,8 +9,8 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{DEFAULT_FAILURE_THRESHOLD, Zone};
 use res_shared::wire::{
-    AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals, RuleCondition,
-    RunnerState,
+    Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
+    RuleCondition, RunnerState,
 };
 use uuid::Uuid;
 
@@ -20,7 +20,7 @@ use super::inspect::overdue_cause_from;
 use crate::access::Scope;
 use crate::auth::Reader;
 use crate::db;
-use crate::db::branch_rules::{DescribedRule, FleetTally};
+use crate::db::branch_rules::{DescribedRule, FlaggedRow, FleetTally};
 use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -113,17 +113,19 @@ pub(crate) async fn overview(
         fleet.add_tally(&tally);
     }
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
-    for row in db::branch_rules::fleet_flagged(&state.pool, scope).await? {
-        let mut rule = summary(&row, stale_after);
+    for flagged in db::branch_rules::fleet_flagged(&state.pool, scope).await? {
+        let row = &flagged.described;
+        let mut rule = summary(row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
         rule.last_status = None;
         rule.last_run_at = None;
+        rule.acknowledged = acknowledgement(&flagged);
         if rule.overdue || rule.condition == RuleCondition::NeedsAttention {
             fleet.flagged.push(Flagged {
                 rule,
                 rule_id: row.rule_id,
                 flagged_at: row.rule.needs_attention_at,
-                failing: failing(&row),
+                failing: failing(row),
             });
         }
     }
@@ -175,6 +177,16 @@ pub(crate) async fn overview(
     fleet.totals.branches = u32::try_from(fleet.branches.len()).unwrap_or(u32::MAX);
     fleet.totals.day = db::run_stats::of_fleet(&state.pool, scope).await?;
     Ok(fleet)
+}
+
+/// The flagged rule's live acknowledgement, when it has one.
+fn acknowledgement(row: &FlaggedRow) -> Option<Acknowledgement> {
+    Some(Acknowledgement {
+        by: row.ack_by.clone()?,
+        reason: row.ack_reason.clone()?,
+        at: row.ack_at?,
+        until: row.ack_until?,
+    })
 }
 
 /// Failures in a row, when they are why the rule needs attention.
