@@ -1073,6 +1073,15 @@ async fn a_group_of_fifteen_is_paused_with_one_reason_and_each_refusal_is_listed
         acked.body
     );
 
+    let rule_page = console.get(&format!("/console/rules/{}", failing[0])).await;
+    assert!(
+        rule_page
+            .body
+            .contains("<dt>Acknowledged</dt><dd id=\"acknowledged\">by A admin until <time "),
+        "{}",
+        rule_page.body
+    );
+
     let done = console
         .post(
             "/console/fleet/group",

@@ -767,6 +767,18 @@ async fn an_acknowledged_item_is_shown_apart_until_its_time_and_a_new_flag_ends_
         summary.body
     );
 
+    // rules_describe says so too, for the acknowledged rule only.
+    let described = |rule: Uuid| {
+        app.call(
+            DescribeRuleRequest::NAME,
+            &f.a.operator,
+            json!({"branch_rule_id": rule}),
+        )
+    };
+    let acked = described(rules[0]).await.body;
+    assert_eq!(acked["acknowledged"]["by"], json!("A admin"), "{acked}");
+    assert_eq!(described(rules[2]).await.body["acknowledged"], Value::Null);
+
     // Refused, naming why, writing nothing.
     let before = acks(app).await;
     let unknown = Uuid::new_v4();
@@ -886,4 +898,5 @@ async fn an_acknowledged_item_is_shown_apart_until_its_time_and_a_new_flag_ends_
         "{}",
         summary.body
     );
+    assert_eq!(described(rules[0]).await.body["acknowledged"], Value::Null);
 }

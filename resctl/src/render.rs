@@ -471,6 +471,9 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
             ));
         }
     }
+    if let Some(ack) = &d.acknowledged {
+        out.push_str(&format!("{}\n", ack.describe(now)));
+    }
     let upcoming: Vec<String> = d.next_runs.iter().map(|t| relative(*t, now)).collect();
     if let Some(held) = &d.next_runs_held {
         out.push_str(&format!("upcoming: {held}\n"));

@@ -129,6 +129,8 @@ struct RulePage {
     /// Said by Run now when no live runner serves the branch.
     runner_warning: Option<String>,
     marks: Vec<Mark>,
+    /// Who acknowledged its attention item, until when and why.
+    acknowledged: Option<(String, When, String)>,
     consecutive_failures: i32,
     /// The last 50 runs, oldest first, and the day's and week's figures in words.
     strip: Vec<super::strip::StripCell>,
@@ -194,6 +196,13 @@ async fn render(
             reason: m.reason.clone(),
         })
     };
+    let acknowledged = rule.acknowledged.as_ref().map(|ack| {
+        (
+            format!("by {}", ack.by),
+            when(ack.until, zone, now),
+            ack.reason.clone(),
+        )
+    });
     let marks = [
         mark("Needs attention", &rule.needs_attention),
         mark("Paused", &rule.paused),
@@ -239,6 +248,7 @@ async fn render(
         next_run: when_opt(rule.next_run_time, zone, now),
         next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),
         marks,
+        acknowledged,
         consecutive_failures: rule.consecutive_failures,
         strip: super::strip::cells(&rule.runs.strip, &rule.timezone, now),
         day: rule.runs.day.describe(),

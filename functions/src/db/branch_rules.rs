@@ -4,7 +4,7 @@ use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_shared::schedule::{
     OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone, jitter_offset,
 };
-use res_shared::wire::RuleCondition;
+use res_shared::wire::{Acknowledgement, RuleCondition};
 use uuid::Uuid;
 
 use super::Tx;
@@ -416,6 +416,27 @@ macro_rules! live_ack {
              ORDER BY a.at DESC LIMIT 1"
         )
     };
+}
+
+/// Rule `id`'s live acknowledgement, if any.
+pub(crate) async fn acknowledgement(
+    pool: &sqlx::PgPool,
+    id: Uuid,
+) -> Result<Option<Acknowledgement>, sqlx::Error> {
+    let row: Option<(String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(concat!(
+        "SELECT ack.* FROM branch_rules f, LATERAL (",
+        live_ack!("f"),
+        ") ack WHERE f.id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(by, reason, at, until)| Acknowledgement {
+        by,
+        reason,
+        at,
+        until,
+    }))
 }
 
 /// A rule that needs attention or is overdue, with its live acknowledgement.

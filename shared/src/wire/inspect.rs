@@ -152,6 +152,9 @@ pub struct RuleDescription {
     pub force_stopped: Option<OperatorMark>,
     pub run_requested: Option<OperatorMark>,
     pub needs_attention: Option<OperatorMark>,
+    /// An operator acknowledged that it needs attention or is overdue, until when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<super::Acknowledgement>,
     pub consecutive_failures: i32,
     /// The latest executions, newest first.
     pub last_runs: Vec<ExecutionSummary>,

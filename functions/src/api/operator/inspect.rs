@@ -65,13 +65,9 @@ pub(crate) async fn describe(
     let runs = db::run_stats::of_rule(&state.pool, id).await?;
     let runners = super::fleet::runners_of_branch(&state, &caller, found.rule.branch_id).await?;
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
-    Ok(Json(description(
-        found,
-        (last_runs, runs),
-        runners,
-        wanted,
-        stale_after,
-    )))
+    let mut described = description(found, (last_runs, runs), runners, wanted, stale_after);
+    described.acknowledged = db::branch_rules::acknowledgement(&state.pool, id).await?;
+    Ok(Json(described))
 }
 
 /// Why an overdue rule is not being taken, from when its branch last heard from a runner:
@@ -274,6 +270,7 @@ fn description(
             None,
             found.needs_attention_reason.clone(),
         ),
+        acknowledged: None,
         consecutive_failures: rule.consecutive_failures,
         last_runs,
         runs,
