@@ -993,6 +993,25 @@ async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_s
         "{running}"
     );
 
+    // An unknown field is refused in the words a runner newer than its functions looks for
+    // (res-runner's `refuses_node`): "unknown field `<name>`".
+    let unknown = s
+        .app
+        .call(
+            HeartbeatRequest::NAME,
+            &s.runner,
+            json!({"execution_id": claim.execution, "claim_token": claim.token, "node_idx": "x"}),
+        )
+        .await;
+    assert_eq!(unknown.status, 400, "{}", unknown.body);
+    assert!(
+        unknown.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown field `node_idx`")),
+        "{}",
+        unknown.body
+    );
+
     // A node id past 200 characters is refused by name and changes nothing.
     let long = s
         .app

@@ -473,6 +473,12 @@ fn forget_offline_run(services: &OfflineServices) {
     }
 }
 
+/// Whether functions older than `HeartbeatRequest::node_id` refused a beat for carrying it.
+fn refuses_node(error: &CloudError) -> bool {
+    matches!(error, CloudError::Rejected { status: 400, message, .. }
+        if message.contains("unknown field `node_id`"))
+}
+
 /// How long the first heartbeat waits for the run's first node.
 const FIRST_NODE_WAIT: Duration = Duration::from_secs(1);
 
@@ -498,6 +504,7 @@ async fn heartbeat(
     let _ = tokio::time::timeout(FIRST_NODE_WAIT, seen.node.changed()).await;
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
     let mut watching = true;
+    let mut tells_node = true;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -507,8 +514,23 @@ async fn heartbeat(
             }
         }
         request.waiting = seen.waiting.borrow_and_update().clone();
-        request.node_id = seen.node.borrow().clone();
-        match client.call(&request).await {
+        if tells_node {
+            request.node_id = seen.node.borrow().clone();
+        }
+        let answer = match client.call(&request).await {
+            // Functions older than this runner refuse the field: beat again without it, and
+            // leave it out from now on, rather than take the refusal for a lost lease.
+            Err(error) if request.node_id.is_some() && refuses_node(&error) => {
+                tracing::warn!(
+                    "the functions are older than this runner: heartbeats leave out the current node"
+                );
+                tells_node = false;
+                request.node_id = None;
+                client.call(&request).await
+            }
+            other => other,
+        };
+        match answer {
             Ok(answer) if answer.cancel_requested => {
                 tracing::warn!("the server asked to stop this execution");
                 cancel.cancel();
@@ -524,5 +546,38 @@ async fn heartbeat(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Functions built before `node_id` answer a beat that carries it as they answer any
+    /// unknown field (functions/tests/operator.rs checks that wording on today's build).
+    #[test]
+    fn an_older_functions_refusal_of_the_node_is_told_from_a_lost_lease() {
+        let rejected = |status, code: &str, message: &str| CloudError::Rejected {
+            function: "executions_heartbeat",
+            status,
+            code: code.to_owned(),
+            message: message.to_owned(),
+            body: serde_json::Value::Null,
+        };
+        let old = rejected(
+            400,
+            "invalid_field",
+            "invalid request body: unknown field `node_id`, expected one of `execution_id`, \
+             `claim_token`, `status`, `waiting`",
+        );
+        assert!(refuses_node(&old));
+        let lost = rejected(409, "lease_lost", "the lease of execution x ran out");
+        assert!(!refuses_node(&lost));
+        let other = rejected(
+            400,
+            "invalid_field",
+            "invalid request body: unknown field `x`",
+        );
+        assert!(!refuses_node(&other));
     }
 }
