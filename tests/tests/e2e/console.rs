@@ -1,7 +1,8 @@
 //! The operator console in a real headless Chromium, against `res-functions serve` and a
 //! real `res-runner` with a command detector: sign in, the fleet's needs-attention rule,
 //! run now to completion, pause, cancel a running execution, a retry chain, a viewer, another
-//! brand's ids, a script-named rule and a stale form.
+//! brand's ids, a script-named rule and a stale form; a rule failing at 15 branches as one
+//! group, paused at all of them with one reason.
 
 use std::time::Duration;
 
@@ -439,5 +440,71 @@ async fn an_open_page_says_it_is_stale_recovers_by_itself_and_an_ended_session_s
     assert_eq!(
         browser.path().await,
         format!("/console/sign-in?next=%2Fconsole%2Frules%2F{rule}")
+    );
+}
+
+/// A rule failing at 15 branches is one group on the fleet page; opened, its form pauses all
+/// 15 with one reason, in a real browser.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rule_failing_at_fifteen_branches_is_one_group_paused_at_once_in_a_real_browser() {
+    let system = System::start().await;
+    let brand: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
+        .bind(system.branch)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the brand");
+    let failing = Seed::new(&system.pool)
+        .failing_rule(brand, "Camera check", 15)
+        .await;
+    let key = functions_cli(
+        system.database_url(),
+        &[
+            "create-api-key",
+            "--name",
+            "bob",
+            "--role",
+            "operator",
+            "--brand",
+            &brand.to_string(),
+        ],
+    );
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &key).await;
+    let attention = browser.text("#attention").await;
+    assert!(
+        attention
+            .contains("Camera check at 15 branches of Brand: failed 3 to 4 times in a row, since "),
+        "{attention}"
+    );
+    assert_eq!(browser.count("details.group").await, 1, "{attention}");
+    // Closed at first (more than 3 branches): the branches show once it is opened (by
+    // script: the driver's click helper waits for a new page).
+    assert!(!attention.contains("Branch 15"), "{attention}");
+    browser
+        .script("document.querySelector('details.group').open = true; return true;")
+        .await;
+    let opened = browser.text("#attention").await;
+    assert!(opened.contains("camera 15 offline"), "{opened}");
+    browser.fill("#reason-1", "camera firmware update").await;
+    browser
+        .click("form[action='/console/fleet/group'] button")
+        .await;
+    let outcome = browser.text("#group-outcome").await;
+    assert!(outcome.contains("Pause: 15 of 15 done."), "{outcome}");
+    let paused: Vec<(Option<String>, Option<String>)> =
+        sqlx::query_as("SELECT paused_by, pause_reason FROM branch_rules WHERE id = ANY($1)")
+            .bind(&failing)
+            .fetch_all(&system.pool)
+            .await
+            .expect("the rules");
+    assert_eq!(
+        paused,
+        vec![
+            (
+                Some("bob".to_owned()),
+                Some("camera firmware update".to_owned())
+            );
+            15
+        ]
     );
 }
