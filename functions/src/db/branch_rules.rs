@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_shared::schedule::{
-    OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone, jitter_offset,
+    DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone,
+    jitter_offset,
 };
 use res_shared::wire::{Acknowledgement, RuleCondition};
 use uuid::Uuid;
@@ -81,6 +82,19 @@ impl LockedRule {
             && !self.is_archived
             && self.branch_is_active
             && RuleStatus::parse(&self.rule_status) == Some(RuleStatus::Active)
+    }
+
+    /// The failures in a row that flag the rule: its brand rule's threshold, else the
+    /// default.
+    pub(crate) fn threshold(&self) -> u32 {
+        self.failure_threshold
+            .and_then(|t| u32::try_from(t).ok())
+            .unwrap_or(DEFAULT_FAILURE_THRESHOLD)
+    }
+
+    /// Its failures in a row so far.
+    pub(crate) fn failures_in_a_row(&self) -> u32 {
+        u32::try_from(self.consecutive_failures).unwrap_or(0)
     }
 
     /// The zone, falling back to Asia/Riyadh when the stored name is unknown.

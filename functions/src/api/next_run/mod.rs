@@ -3,9 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{
-    AfterRun, DEFAULT_FAILURE_THRESHOLD, Rescheduled, after_run, reschedule_run,
-};
+use res_shared::schedule::{AfterRun, Rescheduled, after_run, reschedule_run};
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
 };
@@ -289,12 +287,7 @@ async fn write_report(
         (None, claimed) => claimed,
     };
     let from = times.map_or(rule.db_now, |(_, finished)| finished);
-    let threshold = rule
-        .failure_threshold
-        .and_then(|t| u32::try_from(t).ok())
-        .unwrap_or(DEFAULT_FAILURE_THRESHOLD);
-    let failures_before = u32::try_from(rule.consecutive_failures).unwrap_or(0);
-    let policy = after_run(failures_before, failed, threshold);
+    let policy = after_run(rule.failures_in_a_row(), failed, rule.threshold());
     // The run was live from its claim (or its offline start): under buffer_one an
     // occurrence that came due meanwhile starts one more run at once.
     let started = match mode {

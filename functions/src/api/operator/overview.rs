@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{DEFAULT_FAILURE_THRESHOLD, Zone};
+use res_shared::schedule::Zone;
 use res_shared::wire::{
     Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
     RuleCondition, RunnerState,
@@ -192,12 +192,8 @@ fn acknowledgement(row: &FlaggedRow) -> Option<Acknowledgement> {
 /// Failures in a row, when they are why the rule needs attention.
 fn failing(row: &DescribedRule) -> Option<u32> {
     let rule = &row.rule;
-    let threshold = rule
-        .failure_threshold
-        .and_then(|t| u32::try_from(t).ok())
-        .unwrap_or(DEFAULT_FAILURE_THRESHOLD);
-    let failures = u32::try_from(rule.consecutive_failures).unwrap_or(0);
-    (rule.needs_attention_at.is_some() && failures >= threshold).then_some(failures)
+    let failures = rule.failures_in_a_row();
+    (rule.needs_attention_at.is_some() && failures >= rule.threshold()).then_some(failures)
 }
 
 impl FleetOverview {
