@@ -59,6 +59,13 @@ impl CloudError {
         matches!(self, CloudError::Rejected { status: 409, code, .. } if code == "superseded")
     }
 
+    /// Whether functions older than the caller refused the request for carrying `field`
+    /// (they answer a field they do not know as any unknown field: 400 naming it).
+    pub fn refuses_field(&self, field: &str) -> bool {
+        matches!(self, CloudError::Rejected { status: 400, message, .. }
+            if message.contains(&format!("unknown field `{field}`")))
+    }
+
     pub fn code(&self) -> Option<&str> {
         match self {
             CloudError::Rejected { code, .. } => Some(code),

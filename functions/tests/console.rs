@@ -1137,3 +1137,93 @@ async fn a_group_of_fifteen_is_paused_with_one_reason_and_each_refusal_is_listed
             .expect("B's audit");
     assert_eq!(touched, 0);
 }
+
+#[tokio::test]
+async fn an_executions_page_shows_its_programs_output_escaped_with_the_cut_marked() {
+    let b = brands().await;
+    b.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute' WHERE id = $1",
+            &[b.plain],
+        )
+        .await;
+    let branch: Uuid = sqlx::query_scalar("SELECT branch_id FROM branch_rules WHERE id = $1")
+        .bind(b.plain)
+        .fetch_one(&b.app.pool)
+        .await
+        .expect("the branch");
+    let site = b.app.runner_token(&[branch]).await;
+    let claim = b.app.claim(&site, b.plain, "riyadh-1").await;
+    let tail = format!("{}the last line\n", "z".repeat(65_536 - 14));
+    let output = serde_json::json!([
+        {"node_id": "detect", "visit": 1, "stream": "stdout", "text": "{\"people\": 2}\n"},
+        {"node_id": "detect", "visit": 1, "stream": "stderr", "text": tail, "cut_bytes": 983_040},
+        {"node_id": "notify", "visit": 1, "stream": "stderr",
+         "text": "</pre><script>alert(1)</script>\u{1b}[2J\u{1b}]0;owned\u{7}done\n"},
+    ]);
+    let report = b
+        .app
+        .call(
+            "branch_rules_set_NextRunTime",
+            &site,
+            serde_json::json!({"branch_rule_id": b.plain, "is_last_run_failed": false,
+                               "execution_id": claim.execution, "claim_token": claim.token,
+                               "status": "completed", "output": output,
+                               "result": {"nodes": [
+                                   {"node_id": "detect", "node_type": "detection", "visit": 1, "status": "completed"},
+                                   {"node_id": "notify", "node_type": "business", "visit": 1, "status": "completed"}]}}),
+        )
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let console = signed_in(&b.app, &b.viewer_a).await;
+    let page = console
+        .get(&format!("/console/executions/{}", claim.execution))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(
+        body.contains("<summary>detect · stderr · 1,048,576 bytes, the last 65,536 kept</summary>"),
+        "{}",
+        nodes_and_output(body)
+    );
+    assert!(
+        body.contains(
+            "<span class=\"cut\">[… 983,040 bytes cut; the last 65,536 of 1,048,576 bytes follow …]</span>"
+        ),
+        "{}", nodes_and_output(body)
+    );
+    assert!(
+        body.contains("the last line\n</pre>"),
+        "{}",
+        nodes_and_output(body)
+    );
+    assert!(
+        body.contains("{&#34;people&#34;: 2}"),
+        "{}",
+        nodes_and_output(body)
+    );
+    // Escaped for HTML, and its control characters shown rather than sent.
+    assert!(
+        body.contains("&#60;/pre&#62;&#60;script&#62;alert(1)&#60;/script&#62;\\u{1b}[2J\\u{1b}]0;owned\\u{7}done"),
+        "{}", nodes_and_output(body)
+    );
+    assert!(
+        !body.contains("<script>alert"),
+        "{}",
+        nodes_and_output(body)
+    );
+    assert!(!body.contains('\u{1b}'), "no raw ESC on the page");
+    // Each node run links to its streams.
+    assert!(
+        body.contains("<a href=\"#output-1\">stdout</a> <a href=\"#output-2\">stderr</a>"),
+        "{}",
+        nodes_and_output(body)
+    );
+}
+
+/// The nodes table and the start of the output, for a failed assertion's message (a page
+/// with 64 KiB of output is too long to print whole).
+fn nodes_and_output(body: &str) -> String {
+    let start = body.find("id=\"nodes\"").unwrap_or(0);
+    body[start..].chars().take(1_500).collect()
+}

@@ -95,7 +95,9 @@ fn targets(foreign_rule: Uuid, foreign_execution: Uuid, own_rule: Uuid) -> Vec<T
             function: SetNextRunTimeRequest::NAME,
             body: json!({"branch_rule_id": foreign_rule, "is_last_run_failed": false,
                          "execution_id": foreign_execution, "claim_token": "t",
-                         "status": "completed", "result": {}, "metrics": {}, "error": null}),
+                         "status": "completed", "result": {}, "metrics": {}, "error": null,
+                         "output": [{"node_id": "detect", "visit": 1, "stream": "stderr",
+                                     "text": "camera offline", "cut_bytes": 10}]}),
         },
         Target {
             // The caller's own rule, offline, but naming an execution that exists elsewhere.
@@ -353,6 +355,10 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         act(
             "executions_show",
             json!({"execution_id": foreign_execution}),
+        ),
+        act(
+            "executions_show",
+            json!({"execution_id": foreign_execution, "output": true, "output_node": "detect"}),
         ),
         act(
             "rules_describe",

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use res_shared::wire::{ExecutionStatus, RuleCondition, RunnerState, Trigger};
+use res_shared::wire::{ExecutionStatus, OutputStream, RuleCondition, RunnerState, Trigger};
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
@@ -347,6 +347,18 @@ pub(crate) enum ExecutionCommand {
         /// The execution's id.
         execution: Uuid,
     },
+    /// What its programs printed: the last 64 KiB of each stream of each node run, the cut
+    /// marked, control characters shown as escapes.
+    Logs {
+        /// The execution's id.
+        execution: Uuid,
+        /// Only this node's output.
+        #[arg(long)]
+        node: Option<String>,
+        /// Only stdout or only stderr.
+        #[arg(long, value_parser = parse_stream)]
+        stream: Option<OutputStream>,
+    },
     /// Stop an execution (a running one within one heartbeat interval).
     Cancel {
         /// The execution's id.
@@ -392,6 +404,10 @@ pub(crate) struct ListArgs {
 
 fn parse_status(text: &str) -> Result<ExecutionStatus, String> {
     ExecutionStatus::parse(text).ok_or_else(|| format!("no execution status '{text}'"))
+}
+
+fn parse_stream(text: &str) -> Result<OutputStream, String> {
+    OutputStream::parse(text).ok_or_else(|| format!("no stream '{text}' (stdout or stderr)"))
 }
 
 fn parse_trigger(text: &str) -> Result<Trigger, String> {

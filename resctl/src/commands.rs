@@ -2,6 +2,7 @@
 
 use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
+use res_shared::untrusted::Untrusted;
 use res_shared::wire::{
     AcknowledgeRequest, CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest,
     ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
@@ -16,6 +17,7 @@ use crate::cli::{
     Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand, RuleRef, RunnerCommand,
     ViolationCommand,
 };
+use crate::logs;
 use crate::render;
 use crate::resolve::{self, Unresolved};
 
@@ -134,9 +136,35 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 let answer = client
                     .call(&ShowExecutionRequest {
                         execution_id: *execution,
+                        output: false,
+                        output_node: None,
                     })
                     .await?;
                 emit(json, &answer, || render::detail(&answer, now))
+            }
+            ExecutionCommand::Logs {
+                execution,
+                node,
+                stream,
+            } => {
+                let answer = client
+                    .call(&ShowExecutionRequest {
+                        execution_id: *execution,
+                        output: true,
+                        output_node: node.clone(),
+                    })
+                    .await?;
+                let outputs = logs::select(answer.output.unwrap_or_default(), *stream);
+                if outputs.is_empty() {
+                    eprintln!(
+                        "no output kept for execution {execution}{}: its programs printed nothing, \
+                         or it has not reported yet",
+                        node.as_deref()
+                            .map(|n| format!(" at node {}", Untrusted(n)))
+                            .unwrap_or_default()
+                    );
+                }
+                emit(json, &outputs, || logs::render(&outputs))
             }
             ExecutionCommand::Cancel { execution, reason } => {
                 let request = CancelExecutionRequest {

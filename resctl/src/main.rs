@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod config;
 mod documents;
+mod logs;
 mod render;
 mod resolve;
 

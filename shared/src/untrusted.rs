@@ -20,9 +20,48 @@ impl fmt::Display for Untrusted<'_> {
     }
 }
 
+/// A program's output made safe to show as lines (a terminal, a page): newlines and tabs
+/// stay, every other control character (ESC of colour and cursor codes, a bare carriage
+/// return that would overwrite a line, BEL, NUL…) is written as an escape, so the output
+/// cannot drive the reader's terminal or hide what it printed.
+pub struct UntrustedLines<'a>(pub &'a str);
+
+impl fmt::Display for UntrustedLines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut chars = self.0.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\n' | '\t' => f.write_char(c)?,
+                // Windows line ends are line ends.
+                '\r' if chars.peek() == Some(&'\n') => {}
+                c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                    write!(f, "{}", c.escape_unicode())?;
+                }
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Untrusted;
+    use super::{Untrusted, UntrustedLines};
+
+    #[test]
+    fn output_keeps_its_lines_and_loses_its_escapes() {
+        let printed = "line 1\r\n\tline 2\n\u{1b}[31mred\u{1b}[0m\rover\u{7}\0";
+        let shown = UntrustedLines(printed).to_string();
+        assert_eq!(
+            shown,
+            "line 1\n\tline 2\n\\u{1b}[31mred\\u{1b}[0m\\u{d}over\\u{7}\\u{0}"
+        );
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped() {

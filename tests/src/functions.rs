@@ -218,7 +218,8 @@ impl TestApp {
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM executions t), \
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM violations t), \
                 (SELECT count(*)::text FROM plan_changes), \
-                (SELECT count(*)::text FROM operator_actions)))",
+                (SELECT count(*)::text FROM operator_actions), \
+                (SELECT count(*)::text FROM execution_output)))",
         )
         .fetch_one(&self.pool)
         .await

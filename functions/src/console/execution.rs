@@ -1,12 +1,16 @@
-//! The execution page: its nodes in order with status and timing, result, error, metrics,
-//! violations and retry chain; and Cancel while it still holds its rule.
+//! The execution page: its nodes in order with status and timing, what their programs
+//! printed, result, error, metrics, violations and retry chain; and Cancel while it still
+//! holds its rule.
 
 use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
-use res_shared::wire::{CancelExecutionRequest, ShowExecutionRequest, run_report};
+use res_shared::untrusted::UntrustedLines;
+use res_shared::wire::{
+    CancelExecutionRequest, NodeOutput, ShowExecutionRequest, run_report, thousands,
+};
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -30,6 +34,19 @@ struct NodeRow {
     started: Option<When>,
     duration: String,
     error: Option<String>,
+    /// Its output blocks on the page: `(stream, block number)`.
+    output: Vec<(&'static str, usize)>,
+}
+
+/// One stream of one node run, as printed (control characters shown as escapes).
+struct OutputBlock {
+    number: usize,
+    node_id: String,
+    visit: u32,
+    stream: &'static str,
+    size: String,
+    cut: Option<String>,
+    text: String,
 }
 
 struct ChainLink {
@@ -50,6 +67,7 @@ struct ExecutionPage {
     reason: Option<String>,
     error: Option<String>,
     nodes: Vec<NodeRow>,
+    output: Vec<OutputBlock>,
     result: Option<String>,
     metrics: Vec<(String, String)>,
     violations: Vec<(String, When, String)>,
@@ -81,16 +99,26 @@ pub(super) async fn page(
 ) -> Result<Response, ConsoleError> {
     let Query(q) = query?;
     let id = path_id("execution", &id)?;
-    let request = ShowExecutionRequest { execution_id: id };
+    let request = ShowExecutionRequest {
+        execution_id: id,
+        output: true,
+        output_node: None,
+    };
     let detail = inspect::show(State(state), signed.reader(), ApiJson(request))
         .await?
         .0;
     let now = Utc::now();
     let e = &detail.execution;
     let zone = e.timezone.as_str();
+    let output = output_blocks(detail.output.as_deref().unwrap_or_default());
     let nodes = run_report::reported_nodes(detail.result.as_ref())
         .into_iter()
         .map(|n| NodeRow {
+            output: output
+                .iter()
+                .filter(|b| b.node_id == n.node_id && b.visit == n.visit)
+                .map(|b| (b.stream, b.number))
+                .collect(),
             kind: n.kind(),
             badge: badge(&n.status),
             started: when_opt(n.started_at, zone, now),
@@ -120,6 +148,7 @@ pub(super) async fn page(
         reason: e.trigger_reason.clone(),
         error: detail.error.clone(),
         nodes,
+        output,
         result: detail
             .result
             .as_ref()
@@ -152,6 +181,29 @@ pub(super) async fn page(
         cancellable: e.status.holds_rule() && !e.cancel_requested,
         done: q.done.is_some(),
     })
+}
+
+fn output_blocks(outputs: &[NodeOutput]) -> Vec<OutputBlock> {
+    outputs
+        .iter()
+        .enumerate()
+        .map(|(i, o)| OutputBlock {
+            number: i + 1,
+            node_id: o.node_id.clone(),
+            visit: o.visit,
+            stream: o.stream.as_str(),
+            size: match o.cut_bytes {
+                0 => format!("{} bytes", thousands(o.total_bytes())),
+                _ => format!(
+                    "{} bytes, the last {} kept",
+                    thousands(o.total_bytes()),
+                    thousands(o.text.len() as u64)
+                ),
+            },
+            cut: o.cut_marker(),
+            text: UntrustedLines(&o.text).to_string(),
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -12,6 +12,7 @@ pub(crate) mod executions;
 pub(crate) mod fleet;
 pub(crate) mod history;
 pub(crate) mod operator;
+pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod plan_contact;
 pub(crate) mod plan_delta;

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use res_shared::wire::{SetNextRunTimeRequest, SetNextRunTimeResponse};
 
 use super::Daemon;
 use super::outbox::{Item, Stored};
-use crate::cloud::CloudError;
+use crate::cloud::{CloudError, FunctionsClient};
 
 /// Longest wait between attempts while the functions fail (see the refresher's).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -81,6 +82,29 @@ pub(crate) async fn deliver(daemon: &Daemon) -> bool {
     daemon.outbox.depth() == 0
 }
 
+/// Sends a report; functions that refuse its programs' output (older than it, or the body
+/// too large for them) get it again without, so the run is recorded all the same.
+pub(crate) async fn send_report(
+    client: &FunctionsClient,
+    request: &SetNextRunTimeRequest,
+) -> Result<SetNextRunTimeResponse, CloudError> {
+    match client.call(request).await {
+        Err(error)
+            if !request.output.is_empty()
+                && (error.refuses_field("output")
+                    || matches!(error, CloudError::Rejected { status: 413, .. })) =>
+        {
+            tracing::warn!(%error, "the functions refused the run's output: reporting the run without it");
+            let bare = SetNextRunTimeRequest {
+                output: Vec::new(),
+                ..request.clone()
+            };
+            client.call(&bare).await
+        }
+        other => other,
+    }
+}
+
 async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
     let Some(item) = &stored.item else {
         return Err(CloudError::Invalid {
@@ -94,7 +118,7 @@ async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
             tracing::info!(execution_id = %request.execution_id, key = %request.idempotency_key, "outbox: violation delivered");
         }
         Item::Report(request) => {
-            let answer = daemon.client.call(request).await?;
+            let answer = send_report(&daemon.client, request).await?;
             daemon.set_reachable(true);
             // The server's answer replaces a schedule computed here, unless a later local
             // run (still queued behind this report) already moved the rule further on.

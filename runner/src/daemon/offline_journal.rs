@@ -62,6 +62,7 @@ impl Started {
                 finished_at: self.alive_at.max(self.started_at),
                 violations: self.violations.clone(),
             }),
+            output: Vec::new(),
         }
     }
 }

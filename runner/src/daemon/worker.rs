@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use super::Daemon;
 use super::config::OfflineExecution;
+use super::delivery;
 use super::offline_journal::{self, Started};
 use super::outbox::Item;
 use super::pool::Handler;
@@ -327,7 +328,7 @@ async fn report_run(
         .unwrap_or_else(Utc::now);
     // Behind a backlog the report waits its turn, so reports arrive in order.
     if daemon.outbox.depth() == 0 {
-        match daemon.client.call(&request).await {
+        match delivery::send_report(&daemon.client, &request).await {
             Ok(answer) => {
                 daemon.set_reachable(true);
                 daemon.plan.apply_report(&answer, failed, false, Utc::now());
@@ -473,12 +474,6 @@ fn forget_offline_run(services: &OfflineServices) {
     }
 }
 
-/// Whether functions older than `HeartbeatRequest::node_id` refused a beat for carrying it.
-fn refuses_node(error: &CloudError) -> bool {
-    matches!(error, CloudError::Rejected { status: 400, message, .. }
-        if message.contains("unknown field `node_id`"))
-}
-
 /// How long the first heartbeat waits for the run's first node.
 const FIRST_NODE_WAIT: Duration = Duration::from_secs(1);
 
@@ -520,7 +515,7 @@ async fn heartbeat(
         let answer = match client.call(&request).await {
             // Functions older than this runner refuse the field: beat again without it, and
             // leave it out from now on, rather than take the refusal for a lost lease.
-            Err(error) if request.node_id.is_some() && refuses_node(&error) => {
+            Err(error) if request.node_id.is_some() && error.refuses_field("node_id") => {
                 tracing::warn!(
                     "the functions are older than this runner: heartbeats leave out the current node"
                 );
@@ -570,14 +565,20 @@ mod tests {
             "invalid request body: unknown field `node_id`, expected one of `execution_id`, \
              `claim_token`, `status`, `waiting`",
         );
-        assert!(refuses_node(&old));
+        assert!(old.refuses_field("node_id"));
         let lost = rejected(409, "lease_lost", "the lease of execution x ran out");
-        assert!(!refuses_node(&lost));
+        assert!(!lost.refuses_field("node_id"));
         let other = rejected(
             400,
             "invalid_field",
             "invalid request body: unknown field `x`",
         );
-        assert!(!refuses_node(&other));
+        assert!(!other.refuses_field("node_id"));
+        let output = rejected(
+            400,
+            "invalid_field",
+            "invalid request body: unknown field `output`, expected one of `branch_rule_id`",
+        );
+        assert!(output.refuses_field("output"));
     }
 }

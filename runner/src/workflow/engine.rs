@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::executors::{ActionCall, ActionError, ActionInfo, ActionJob, Executors};
 use super::metrics::Sampler;
+use super::output::{self, Captured};
 use super::report::{Consolidation, ExecutionReport, NodeRecord, NodeStatus, RunError};
 use super::services::ExecutionServices;
 use super::state::{PausedAt, Pending, RunState};
@@ -209,6 +210,7 @@ impl Engine {
             active_ms: state.active_ms,
             resumed_count: state.resumed_count,
             nodes: state.nodes,
+            output: state.output,
             aggregated_actions_details: state.aggregated,
             consolidation: state.consolidation,
             error,
@@ -350,6 +352,7 @@ impl Run<'_> {
     ) -> Result<(), Flow> {
         let settings = &self.engine.settings;
         let started_at = Utc::now();
+        let captured = Captured::default();
         let outcome = {
             let execution = self.execution;
             let job = ActionJob {
@@ -379,6 +382,7 @@ impl Run<'_> {
                 stop: self.stop,
                 grace: settings.stop_grace,
                 services: self.services,
+                output: &captured,
             };
             // An action that ignores the stop signal is abandoned, not waited for.
             let abandon = async {
@@ -400,6 +404,10 @@ impl Run<'_> {
         if let Some(result) = &result {
             self.state.aggregated.push(result.clone());
         }
+        self.state
+            .output
+            .extend(captured.take(&pending.node_id, visit));
+        output::keep_latest(&mut self.state.output);
         let index = self.record(
             &pending.node_id,
             node,

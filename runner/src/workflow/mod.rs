@@ -9,6 +9,7 @@
 pub mod engine;
 pub mod executors;
 pub(crate) mod metrics;
+pub(crate) mod output;
 pub mod prepare;
 pub mod report;
 pub mod services;

@@ -2,7 +2,7 @@
 //! `branch_rules_set_NextRunTime` and logged, so "why didn't rule X run?" has an answer.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{ExecutionStatus, FinishStatus, SetNextRunTimeRequest};
+use res_shared::wire::{ExecutionStatus, FinishStatus, NodeOutput, SetNextRunTimeRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -105,6 +105,10 @@ pub struct ExecutionReport {
     /// Process and host resources during the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<Metrics>,
+    /// What the programs printed, in the order the nodes ran (sent beside the report,
+    /// not inside its `result`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<NodeOutput>,
 }
 
 impl ExecutionReport {
@@ -136,6 +140,7 @@ impl ExecutionReport {
             }),
             resume_at: None,
             metrics: None,
+            output: Vec::new(),
         }
     }
 
@@ -165,6 +170,7 @@ impl ExecutionReport {
         let status = self.finish_status()?;
         let mut result = self.clone();
         let metrics = result.metrics.take();
+        let output = std::mem::take(&mut result.output);
         Some(SetNextRunTimeRequest {
             branch_rule_id,
             is_last_run_failed: status == FinishStatus::Failed,
@@ -180,6 +186,7 @@ impl ExecutionReport {
             started_at: Some(self.started_at),
             finished_at: Some(self.finished_at),
             offline: None,
+            output,
         })
     }
 }

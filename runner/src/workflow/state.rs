@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use chrono::{DateTime, Utc};
+use res_shared::wire::NodeOutput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -53,6 +54,10 @@ pub(crate) struct RunState {
     pub(crate) visits: BTreeMap<String, u32>,
     /// Set while paused.
     pub(crate) paused_at: Option<PausedAt>,
+    /// What this segment's programs printed. Not saved in a paused context (it would
+    /// outgrow the pause request): a resumed run reports its last segment's output.
+    #[serde(skip)]
+    pub(crate) output: Vec<NodeOutput>,
 }
 
 /// Why a saved context cannot be continued.
@@ -77,6 +82,7 @@ impl RunState {
             consolidation: None,
             visits: BTreeMap::new(),
             paused_at: None,
+            output: Vec::new(),
         }
     }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::support::*;
 use chrono::{TimeDelta, Utc};
 use res_runner::workflow::report::NodeStatus;
-use res_shared::wire::ExecutionStatus;
+use res_shared::wire::{ExecutionStatus, MAX_OUTPUT_BYTES, OutputStream};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -246,4 +246,124 @@ async fn failing_detectors_fail_the_run_with_node_and_reason() {
                 .starts_with("node 'second': ")
         );
     }
+}
+
+#[tokio::test]
+async fn a_programs_output_goes_with_the_report_its_last_64_kib_with_the_cut_counted() {
+    let dir = scratch();
+    // 1 MiB of numbered stderr lines (16 bytes each), a line of stdout chatter, the result.
+    let script = write_script(
+        &dir,
+        "chatty.sh",
+        "cat > /dev/null\n\
+         seq -f 'line%07g....' 1 65536 >&2\n\
+         echo 'warming up'\n\
+         echo '{\"people\": 2}'\n",
+    );
+    let (table, ids) = templates(&[(
+        "Chatty detector",
+        "detection",
+        json!({"executor": "command", "program": script}),
+    )]);
+    let engine = engine();
+    let run = Run::of(
+        &engine,
+        json!({"start_node": "detect", "nodes": {"detect": {"type": "detection", "action_template_id": ids[0]}}}),
+        &table,
+    );
+    let report = run.go(&engine).await;
+    assert_eq!(
+        report.status,
+        ExecutionStatus::Completed,
+        "{:?}",
+        report.error
+    );
+    let streams: Vec<_> = report
+        .output
+        .iter()
+        .map(|o| (o.node_id.as_str(), o.visit, o.stream))
+        .collect();
+    assert_eq!(
+        streams,
+        [
+            ("detect", 1, OutputStream::Stdout),
+            ("detect", 1, OutputStream::Stderr)
+        ]
+    );
+    let stdout = &report.output[0];
+    assert_eq!(stdout.text, "warming up\n{\"people\": 2}\n");
+    assert_eq!(stdout.cut_bytes, 0);
+    let stderr = &report.output[1];
+    assert_eq!(stderr.text.len(), MAX_OUTPUT_BYTES);
+    assert_eq!(stderr.total_bytes(), 1_048_576);
+    assert!(
+        stderr.text.ends_with("line0065536....\n"),
+        "the last line is kept"
+    );
+    assert!(
+        stderr.text.starts_with("line0061441....\n"),
+        "the first kept line is whole: {:?}",
+        &stderr.text[..40]
+    );
+    // The output travels beside the report, not inside its result.
+    let request = report
+        .next_run_request(Uuid::new_v4(), "token")
+        .expect("a finished run is reported");
+    assert_eq!(request.output, report.output);
+    let result = request.result.expect("the report is the result");
+    assert!(result.get("output").is_none(), "{result}");
+}
+
+#[tokio::test]
+async fn a_failed_and_a_stopped_program_keep_what_they_printed() {
+    let dir = scratch();
+    let failing = write_script(
+        &dir,
+        "failing.sh",
+        "cat > /dev/null\necho 'reading camera cam-9' >&2\necho 'camera offline' >&2\nexit 3\n",
+    );
+    let (table, ids) = templates(&[(
+        "Failing detector",
+        "detection",
+        json!({"executor": "command", "program": failing}),
+    )]);
+    let engine = engine();
+    let run = Run::of(
+        &engine,
+        json!({"start_node": "detect", "nodes": {"detect": {"type": "detection", "action_template_id": ids[0]}}}),
+        &table,
+    );
+    let report = run.go(&engine).await;
+    assert_eq!(report.status, ExecutionStatus::Failed);
+    assert_eq!(
+        report.output.len(),
+        1,
+        "stdout was empty: {:?}",
+        report.output
+    );
+    assert_eq!(report.output[0].stream, OutputStream::Stderr);
+    assert_eq!(
+        report.output[0].text,
+        "reading camera cam-9\ncamera offline\n"
+    );
+
+    let stopped = write_script(
+        &dir,
+        "stopped.sh",
+        "trap 'echo \"stopping at frame 7\" >&2; exit 143' TERM\ncat > /dev/null\necho 'started' >&2\nsleep 60 &\nwait $!\n",
+    );
+    let (table, ids) = templates(&[(
+        "Slow detector",
+        "detection",
+        json!({"executor": "command", "program": stopped}),
+    )]);
+    let mut run = Run::of(
+        &engine,
+        json!({"start_node": "detect", "nodes": {"detect": {"type": "detection", "action_template_id": ids[0]}}}),
+        &table,
+    );
+    run.deadline = Some(Utc::now() + TimeDelta::milliseconds(800));
+    let report = run.go(&engine).await;
+    assert_eq!(report.status, ExecutionStatus::OperationWindowExceeded);
+    assert_eq!(report.output[0].text, "started\nstopping at frame 7\n");
 }

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::output::NodeOutput;
 use super::{ExecutionStatus, ExecutionSummary};
 use crate::schedule::{Blocker, OverlapPolicy};
 
@@ -263,6 +264,12 @@ fn percent(rate: f64) -> String {
 #[serde(deny_unknown_fields)]
 pub struct ShowExecutionRequest {
     pub execution_id: Uuid,
+    /// Also answer what its programs printed (`output`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output: bool,
+    /// With `output`: only this node's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_node: Option<String>,
 }
 
 /// The answer to `executions_show`.
@@ -306,6 +313,10 @@ pub struct ExecutionDetail {
     /// The operator who stopped it (a cancel, or a force stop of its rule), and why.
     #[serde(default)]
     pub stopped_by: Option<StopMark>,
+    /// What its programs printed, in the order the nodes ran, stdout before stderr
+    /// (answered when asked with `output`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Vec<NodeOutput>>,
 }
 
 /// An operator's stop of one execution.

@@ -22,6 +22,7 @@ mod inspect;
 mod keys;
 mod next_run;
 mod operator;
+mod output;
 mod plan;
 pub mod run_report;
 mod runner;
@@ -67,6 +68,10 @@ pub use operator::{
     CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
     ExecutionSummary, ForceStopRuleRequest, MAX_COUNTED, MAX_PAGE_SIZE, PauseRuleRequest,
     ResumeRuleRequest, RuleActionResponse, RunNowRequest, StatusCounts, Trigger,
+};
+pub use output::{
+    MAX_OUTPUT_BYTES, MAX_REPORT_OUTPUT_BYTES, MAX_REPORT_OUTPUTS, NodeOutput, OutputStream,
+    thousands,
 };
 pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PlanEntry, PlanLookups,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::execution::FinishStatus;
+use super::output::NodeOutput;
 
 /// `branch_rules_set_NextRunTime` request. A runner reports its execution with the claim
 /// token; the legacy form (only `branch_rule_id` and `is_last_run_failed`) is for service
@@ -55,6 +56,10 @@ pub struct SetNextRunTimeRequest {
     /// with `execution_id` and `claim_token` chosen by the runner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offline: Option<OfflineRun>,
+    /// What the run's programs printed: the tail of each stream of each node run, stored
+    /// beside the execution (read with `executions_show`'s `output`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<NodeOutput>,
 }
 
 /// A run made without a claim, reported later.

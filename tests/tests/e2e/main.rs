@@ -7,6 +7,7 @@ mod console;
 mod docs;
 mod offline;
 mod operate;
+mod output;
 mod schedule;
 mod system;
 

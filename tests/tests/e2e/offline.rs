@@ -18,7 +18,7 @@ const LONG_WAIT: Duration = Duration::from_secs(90);
 /// The rules' period: `*/3 * * * * *`.
 const PERIOD_SECONDS: i64 = 3;
 
-fn offline_runs(runner: &Runner) -> usize {
+pub(super) fn offline_runs(runner: &Runner) -> usize {
     runner
         .log()
         .lines()
@@ -27,7 +27,7 @@ fn offline_runs(runner: &Runner) -> usize {
 }
 
 /// The runner's `/status` row for `branch`: (owner, held).
-async fn owner_seen_by(runner: &Runner, branch: Uuid) -> Option<(String, bool)> {
+pub(super) async fn owner_seen_by(runner: &Runner, branch: Uuid) -> Option<(String, bool)> {
     let status = runner.status().await?;
     status["offline_owners"].as_array()?.iter().find_map(|o| {
         (o["branch_id"] == serde_json::json!(branch)).then(|| {

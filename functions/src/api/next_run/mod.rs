@@ -12,9 +12,11 @@ use uuid::Uuid;
 
 mod judge;
 mod offline;
+mod output;
 
 pub(crate) use judge::{Judgement, judge};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
+use output::check_output;
 
 use super::require_object;
 use crate::auth::{Caller, Role, SiteCaller};
@@ -26,6 +28,10 @@ use crate::extract::ApiJson;
 use crate::logging::Untrusted;
 use crate::metrics::Metrics;
 use crate::state::AppState;
+
+/// The largest report read: its programs' output (at most 512 KiB of text, up to six times
+/// that as JSON escapes) beside the result; below Lambda's 6 MB request limit.
+const MAX_REPORT_BODY_BYTES: usize = 5 * 1024 * 1024;
 
 /// Finish an execution (or, with a service token, just the rule) and set the next run.
 #[utoipa::path(
@@ -46,7 +52,7 @@ use crate::state::AppState;
 pub(crate) async fn set_next_run_time(
     State(state): State<AppState>,
     SiteCaller(caller): SiteCaller,
-    ApiJson(request): ApiJson<SetNextRunTimeRequest>,
+    ApiJson(request): ApiJson<SetNextRunTimeRequest, MAX_REPORT_BODY_BYTES>,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     check_shape(&caller, &request)?;
     let span = tracing::info_span!(
@@ -64,6 +70,7 @@ fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), A
     if let Some(metrics) = &request.metrics {
         require_object("metrics", metrics)?;
     }
+    check_output(&request.output)?;
     if request.status == Some(FinishStatus::Crashed) && request.offline.is_none() {
         return Err(ApiError::unprocessable(
             "invalid_field",
@@ -372,6 +379,9 @@ async fn finish_execution(
         },
     )
     .await?;
+    if !request.output.is_empty() {
+        db::output::store(tx, id, &request.output).await?;
+    }
     let offline = request.offline.as_ref();
     for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
         record_offline_violation(tx, rule_id, id, violation).await?;
@@ -475,6 +485,9 @@ async fn superseded(
         },
     )
     .await?;
+    if !request.output.is_empty() {
+        db::output::store(&mut tx, execution.id, &request.output).await?;
+    }
     tx.commit().await?;
     Err(ApiError::conflict(
         "superseded",

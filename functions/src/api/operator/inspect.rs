@@ -315,6 +315,9 @@ pub(crate) async fn show(
     ApiJson(request): ApiJson<ShowExecutionRequest>,
 ) -> Result<Json<ExecutionDetail>, ApiError> {
     let id = request.execution_id;
+    if let Some(node) = &request.output_node {
+        crate::api::require_text("output_node", node, 200)?;
+    }
     let not_found = || ApiError::NotFound(format!("execution {id} not found"));
     let scope = caller.scope();
     let chain_ids = db::history::chain(&state.pool, id).await?;
@@ -340,6 +343,12 @@ pub(crate) async fn show(
     let mut violations =
         db::history::violations(&state.pool, scope, &filter, MAX_VIOLATIONS_SHOWN).await?;
     violations.reverse();
+    // Read only once the execution is known to be in scope.
+    let output = if request.output || request.output_node.is_some() {
+        Some(db::output::read(&state.pool, id, request.output_node.as_deref()).await?)
+    } else {
+        None
+    };
     Ok(Json(ExecutionDetail {
         execution,
         error: extras.error,
@@ -356,5 +365,6 @@ pub(crate) async fn show(
         elapsed_ms: extras.elapsed_ms,
         lease_expires_at: extras.lease_expires_at,
         stopped_by: extras.stop.mark(),
+        output,
     }))
 }

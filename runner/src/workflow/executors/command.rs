@@ -1,7 +1,8 @@
 //! `command` detection: run a site team's program with the job as JSON on stdin and read
-//! one JSON result from stdout. stderr goes to the log. When the run must stop, the
-//! program's process group gets SIGTERM, then SIGKILL after the grace period; whatever it
-//! printed by then is kept as the partial result.
+//! one JSON result from stdout. stderr goes to the log. The last bytes of both streams go
+//! with the report. When the run must stop, the program's process group gets SIGTERM, then
+//! SIGKILL after the grace period; whatever it printed by then is kept as the partial
+//! result.
 
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use res_shared::untrusted::Untrusted;
+use res_shared::wire::OutputStream;
 use res_workflow::actions::{CommandConfig, parse_config};
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -18,6 +20,7 @@ use tokio::process::{Child, Command};
 use tracing::Instrument;
 
 use super::{ActionCall, ActionError, ActionKind, Executor, parse_result};
+use crate::workflow::output::{Captured, Tail};
 
 /// Most stdout kept from a program.
 const MAX_STDOUT_BYTES: usize = 16 * 1024 * 1024;
@@ -112,7 +115,7 @@ impl Executor for CommandExecutor {
             if let (Some(ledger), Some(group)) = (&self.ledger, group) {
                 ledger.ended(group);
             }
-            let (stdout, last_error_line) = io.finish().await;
+            let (stdout, last_error_line) = io.finish(call.output).await;
             let partial = parse_result(&stdout);
             let program = &config.program;
             let with_stderr = |message: String| match &last_error_line {
@@ -185,8 +188,8 @@ async fn terminate(child: &mut Child, grace: Duration) {
 
 /// The tasks feeding stdin, collecting stdout and logging stderr.
 struct ChildIo {
-    stdout: tokio::task::JoinHandle<Vec<u8>>,
-    stderr: tokio::task::JoinHandle<Option<String>>,
+    stdout: tokio::task::JoinHandle<(Vec<u8>, Tail)>,
+    stderr: tokio::task::JoinHandle<(Option<String>, Tail)>,
 }
 
 impl ChildIo {
@@ -203,14 +206,14 @@ impl ChildIo {
             stdout: tokio::spawn(async move {
                 match stdout {
                     Some(out) => read_capped(out).await,
-                    None => Vec::new(),
+                    None => (Vec::new(), Tail::default()),
                 }
             }),
             stderr: tokio::spawn(
                 async move {
                     match stderr {
                         Some(err) => log_lines(err).await,
-                        None => None,
+                        None => (None, Tail::default()),
                     }
                 }
                 .instrument(tracing::Span::current()),
@@ -218,35 +221,41 @@ impl ChildIo {
         }
     }
 
-    /// Stdout and the last stderr line. A grandchild that escaped the process group may hold
-    /// the pipes open; do not wait for it longer than a moment.
-    async fn finish(self) -> (Vec<u8>, Option<String>) {
+    /// Stdout and the last stderr line; both streams' tails go to `output`. A grandchild
+    /// that escaped the process group may hold the pipes open; do not wait for it longer
+    /// than a moment.
+    async fn finish(self, output: &Captured) -> (Vec<u8>, Option<String>) {
         let linger = Duration::from_secs(2);
         let stdout = tokio::time::timeout(linger, self.stdout).await;
         let stderr = tokio::time::timeout(linger, self.stderr).await;
-        (
-            stdout.ok().and_then(Result::ok).unwrap_or_default(),
-            stderr.ok().and_then(Result::ok).flatten(),
-        )
+        let (stdout, out_tail) = stdout.ok().and_then(Result::ok).unwrap_or_default();
+        let (last_line, err_tail) = stderr.ok().and_then(Result::ok).unwrap_or_default();
+        output.keep(OutputStream::Stdout, out_tail);
+        output.keep(OutputStream::Stderr, err_tail);
+        (stdout, last_line)
     }
 }
 
-async fn read_capped(mut out: impl AsyncRead + Unpin) -> Vec<u8> {
+/// The first [`MAX_STDOUT_BYTES`] of stdout (for the result) and its tail (for the report).
+async fn read_capped(mut out: impl AsyncRead + Unpin) -> (Vec<u8>, Tail) {
     let mut kept = Vec::new();
+    let mut tail = Tail::default();
     let mut chunk = [0u8; 8192];
     loop {
         match out.read(&mut chunk).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => return (kept, tail),
             Ok(n) => {
                 let room = MAX_STDOUT_BYTES.saturating_sub(kept.len());
                 kept.extend_from_slice(&chunk[..n.min(room)]);
+                tail.push(&chunk[..n]);
             }
         }
     }
 }
 
-/// Logs each stderr line; returns the last non-empty one.
-async fn log_lines(mut err: impl AsyncRead + Unpin) -> Option<String> {
+/// Logs each stderr line; returns the last non-empty one, and the stream's tail.
+async fn log_lines(mut err: impl AsyncRead + Unpin) -> (Option<String>, Tail) {
+    let mut tail = Tail::default();
     let mut last = None;
     let mut line: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -264,6 +273,7 @@ async fn log_lines(mut err: impl AsyncRead + Unpin) -> Option<String> {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        tail.push(&chunk[..n]);
         for &byte in &chunk[..n] {
             if byte == b'\n' {
                 emit(&mut line, &mut last);
@@ -273,5 +283,5 @@ async fn log_lines(mut err: impl AsyncRead + Unpin) -> Option<String> {
         }
     }
     emit(&mut line, &mut last);
-    last
+    (last, tail)
 }

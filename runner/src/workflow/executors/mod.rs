@@ -23,6 +23,7 @@ pub(crate) use http::HttpExecutor;
 pub(crate) use notify::NotifyExecutor;
 pub(crate) use violation::ViolationExecutor;
 
+use super::output::Captured;
 use super::services::ExecutionServices;
 use super::stop::StopSignal;
 
@@ -72,6 +73,8 @@ pub struct ActionCall<'a> {
     pub(crate) grace: Duration,
     /// Cloud calls about this execution.
     pub(crate) services: &'a dyn ExecutionServices,
+    /// Where a program's output goes for the report.
+    pub(crate) output: &'a Captured,
 }
 
 /// Why an action produced no (complete) result.

@@ -1,0 +1,122 @@
+//! Each run's output end to end: a `command` detector printing 1 MiB, its last 64 KiB read
+//! with `resctl executions logs`, the cut marked — for a run reported at once and for one
+//! run while the functions were away, delivered later from the runner's outbox.
+
+use std::time::Duration;
+
+use res_tests::processes::eventually;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::due;
+use super::offline::{offline_runs, owner_seen_by};
+use crate::system::System;
+
+const LONG_WAIT: Duration = Duration::from_secs(90);
+/// 65,536 lines of 16 bytes on stderr (1 MiB), a line of chatter and the result on stdout.
+const CHATTY: &str = "cat >/dev/null; seq -f 'line%07g....' 1 65536 >&2; echo 'warming up'; \
+     echo '{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 0}'";
+const MARKER: &str = "[… 983,040 bytes cut; the last 65,536 of 1,048,576 bytes follow …]";
+
+/// Completed executions of `rule`: (id, offline).
+async fn completed(system: &System, rule: Uuid) -> Vec<(Uuid, bool)> {
+    system
+        .executions(rule)
+        .await
+        .into_iter()
+        .filter(|e| e.1 == "completed")
+        .map(|e| (e.0, e.3))
+        .collect()
+}
+
+/// `resctl executions logs <id> <args>` as the operator: exit code, stdout, stderr.
+async fn logs(system: &System, id: Uuid, args: &[&str]) -> (Option<i32>, String, String) {
+    let id = id.to_string();
+    let mut all = vec!["executions", "logs", id.as_str()];
+    all.extend_from_slice(args);
+    let output = system.resctl(&system.operator, &all).await;
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The stderr tail of execution `id` reads as the detector's last 64 KiB, cut marked.
+async fn assert_tail(system: &System, id: Uuid) {
+    let (code, text, err) = logs(system, id, &["--stream", "stderr"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some(MARKER), "{id}: {err}");
+    assert_eq!(
+        lines.next(),
+        Some("line0061441...."),
+        "the first kept line is whole"
+    );
+    assert_eq!(lines.clone().last(), Some("line0065536...."));
+    assert_eq!(lines.count(), 4_095);
+
+    // Both streams, each under its header; one node's, as JSON.
+    let (code, both, _) = logs(system, id, &[]).await;
+    assert_eq!(code, Some(0));
+    assert!(
+        both.starts_with("==> detect stdout: 89 bytes <==\nwarming up\n{\"feature_result\""),
+        "{}",
+        &both[..200.min(both.len())]
+    );
+    assert!(both.contains("\n==> detect stderr: 1,048,576 bytes <==\n[… 983,040 bytes cut"));
+    let (code, json, _) = logs(system, id, &["--node", "detect", "--json"]).await;
+    assert_eq!(code, Some(0));
+    let json: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    assert_eq!(json[1]["cut_bytes"], 983_040, "{}", json[0]);
+    assert_eq!(json[1]["text"].as_str().map(str::len), Some(65_536));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_detector_printing_a_mebibyte_shows_its_last_64_kib_online_and_after_an_outage() {
+    let mut system = System::start().await;
+    let rule = system.rule(due("*/3 * * * * *"), CHATTY).await;
+    let runner = system.runner("site-a", &[]);
+    eventually("the rule ran and reported", LONG_WAIT, || async {
+        !completed(&system, rule).await.is_empty()
+    })
+    .await;
+    let (online, offline) = completed(&system, rule).await[0];
+    assert!(!offline);
+    assert_tail(&system, online).await;
+
+    // Another node, or an execution nobody has: said, not guessed.
+    let (code, text, err) = logs(&system, online, &["--node", "notify"]).await;
+    assert_eq!((code, text.as_str()), (Some(0), ""), "{err}");
+    assert!(err.contains("no output kept"), "{err}");
+    let (code, _, err) = logs(&system, Uuid::new_v4(), &[]).await;
+    assert_eq!(code, Some(4), "unknown is exit 4: {err}");
+
+    // The functions go away; the runner, its branch's offline owner, runs on its own and
+    // keeps the report with its output in the outbox until they are back.
+    eventually(
+        "site-a is the branch's offline owner",
+        LONG_WAIT,
+        || async { owner_seen_by(&runner, system.branch).await == Some(("site-a".into(), false)) },
+    )
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    eventually("the runner ran the rule offline", LONG_WAIT, || async {
+        offline_runs(&runner) >= 1
+    })
+    .await;
+    system.functions.restart().await;
+    eventually("the offline run is recorded", LONG_WAIT, || async {
+        completed(&system, rule)
+            .await
+            .iter()
+            .any(|(_, offline)| *offline)
+    })
+    .await;
+    let offline_run = completed(&system, rule)
+        .await
+        .into_iter()
+        .find_map(|(id, offline)| offline.then_some(id))
+        .expect("an offline run");
+    assert_tail(&system, offline_run).await;
+}
