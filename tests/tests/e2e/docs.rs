@@ -325,7 +325,9 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "branch_rules_set_NextRunTime",
         serde_json::json!({"branch_rule_id": queue, "execution_id": failed["execution_id"],
             "claim_token": failed["claim_token"], "is_last_run_failed": true,
-            "error": "camera 3 did not answer"}),
+            "error": "camera 3 did not answer",
+            "output": [{"node_id": "detect", "visit": 1, "stream": "stderr",
+                        "text": "connecting to camera 3\ncamera 3 did not answer\n"}]}),
     )
     .await;
     sqlx::query("UPDATE branch_rules SET next_run_time = $2 WHERE id = $1")
