@@ -55,7 +55,7 @@ pub struct NodeOutput {
     /// Which run of the node within the execution (from 1).
     pub visit: u32,
     pub stream: OutputStream,
-    /// The last bytes printed (at most [`MAX_OUTPUT_BYTES`]), as UTF-8 (invalid sequences
+    /// The last bytes printed (at most 65,536), as UTF-8 (invalid sequences
     /// and NUL shown as U+FFFD).
     pub text: String,
     /// How many bytes were printed before `text` and dropped (0: `text` is all of it).
