@@ -140,7 +140,10 @@ async fn run() {
                 streams - usize::from(streams == 2),
                 "the page shows every cut stream"
             );
-            assert!(page.body.contains("frame 001424 "), "the last line is shown");
+            assert!(
+                page.body.contains("frame 001424 "),
+                "the last line is shown"
+            );
             page_bytes = page.body.len();
             let started = Instant::now();
             let shown = client
@@ -150,7 +153,11 @@ async fn run() {
                 .send()
                 .await
                 .expect("executions_show");
-            assert!(shown.status().is_success(), "executions_show: {}", shown.status());
+            assert!(
+                shown.status().is_success(),
+                "executions_show: {}",
+                shown.status()
+            );
             let body: serde_json::Value = shown.json().await.expect("JSON");
             let show_took = started.elapsed();
             assert_eq!(body["output"].as_array().map(Vec::len), Some(streams));

@@ -92,6 +92,10 @@ metrics! {
         "runners", "Runners by state (alive, stale, gone), read when scraped";
     rules_overdue: Gauge = Gauge::default() =>
         "rules_overdue", "Enabled rules past their next run by over 5 minutes with nothing running them";
+    rules_overdue_unserved: Gauge = Gauge::default() =>
+        "rules_overdue_unserved", "Overdue rules whose branch's runners have all been silent past the stale threshold";
+    branches_offline_owner_absent: Gauge = Gauge::default() =>
+        "branches_offline_owner_absent", "Branches whose offline owner has been silent past the stale threshold";
     rules_needing_attention: Gauge = Gauge::default() =>
         "rules_needing_attention", "Rules marked as needing attention";
     live_executions: Gauge = Gauge::default() =>
@@ -225,6 +229,9 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
                     .set(count);
             }
             m.rules_overdue.set(fleet.rules_overdue);
+            m.rules_overdue_unserved.set(fleet.rules_overdue_unserved);
+            m.branches_offline_owner_absent
+                .set(fleet.branches_offline_owner_absent);
             m.rules_needing_attention.set(fleet.rules_needing_attention);
             m.live_executions.set(fleet.live_executions);
             m.oldest_live_lease_seconds

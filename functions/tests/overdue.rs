@@ -147,12 +147,27 @@ async fn an_overdue_rule_says_so_with_its_cause_on_every_path_and_the_gauge_agre
             assert!(row["overdue_cause"].is_null(), "{row}");
         }
     }
+    // The branch's runner, silent for ten minutes, is also its offline owner.
+    sqlx::query(
+        "INSERT INTO branch_offline_owners (branch_id, key_id, runner_id) \
+         SELECT br.branch_id, rn.key_id, rn.runner_id FROM branch_rules br, runners rn \
+         WHERE br.id = $1",
+    )
+    .bind(b.forgotten)
+    .execute(&b.app.pool)
+    .await
+    .expect("an offline owner");
     let metrics = b.app.metrics().await;
-    assert!(
-        metrics.contains("res_functions_rules_overdue 2\n"),
-        "the gauge counts the same two rules:\n{metrics}"
-    );
-
+    for line in [
+        "res_functions_rules_overdue 2\n",
+        "res_functions_rules_overdue_unserved 2\n",
+        "res_functions_branches_offline_owner_absent 1\n",
+    ] {
+        assert!(
+            metrics.contains(line),
+            "the gauges count the same two rules and the silent owner: {line}\n{metrics}"
+        );
+    }
     // The rule page and the fleet page say it with the cause.
     let mut console = Console::new(&b.app.base);
     assert_eq!(console.sign_in(&b.operator).await.status, 303);
@@ -176,6 +191,19 @@ async fn an_overdue_rule_says_so_with_its_cause_on_every_path_and_the_gauge_agre
         "{}",
         fleet.body
     );
+    // The runner calls again: still overdue, but no longer for want of a runner.
+    sqlx::query("UPDATE runners SET last_seen_at = now()")
+        .execute(&b.app.pool)
+        .await
+        .expect("seen");
+    let metrics = b.app.metrics().await;
+    for line in [
+        "res_functions_rules_overdue 2\n",
+        "res_functions_rules_overdue_unserved 0\n",
+        "res_functions_branches_offline_owner_absent 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
 }
 
 #[tokio::test]

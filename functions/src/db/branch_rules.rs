@@ -212,6 +212,9 @@ macro_rules! branch_runner_seen {
     };
 }
 
+// The macro under a name of its own: `branch_runner_seen` is also the function below.
+pub(crate) use branch_runner_seen as runner_seen_sql;
+
 /// When a runner of the rule's branch last called; `None` when none ever has.
 pub(crate) async fn branch_runner_seen(
     pool: &sqlx::PgPool,

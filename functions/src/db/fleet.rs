@@ -2,7 +2,7 @@
 
 use res_shared::wire::RunnerThresholds;
 
-use crate::db::branch_rules::overdue;
+use crate::db::branch_rules::{overdue, runner_seen_sql};
 use sqlx::PgPool;
 
 /// The fleet at one instant.
@@ -12,6 +12,11 @@ pub(crate) struct FleetGauges {
     pub(crate) runners_stale: i64,
     pub(crate) runners_gone: i64,
     pub(crate) rules_overdue: i64,
+    /// Overdue rules at branches whose runners have all been silent past the stale
+    /// threshold (or that never had one).
+    pub(crate) rules_overdue_unserved: i64,
+    /// Branches whose offline owner has been silent past the stale threshold.
+    pub(crate) branches_offline_owner_absent: i64,
     pub(crate) rules_needing_attention: i64,
     pub(crate) live_executions: i64,
     pub(crate) oldest_live_lease_seconds: f64,
@@ -40,6 +45,19 @@ pub(crate) async fn gauges(
              WHERE ",
         overdue!(),
         ") AS rules_overdue, \
+           (SELECT count(*) FROM branch_rules br \
+              JOIN branches b ON b.id = br.branch_id JOIN rules r ON r.id = br.rule_id \
+              LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+                   AND latest.status IN ('scheduled', 'running', 'paused') \
+             WHERE ",
+        overdue!(),
+        " AND COALESCE(",
+        runner_seen_sql!(),
+        " < now() - make_interval(secs => $1), true)) AS rules_overdue_unserved, \
+           (SELECT count(*) FROM branch_offline_owners o \
+              JOIN runners rn ON rn.key_id = o.key_id AND rn.runner_id = o.runner_id \
+             WHERE rn.last_seen_at < now() - make_interval(secs => $1)) \
+               AS branches_offline_owner_absent, \
            (SELECT count(*) FROM branch_rules WHERE needs_attention_at IS NOT NULL) \
                AS rules_needing_attention, \
            (SELECT count(*) FROM live) AS live_executions, \

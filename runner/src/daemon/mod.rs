@@ -39,6 +39,10 @@ use outbox::Outbox;
 use queue::JobQueue;
 use telemetry::{Activity, Metrics};
 
+/// Every metric `/metrics` serves, named without the `res_runner_` prefix and a counter's
+/// `_total` (the shipped alert rules and dashboard are tested against it).
+pub const METRIC_NAMES: &[&str] = Metrics::NAMES;
+
 /// Everything the daemon's tasks share.
 #[derive(Debug)]
 pub struct Daemon {

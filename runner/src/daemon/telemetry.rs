@@ -51,7 +51,6 @@ macro_rules! metrics {
         impl Metrics {
             /// Every metric's registered name (without the `res_runner_` prefix and the
             /// `_total` a counter gets).
-            #[cfg(test)]
             pub(crate) const NAMES: &[&str] = &[$( $name ),*];
         }
     };

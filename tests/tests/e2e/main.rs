@@ -5,6 +5,7 @@ mod chaos;
 mod configure;
 mod console;
 mod docs;
+mod observability;
 mod offline;
 mod operate;
 mod output;
