@@ -101,6 +101,10 @@ pub struct MaintenanceArgs {
     /// sweeper off in this process.
     #[arg(long, env = "RES_SWEEP_INTERVAL", default_value_t = 30)]
     pub sweep_interval: u64,
+    /// The longest wait, in seconds, before a failing notification channel is tried again
+    /// (waits double from 1 s up to this).
+    #[arg(long, env = "RES_NOTIFY_MAX_BACKOFF", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub notify_max_backoff: u64,
     #[command(flatten)]
     pub sweep: SweepArgs,
 }

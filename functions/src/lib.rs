@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod admission;
+pub mod alerts;
 pub(crate) mod api;
 pub mod auth;
 pub mod config;

@@ -85,7 +85,7 @@ metrics! {
     reports_superseded: Counter = Counter::default() =>
         "reports_superseded", "Late reports of executions that were retried meanwhile";
     sweeper_actions: Family<Kind, Counter> = Family::default() =>
-        "sweeper_actions", "What the sweeper did: crashed, needs_attention, changes_pruned, executions_deleted, violations_deleted, runners_deleted, sessions_deleted";
+        "sweeper_actions", "What the sweeper did: crashed, needs_attention, changes_pruned, executions_deleted, violations_deleted, runners_deleted, sessions_deleted, alerts_opened, alerts_resolved";
     sweeps: Counter = Counter::default() =>
         "sweeps", "Sweeps this process ran (it held the sweeper lock)";
     runners: Family<Kind, Gauge> = Family::default() =>
@@ -100,6 +100,12 @@ metrics! {
         "rules_needing_attention", "Rules marked as needing attention";
     live_executions: Gauge = Gauge::default() =>
         "live_executions", "Executions scheduled or running";
+    notifications: Family<Kind, Counter> = Family::default() =>
+        "notifications", "Notification deliveries by outcome: delivered, failed (retried later)";
+    notification_outbox_pending: Gauge = Gauge::default() =>
+        "notification_outbox_pending", "Notifications waiting for delivery";
+    notification_channels_failing: Gauge = Gauge::default() =>
+        "notification_channels_failing", "Notification channels whose deliveries fail";
     oldest_live_lease_seconds: FloatGauge = FloatGauge::default() =>
         "oldest_live_lease_seconds", "Age of the oldest live execution's claim, in seconds (0 when none)";
 }
@@ -122,7 +128,7 @@ const REPORT_OUTCOMES: [&str; 6] = [
     "replayed",
 ];
 /// What the sweeper counts; the names of [`crate::sweeper::SweepReport`]'s fields.
-pub(crate) const SWEEPER_ACTIONS: [&str; 7] = [
+pub(crate) const SWEEPER_ACTIONS: [&str; 9] = [
     "crashed",
     "needs_attention",
     "changes_pruned",
@@ -130,7 +136,10 @@ pub(crate) const SWEEPER_ACTIONS: [&str; 7] = [
     "violations_deleted",
     "runners_deleted",
     "sessions_deleted",
+    "alerts_opened",
+    "alerts_resolved",
 ];
+const NOTIFICATION_OUTCOMES: [&str; 2] = ["delivered", "failed"];
 
 impl Metrics {
     fn start_at_zero(&self) {
@@ -142,6 +151,9 @@ impl Metrics {
         }
         for kind in SWEEPER_ACTIONS {
             drop(self.sweeper_actions.get_or_create(&Kind { kind }));
+        }
+        for kind in NOTIFICATION_OUTCOMES {
+            drop(self.notifications.get_or_create(&Kind { kind }));
         }
         for state in RunnerState::ALL {
             drop(self.runners.get_or_create(&Kind {
@@ -234,6 +246,10 @@ pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
                 .set(fleet.branches_offline_owner_absent);
             m.rules_needing_attention.set(fleet.rules_needing_attention);
             m.live_executions.set(fleet.live_executions);
+            m.notification_outbox_pending
+                .set(fleet.notification_outbox_pending);
+            m.notification_channels_failing
+                .set(fleet.notification_channels_failing);
             m.oldest_live_lease_seconds
                 .set(fleet.oldest_live_lease_seconds);
         }

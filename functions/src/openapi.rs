@@ -40,6 +40,10 @@ use utoipa::{Modify, OpenApi};
         crate::api::operator::config_apply::apply,
         crate::api::operator::config::history,
         crate::api::operator::config::show,
+        crate::api::operator::channels::create,
+        crate::api::operator::channels::list,
+        crate::api::operator::channels::delete,
+        crate::api::operator::channels::test,
         crate::api::health::health,
     ),
     modifiers(&BearerToken)

@@ -6,12 +6,13 @@ use axum::http::{Method, Uri};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
-    AcknowledgeRequest, Call, CancelExecutionRequest, ClaimRequest, ConfigApplyRequest,
-    ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest,
-    ExecutionListRequest, FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest,
-    HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
-    PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest,
-    RuleListRequest, RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
+    AcknowledgeRequest, Call, CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest,
+    ChannelListRequest, ChannelTestRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
+    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
+    FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest, HeartbeatRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
+    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
+    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
     ViolationListRequest, ViolationRequest,
 };
 use tower_http::CompressionLevel;
@@ -85,11 +86,19 @@ pub enum Function {
     ConfigHistory,
     /// `config_show`.
     ShowConfig,
+    /// `channels_create`.
+    CreateChannel,
+    /// `channels_list`.
+    ListChannels,
+    /// `channels_delete`.
+    DeleteChannel,
+    /// `channels_test`.
+    TestChannel,
 }
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 28] = [
+    pub const ALL: [Function; 32] = [
         Function::ExecutionPlan,
         Function::Claim,
         Function::Heartbeat,
@@ -118,11 +127,15 @@ impl Function {
         Function::ApplyConfig,
         Function::ConfigHistory,
         Function::ShowConfig,
+        Function::CreateChannel,
+        Function::ListChannels,
+        Function::DeleteChannel,
+        Function::TestChannel,
     ];
 
     /// The operator functions, deployed together as one Lambda (`operator-functions`):
     /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 21] = [
+    pub const OPERATOR: [Function; 25] = [
         Function::RunNow,
         Function::PauseRule,
         Function::ResumeRule,
@@ -144,6 +157,10 @@ impl Function {
         Function::ApplyConfig,
         Function::ConfigHistory,
         Function::ShowConfig,
+        Function::CreateChannel,
+        Function::ListChannels,
+        Function::DeleteChannel,
+        Function::TestChannel,
     ];
 
     /// The function's name, as in its path.
@@ -177,6 +194,10 @@ impl Function {
             Function::ApplyConfig => ConfigApplyRequest::NAME,
             Function::ConfigHistory => ConfigHistoryRequest::NAME,
             Function::ShowConfig => ConfigShowRequest::NAME,
+            Function::CreateChannel => ChannelCreateRequest::NAME,
+            Function::ListChannels => ChannelListRequest::NAME,
+            Function::DeleteChannel => ChannelDeleteRequest::NAME,
+            Function::TestChannel => ChannelTestRequest::NAME,
         }
     }
 
@@ -236,6 +257,10 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             Function::ApplyConfig => post(api::operator::config_apply::apply),
             Function::ConfigHistory => post(api::operator::config::history),
             Function::ShowConfig => post(api::operator::config::show),
+            Function::CreateChannel => post(api::operator::channels::create),
+            Function::ListChannels => post(api::operator::channels::list),
+            Function::DeleteChannel => post(api::operator::channels::delete),
+            Function::TestChannel => post(api::operator::channels::test),
         };
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }

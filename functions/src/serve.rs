@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::alerts;
 use crate::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
 use crate::router::{Function, metrics_router, router, router_with_console};
 use crate::state::AppState;
-use crate::sweeper;
+use crate::sweeper::{self, SweepSettings};
 use crate::{listener, logging};
 
 /// Whether this process runs inside AWS Lambda.
@@ -70,10 +71,20 @@ pub async fn serve_with_maintenance(
         });
     }
     tokio::spawn(listener::run(state.clone(), stop.clone()));
+    tokio::spawn(alerts::run(
+        state.pool.clone(),
+        Duration::from_secs(maintenance.notify_max_backoff),
+        state.metrics.clone(),
+        stop.clone(),
+    ));
     if maintenance.sweep_interval > 0 {
+        let settings = SweepSettings {
+            runner_thresholds: state.settings.runner_thresholds,
+            ..maintenance.sweep.settings()
+        };
         tokio::spawn(sweeper::run(
             state.pool.clone(),
-            maintenance.sweep.settings(),
+            settings,
             Duration::from_secs(maintenance.sweep_interval),
             state.metrics.clone(),
             stop.clone(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use res_shared::schedule::{OperationWindow, reschedule, schedule_attention};
+use res_shared::wire::RunnerThresholds;
 use serde::Serialize;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,8 @@ pub struct SweepSettings {
     pub batch: u32,
     /// Batches per table per sweep, so one sweep ends in bounded time.
     pub max_batches: u32,
+    /// When a silent runner is stale, then gone (for the alerts about them).
+    pub runner_thresholds: RunnerThresholds,
 }
 
 impl Default for SweepSettings {
@@ -34,6 +37,7 @@ impl Default for SweepSettings {
             retention_days: 90,
             batch: 500,
             max_batches: 20,
+            runner_thresholds: RunnerThresholds::default(),
         }
     }
 }
@@ -51,6 +55,10 @@ pub struct SweepReport {
     pub runners_deleted: u64,
     /// Console sign-ins past their expiry.
     pub sessions_deleted: u64,
+    /// Alert items announced (a firing message to each channel of their brand).
+    pub alerts_opened: u64,
+    /// Alert items that cleared (a resolve message each).
+    pub alerts_resolved: u64,
 }
 
 /// Sweeps once if no other process is sweeping; `None` when one is.
@@ -78,6 +86,8 @@ pub async fn sweep_once(
         report.violations_deleted,
         report.runners_deleted,
         report.sessions_deleted,
+        report.alerts_opened,
+        report.alerts_resolved,
     ];
     for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
         Metrics::count_by(&metrics.sweeper_actions, kind, count);
@@ -113,6 +123,9 @@ async fn sweep(pool: &PgPool, settings: SweepSettings) -> Result<SweepReport, sq
     }
     report.runners_deleted = db::sweeper::delete_old_runners(pool, days).await?;
     report.sessions_deleted = db::sweeper::delete_expired_sessions(pool).await?;
+    let announced = crate::alerts::evaluate(pool, settings.runner_thresholds).await?;
+    report.alerts_opened = announced.opened;
+    report.alerts_resolved = announced.resolved;
     Ok(report)
 }
 

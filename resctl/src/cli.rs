@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
-use res_shared::wire::{ExecutionStatus, OutputStream, RuleCondition, RunnerState, Trigger};
+use res_shared::wire::{
+    ChannelKind, ExecutionStatus, OutputStream, RuleCondition, RunnerState, Trigger,
+};
 use uuid::Uuid;
 
 #[derive(Debug, Parser)]
@@ -62,6 +64,9 @@ pub(crate) enum Command {
     /// API keys within your scope: list, create, rotate, revoke.
     #[command(subcommand)]
     Keys(KeyCommand),
+    /// Where a brand's alerts go: list, create, delete, test its notification channels.
+    #[command(subcommand)]
+    Channels(ChannelCommand),
     /// Configuration documents (the catalogue, a brand): check and compare them here, print
     /// their JSON Schema, read the history of what was applied.
     #[command(subcommand)]
@@ -177,6 +182,44 @@ impl ConfigCommand {
             ConfigCommand::Schema | ConfigCommand::Validate { .. } | ConfigCommand::Compare { .. }
         )
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ChannelCommand {
+    /// The channels of your brands: where each points, whether it delivers, what waits.
+    List {
+        /// One brand.
+        #[arg(long)]
+        brand: Option<Uuid>,
+    },
+    /// A new channel (an admin key of the whole brand); a webhook's signing secret is
+    /// printed this once.
+    Create {
+        #[arg(long)]
+        brand: Uuid,
+        #[arg(long)]
+        name: String,
+        /// webhook (signed JSON) or slack (an incoming-webhook URL).
+        #[arg(long, value_parser = parse_channel_kind)]
+        kind: ChannelKind,
+        /// Where to POST (`--url` is the functions' address).
+        #[arg(long)]
+        to: String,
+    },
+    /// Delete a channel and the messages waiting for it.
+    Delete {
+        /// The channel's id.
+        channel: Uuid,
+    },
+    /// Queue a test message behind the channel's others.
+    Test {
+        /// The channel's id.
+        channel: Uuid,
+    },
+}
+
+fn parse_channel_kind(text: &str) -> Result<ChannelKind, String> {
+    ChannelKind::parse(text).ok_or_else(|| format!("no channel kind '{text}' (webhook or slack)"))
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,7 +4,8 @@ use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::untrusted::Untrusted;
 use res_shared::wire::{
-    AcknowledgeRequest, CancelExecutionRequest, ConfigApplyRequest, ConfigExportRequest,
+    AcknowledgeRequest, CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest,
+    ChannelListRequest, ChannelTestRequest, ConfigApplyRequest, ConfigExportRequest,
     ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
     FleetSummaryRequest, ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
     KeyRotateRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
@@ -13,9 +14,10 @@ use res_shared::wire::{
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::channels;
 use crate::cli::{
-    Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand, RuleRef, RunnerCommand,
-    ViolationCommand,
+    ChannelCommand, Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand,
+    RuleRef, RunnerCommand, ViolationCommand,
 };
 use crate::logs;
 use crate::render;
@@ -204,6 +206,47 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
             let answer = client.call(&request).await?;
             emit(json, &answer, || render::runners(&answer, now))
         }
+        Command::Channels(command) => match command {
+            ChannelCommand::List { brand } => {
+                let answer = client
+                    .call(&ChannelListRequest { brand_id: *brand })
+                    .await?;
+                emit(json, &answer, || channels::list(&answer.channels, now))
+            }
+            ChannelCommand::Create {
+                brand,
+                name,
+                kind,
+                to,
+            } => {
+                let request = ChannelCreateRequest {
+                    brand_id: *brand,
+                    name: name.clone(),
+                    kind: *kind,
+                    url: to.clone(),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || channels::created(&answer))
+            }
+            ChannelCommand::Delete { channel } => {
+                let answer = client
+                    .call(&ChannelDeleteRequest {
+                        channel_id: *channel,
+                    })
+                    .await?;
+                emit(json, &answer, || format!("deleted: {channel}\n"))
+            }
+            ChannelCommand::Test { channel } => {
+                let answer = client
+                    .call(&ChannelTestRequest {
+                        channel_id: *channel,
+                    })
+                    .await?;
+                emit(json, &answer, || {
+                    format!("queued: a test message for {channel}\n")
+                })
+            }
+        },
         Command::Keys(KeyCommand::List { all }) => {
             let answer = client
                 .call(&KeyListRequest {

@@ -1,5 +1,6 @@
 //! `resctl`: operate RES from a terminal through the functions.
 
+mod channels;
 mod cli;
 mod commands;
 mod config;

@@ -9,7 +9,7 @@ use res_shared::wire::{
     ViolationListResponse, run_report,
 };
 
-fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+pub(crate) fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
     t.map_or_else(|| "-".to_owned(), |t| relative(t, now))
 }
 

@@ -9,3 +9,4 @@ pub mod console;
 pub mod functions;
 pub mod postgres;
 pub mod processes;
+pub mod receiver;

@@ -435,6 +435,8 @@ macro_rules! live_ack {
     };
 }
 
+pub(crate) use live_ack;
+
 /// Rule `id`'s live acknowledgement, if any.
 pub(crate) async fn acknowledgement(
     pool: &sqlx::PgPool,

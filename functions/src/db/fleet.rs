@@ -19,6 +19,8 @@ pub(crate) struct FleetGauges {
     pub(crate) branches_offline_owner_absent: i64,
     pub(crate) rules_needing_attention: i64,
     pub(crate) live_executions: i64,
+    pub(crate) notification_outbox_pending: i64,
+    pub(crate) notification_channels_failing: i64,
     pub(crate) oldest_live_lease_seconds: f64,
 }
 
@@ -61,6 +63,10 @@ pub(crate) async fn gauges(
            (SELECT count(*) FROM branch_rules WHERE needs_attention_at IS NOT NULL) \
                AS rules_needing_attention, \
            (SELECT count(*) FROM live) AS live_executions, \
+           (SELECT count(*) FROM notification_outbox WHERE delivered_at IS NULL) \
+               AS notification_outbox_pending, \
+           (SELECT count(*) FROM notification_channels WHERE failing_since IS NOT NULL) \
+               AS notification_channels_failing, \
            COALESCE((SELECT extract(epoch FROM now() - min(scheduled_at))::float8 FROM live), 0) \
                AS oldest_live_lease_seconds"
     ))

@@ -1,9 +1,11 @@
 //! All SQL lives in this module, one file per table group; the integration tests run every
 //! query against a real PostgreSQL.
 
+pub(crate) mod alerts;
 pub mod api_keys;
 pub(crate) mod branch_rules;
 pub(crate) mod changes;
+pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod config_apply;
 pub(crate) mod config_catalogue;

@@ -10,6 +10,10 @@ use super::{
     ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest, RuleActionResponse, RunNowRequest,
 };
 use super::{
+    ChannelCreateRequest, ChannelCreateResponse, ChannelDeleteRequest, ChannelDeleteResponse,
+    ChannelListRequest, ChannelListResponse, ChannelTestRequest, ChannelTestResponse,
+};
+use super::{
     ClaimRequest, ClaimResponse, HeartbeatRequest, HeartbeatResponse, PauseRequest, PauseResponse,
     PlanRequest, PlanResponse, RegisterRequest, RegisterResponse, SetNextRunTimeRequest,
     SetNextRunTimeResponse, ViolationRequest, ViolationResponse,
@@ -86,6 +90,10 @@ calls! {
     ConfigApplyRequest => "config_apply", ConfigApplyResponse;
     ConfigHistoryRequest => "config_history", ConfigHistoryResponse;
     ConfigShowRequest => "config_show", ConfigShowResponse;
+    ChannelCreateRequest => "channels_create", ChannelCreateResponse;
+    ChannelListRequest => "channels_list", ChannelListResponse;
+    ChannelDeleteRequest => "channels_delete", ChannelDeleteResponse;
+    ChannelTestRequest => "channels_test", ChannelTestResponse;
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 mod attention;
 mod call;
+mod channels;
 mod claim;
 mod config;
 mod error;
@@ -36,6 +37,11 @@ pub use attention::{
     FleetSummary, FleetSummaryRequest, FleetTotals, MAX_ACK_HOURS,
 };
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
+pub use channels::{
+    ChannelCreateRequest, ChannelCreateResponse, ChannelDeleteRequest, ChannelDeleteResponse,
+    ChannelKind, ChannelListRequest, ChannelListResponse, ChannelSummary, ChannelTestRequest,
+    ChannelTestResponse,
+};
 pub use claim::{
     ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
 };

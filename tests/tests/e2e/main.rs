@@ -1,6 +1,7 @@
 //! End-to-end: PostgreSQL, `res-functions serve`, `res-runner run` processes and `command`
 //! detectors, talking over real sockets — including when parts of the system fail.
 
+mod alerts;
 mod chaos;
 mod configure;
 mod console;

@@ -4,6 +4,7 @@
 pub(crate) mod acknowledge;
 mod attention;
 pub(crate) mod cancel;
+pub(crate) mod channels;
 pub(crate) mod config;
 pub(crate) mod config_apply;
 mod decide;
