@@ -376,6 +376,32 @@ async fn a_failing_channel_says_so_and_gets_the_message_once_it_answers_again() 
             "{channel}"
         );
     }
+    // The console's fleet page says so, to the brand's viewer and not to another brand.
+    let mut console = res_tests::console::Console::new(&b.app.base);
+    assert_eq!(console.sign_in(&b.viewer).await.status, 303);
+    let page = console.get("/console/").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body
+            .contains("<h2 id=\"channels-h\">Alert channels</h2>"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<span class=\"badge bad\">failing</span> since"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("the channel answered 503 Service Unavailable")
+    );
+    let mut stranger = res_tests::console::Console::new(&b.app.base);
+    assert_eq!(stranger.sign_in(&b.other_admin).await.status, 303);
+    let theirs = stranger.get("/console/").await;
+    assert!(!theirs.body.contains("Alert channels"), "{}", theirs.body);
+
     receiver.up();
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     b.sweep_and_deliver(&metrics).await;
@@ -407,4 +433,71 @@ async fn a_failing_channel_says_so_and_gets_the_message_once_it_answers_again() 
     assert_eq!(tested.status, 200, "{}", tested.body);
     b.sweep_and_deliver(&metrics).await;
     assert_eq!(receiver.received().len(), 3);
+}
+
+#[tokio::test]
+async fn a_gone_runner_and_an_absent_offline_owner_are_announced_and_resolved_when_it_calls() {
+    let b = brands().await;
+    let receiver = Receiver::start().await;
+    b.webhook(&receiver.url).await;
+    let branch: Uuid = sqlx::query_scalar("SELECT branch_id FROM branch_rules WHERE id = $1")
+        .bind(b.rules[0])
+        .fetch_one(&b.app.pool)
+        .await
+        .expect("the branch");
+    let runner = b.app.runner_token(&[branch]).await;
+    let registered = b
+        .call(
+            "runner_register",
+            &runner,
+            json!({"runner_id": "site-17", "boot_id": "boot-1"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+    for statement in [
+        "INSERT INTO branch_offline_owners (branch_id, key_id, runner_id) \
+         SELECT $1, key_id, runner_id FROM runners",
+        "UPDATE runners SET last_seen_at = now() - interval '2 hours' WHERE $1::uuid IS NOT NULL",
+    ] {
+        b.app.exec(statement, &[branch]).await;
+    }
+    let metrics = Metrics::default();
+    b.sweep_and_deliver(&metrics).await;
+    let mut kinds: Vec<(String, String)> = receiver
+        .received()
+        .iter()
+        .map(|r| {
+            let body = r.json();
+            (
+                body["kind"].as_str().unwrap_or_default().to_owned(),
+                body["summary"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds.len(), 2, "{kinds:?}");
+    assert_eq!(kinds[0].0, "offline_owner_absent");
+    assert!(
+        kinds[0]
+            .1
+            .contains("lost its offline owner: its offline owner site-17 silent since "),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds[1].0, "runner_gone");
+    assert!(kinds[1].1.starts_with("runner site-17 ("), "{kinds:?}");
+
+    // It calls again: both resolve.
+    b.app
+        .exec(
+            "UPDATE runners SET last_seen_at = now() WHERE $1::uuid IS NOT NULL",
+            &[branch],
+        )
+        .await;
+    b.sweep_and_deliver(&metrics).await;
+    let events: Vec<String> = receiver
+        .received()
+        .iter()
+        .map(|r| r.json()["event"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(events, ["firing", "firing", "resolved", "resolved"]);
 }

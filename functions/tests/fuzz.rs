@@ -398,6 +398,13 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         act("config_history", json!({"brand_id": foreign.brand, "limit": 5})),
         act("config_show", json!({"revision": 1})),
         act(
+            "channels_create",
+            json!({"brand_id": foreign.brand, "name": why, "kind": "webhook", "url": "https://x.example/h"}),
+        ),
+        act("channels_list", json!({"brand_id": foreign.brand})),
+        act("channels_delete", json!({"channel_id": foreign.channel})),
+        act("channels_test", json!({"channel_id": foreign.channel})),
+        act(
             "config_apply",
             json!({"document": format!("brand: {{name: X, id: {}}}", foreign.brand), "message": why}),
         ),
@@ -411,6 +418,7 @@ struct Foreign {
     rule: Uuid,
     execution: Uuid,
     key: Uuid,
+    channel: Uuid,
 }
 
 /// Reads of the operator functions: they may answer 200 (in scope, or an empty page).
@@ -422,6 +430,7 @@ const OPERATOR_READS: &[&str] = &[
     "violations_list",
     "keys_list",
     "fleet_summary",
+    "channels_list",
 ];
 
 /// A console query value an attacker tries, percent-encoded as a browser would send it
@@ -489,11 +498,21 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     .fetch_one(&app.pool)
     .await
     .expect("brand B and its runner key");
+    let channel_b: Uuid = sqlx::query_scalar(
+        "INSERT INTO notification_channels (brand_id, name, kind, url, secret, created_by) \
+         VALUES ($1, 'b hook', 'webhook', 'https://b.example/hook', 'whsec_b', 'b admin') \
+         RETURNING id",
+    )
+    .bind(brand_b)
+    .fetch_one(&app.pool)
+    .await
+    .expect("brand B's channel");
     let foreign = Foreign {
         brand: brand_b,
         rule: foreign_rule,
         execution: foreign.execution,
         key: key_b,
+        channel: channel_b,
     };
     let scope = KeyScope {
         brand_ids: vec![brand_a],

@@ -219,7 +219,9 @@ impl TestApp {
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM violations t), \
                 (SELECT count(*)::text FROM plan_changes), \
                 (SELECT count(*)::text FROM operator_actions), \
-                (SELECT count(*)::text FROM execution_output)))",
+                (SELECT count(*)::text FROM execution_output), \
+                (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM notification_channels t), \
+                (SELECT count(*)::text FROM notification_outbox)))",
         )
         .fetch_one(&self.pool)
         .await

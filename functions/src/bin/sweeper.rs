@@ -1,14 +1,37 @@
 //! The sweeper as a scheduled Lambda (EventBridge invokes it every minute), or one sweep
-//! from the command line. `res-functions serve` sweeps by itself; this is for deployments
+//! from the command line, each followed by delivering the notifications waiting (for up to
+//! 40 s). `res-functions serve` sweeps and delivers by itself; this is for deployments
 //! whose functions all run on Lambda.
 
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use res_functions::config::{DatabaseArgs, SweepArgs};
 use res_functions::metrics::Metrics;
-use res_functions::sweeper;
+use res_functions::{alerts, sweeper};
 use res_functions::{logging, serve};
+
+/// How long one invocation delivers notifications after its sweep (the Lambda's timeout is
+/// a minute; the next invocation goes on).
+const DELIVERY_BUDGET: Duration = Duration::from_secs(40);
+
+/// Delivers until nothing is due or the budget is spent.
+async fn deliver_for(
+    pool: &sqlx::PgPool,
+    client: &reqwest::Client,
+    max_backoff: Duration,
+    metrics: &Metrics,
+) -> Result<(), sqlx::Error> {
+    let started = Instant::now();
+    while started.elapsed() < DELIVERY_BUDGET {
+        let round = alerts::deliver_round(pool, client, max_backoff, metrics).await?;
+        if round.delivered + round.failed == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,6 +43,9 @@ struct Args {
     database: DatabaseArgs,
     #[command(flatten)]
     sweep: SweepArgs,
+    /// The longest wait, in seconds, before a failing notification channel is tried again.
+    #[arg(long, env = "RES_NOTIFY_MAX_BACKOFF", default_value_t = 300)]
+    notify_max_backoff: u64,
 }
 
 fn main() -> ExitCode {
@@ -51,17 +77,21 @@ async fn run(args: Args) -> anyhow::Result<()> {
     serve::refuse_outdated_schema(&pool).await?;
     let settings = args.sweep.settings();
     let metrics = Metrics::default();
+    let client = alerts::client()?;
+    let max_backoff = Duration::from_secs(args.notify_max_backoff);
     if !serve::in_lambda() {
         let report = sweeper::sweep_once(&pool, settings, &metrics).await?;
+        deliver_for(&pool, &client, max_backoff, &metrics).await?;
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
     let handler = lambda_http::service_fn(|_event: lambda_http::LambdaEvent<serde_json::Value>| {
         let pool = pool.clone();
-        let metrics = &metrics;
+        let (client, metrics) = (&client, &metrics);
         async move {
             let report = sweeper::sweep_once(&pool, settings, metrics).await?;
             tracing::info!(?report, "swept (null: another sweep held the lock)");
+            deliver_for(&pool, client, max_backoff, metrics).await?;
             Ok::<_, lambda_http::Error>(serde_json::to_value(report)?)
         }
     });

@@ -9,7 +9,8 @@ use chrono::Utc;
 use std::collections::HashMap;
 
 use res_shared::wire::{
-    AttentionGroup, AttentionKind, RuleCondition, RuleListRequest, RuleSummary, RunnerState,
+    AttentionGroup, AttentionKind, ChannelListRequest, RuleCondition, RuleListRequest, RuleSummary,
+    RunnerState,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -19,7 +20,7 @@ use super::group::{GroupOutcome, MAX_GROUP};
 use super::query;
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, rule_badge, when, when_opt};
-use crate::api::operator::{fleet, overview};
+use crate::api::operator::{channels, fleet, overview};
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
@@ -111,11 +112,24 @@ struct Totals {
     day: String,
 }
 
+/// A brand's notification channel and whether its alerts get through.
+struct ChannelLine {
+    brand_name: String,
+    name: String,
+    kind: &'static str,
+    target: String,
+    /// Since when it fails, and what it answered.
+    failing: Option<(When, String)>,
+    pending: i64,
+    last_sent: Option<When>,
+}
+
 #[derive(Template)]
 #[template(path = "console/fleet.html")]
 struct FleetPage {
     chrome: Chrome,
     totals: Totals,
+    channels: Vec<ChannelLine>,
     branches: Vec<BranchLine>,
     groups: Vec<GroupLine>,
     groups_more: usize,
@@ -143,6 +157,31 @@ pub(super) async fn render(
 ) -> Result<Response, ConsoleError> {
     let fleet = overview::overview(state, &signed.reader(), None).await?;
     let now = Utc::now();
+    let listed = channels::list(
+        State(state.clone()),
+        signed.reader(),
+        ApiJson(ChannelListRequest::default()),
+    )
+    .await?
+    .0;
+    let channels = listed
+        .channels
+        .into_iter()
+        .map(|c| ChannelLine {
+            failing: c.failing_since.map(|since| {
+                (
+                    when(since, "UTC", now),
+                    c.last_error.clone().unwrap_or_default(),
+                )
+            }),
+            last_sent: when_opt(c.last_delivered_at, "UTC", now),
+            brand_name: c.brand_name,
+            name: c.name,
+            kind: c.kind.as_str(),
+            target: c.target,
+            pending: c.pending,
+        })
+        .collect();
     let branches = fleet
         .branches
         .iter()
@@ -249,6 +288,7 @@ pub(super) async fn render(
     super::html(&FleetPage {
         chrome: signed.chrome("fleet"),
         totals,
+        channels,
         branches,
         groups,
         groups_more,

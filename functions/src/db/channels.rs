@@ -123,6 +123,17 @@ pub(crate) async fn list(
     Ok(rows.into_iter().map(ChannelSummary::from).collect())
 }
 
+/// The brands of these branches.
+pub(crate) async fn brands_of_branches(
+    pool: &PgPool,
+    branches: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT DISTINCT brand_id FROM branches WHERE id = ANY($1)")
+        .bind(branches)
+        .fetch_all(pool)
+        .await
+}
+
 /// Deletes a channel and the messages waiting for it; whether it existed.
 pub(crate) async fn delete(pool: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
     sqlx::query("DELETE FROM notification_channels WHERE id = $1")

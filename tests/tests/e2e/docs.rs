@@ -366,6 +366,25 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
     .await
     .expect("flag stock count");
 
+    // An admin key of the brand, for the notification channel examples.
+    let brand: uuid::Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
+        .bind(system.branch)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the brand");
+    let brand_admin = super::system::functions_cli(
+        system.database_url(),
+        &[
+            "create-api-key",
+            "--name",
+            "brand-admin",
+            "--role",
+            "admin",
+            "--brand",
+            &brand.to_string(),
+        ],
+    );
+
     let bin_dir = res_tests::processes::binary("res-functions")
         .parent()
         .map(std::path::Path::to_path_buf)
@@ -390,6 +409,7 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
             .env("PATH", &path)
             .env("RES_URL", &server)
             .env("RES_TOKEN", &system.operator)
+            .env("RES_ADMIN_TOKEN", &brand_admin)
             .env("METRICS", format!("http://{metrics_bind}"))
             .env("DATABASE_URL", system.database_url())
             .env("XDG_CONFIG_HOME", "/nonexistent")
@@ -442,6 +462,9 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "nothing needs attention and nothing is overdue",
         "acknowledged by alice, ends in 3 h: vendor replacing the camera",
         "queue_too_long",
+        "connecting to camera 3\ncamera 3 did not answer",
+        "signing secret (shown once; verify res-signature with it): whsec_",
+        "ops-slack  slack    https://hooks.slack.com/…",
         "res_functions_live_executions",
     ] {
         assert!(

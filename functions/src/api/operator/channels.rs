@@ -100,15 +100,16 @@ fn check_url(url: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The brands whose channels the caller may see: all for a platform-wide key, else its
-/// brands (a key of only some branches sees none: channels belong to a whole brand).
+/// The brands whose channels the caller may see: all for a platform-wide key, else the
+/// brands of the branches it sees (an operator of one branch sees whether its brand's
+/// alerts get through; only the brand's admins change them).
 async fn visible_brands(state: &AppState, caller: &Caller) -> Result<Option<Vec<Uuid>>, ApiError> {
-    if matches!(caller.scope(), Scope::All) {
-        return Ok(None);
+    match caller.scope() {
+        Scope::All => Ok(None),
+        Scope::Branches(branches) => Ok(Some(
+            db::channels::brands_of_branches(&state.pool, branches).await?,
+        )),
     }
-    Ok(Some(
-        db::api_keys::brands_of(&state.pool, caller.key_id).await?,
-    ))
 }
 
 /// List the notification channels of the brands in scope.
