@@ -206,6 +206,44 @@ async fn measure(branches: i32) {
         &format!("fleet_summary, {rules} rules, {flagged} attention items"),
         &mut summary_times,
     );
+    // The sweeper's alert evaluation over the same fleet, once the brand has a channel:
+    // the first opens every item (and queues its message), the others find nothing new.
+    sqlx::query(
+        "INSERT INTO notification_channels (brand_id, name, kind, url, secret, created_by) \
+         SELECT id, 'bench', 'webhook', 'http://127.0.0.1:9/none', 'whsec_bench', 'bench' \
+         FROM brands",
+    )
+    .execute(&pool)
+    .await
+    .expect("a channel");
+    // Through a pool as the functions make one (their session settings).
+    let options = database.url.parse().expect("the database's URL");
+    let functions_pool = db::lazy_pool(options, 2);
+    let mut evaluations = Vec::new();
+    for n in 0..6 {
+        let started = Instant::now();
+        let done = res_functions::alerts::evaluate(&functions_pool, Default::default())
+            .await
+            .expect("evaluates");
+        let took = started.elapsed();
+        if n == 0 {
+            println!(
+                "alert evaluation, first: {took:?}, {} items opened",
+                done.opened
+            );
+            assert!(
+                done.opened >= flagged as u64,
+                "every flagged rule is announced"
+            );
+        } else {
+            assert_eq!(done.opened, 0, "nothing new");
+            evaluations.push(took);
+        }
+    }
+    report(
+        &format!("alert evaluation (a sweep's), {rules} rules, nothing new"),
+        &mut evaluations,
+    );
 }
 
 async fn run() {

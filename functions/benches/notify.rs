@@ -61,9 +61,15 @@ async fn run() {
         branch_ids: branches,
         ..KeyScope::default()
     };
-    db::api_keys::insert(&pool, "bench runner", &hash_token(&token), Role::Runner, &scope)
-        .await
-        .expect("key");
+    db::api_keys::insert(
+        &pool,
+        "bench runner",
+        &hash_token(&token),
+        Role::Runner,
+        &scope,
+    )
+    .await
+    .expect("key");
     let receiver = Receiver::start().await;
     let mut channels = Vec::new();
     for n in 0..CHANNELS {

@@ -297,3 +297,22 @@ async fn a_schedule_broken_by_a_change_is_flagged_at_the_next_sweep_not_when_it_
     assert_eq!(reason(fine).await, None, "a working schedule is left alone");
     assert_eq!(sweep().await.needs_attention, 0, "flagged once");
 }
+
+/// The functions' pools turn PostgreSQL's JIT off: it compiled for half a second before
+/// statements that run in milliseconds (docs/benchmarks.md).
+#[tokio::test]
+async fn the_functions_sessions_run_without_jit() {
+    let app = TestApp::start().await;
+    let options: sqlx::postgres::PgConnectOptions =
+        app.database.url.parse().expect("the database's URL");
+    for pool in [
+        res_functions::db::lazy_pool(options.clone(), 1),
+        res_functions::db::command_pool(options),
+    ] {
+        let jit: String = sqlx::query_scalar("SHOW jit")
+            .fetch_one(&pool)
+            .await
+            .expect("jit");
+        assert_eq!(jit, "off");
+    }
+}

@@ -71,7 +71,18 @@ pub(crate) async fn current(
     thresholds: RunnerThresholds,
 ) -> Result<Vec<CurrentItem>, sqlx::Error> {
     let rows: Vec<ItemRow> = sqlx::query_as(concat!(
-        "WITH watched AS (SELECT DISTINCT brand_id FROM notification_channels) \
+        "WITH watched AS (SELECT DISTINCT brand_id FROM notification_channels), \
+         overdue_rules AS MATERIALIZED ( \
+             SELECT br.id, br.branch_id, br.next_run_time, br.needs_attention_at, \
+                    bd.id AS brand_id, bd.name AS brand_name, b.name AS branch_name, \
+                    r.name AS rule_name \
+             FROM branch_rules br JOIN branches b ON b.id = br.branch_id \
+             JOIN brands bd ON bd.id = b.brand_id JOIN rules r ON r.id = br.rule_id \
+             LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+                  AND latest.status IN ('scheduled', 'running', 'paused') \
+             WHERE bd.id IN (SELECT brand_id FROM watched) AND ",
+        overdue!(),
+        ") \
          SELECT 'needs_attention:' || br.id || ':' \
                     || to_char(br.needs_attention_at, 'YYYYMMDDHH24MISSUS') AS key, \
                 'needs_attention' AS kind, bd.id AS brand_id, bd.name AS brand_name, \
@@ -85,27 +96,21 @@ pub(crate) async fn current(
          JOIN brands bd ON bd.id = b.brand_id JOIN rules r ON r.id = br.rule_id \
          WHERE br.needs_attention_at IS NOT NULL AND bd.id IN (SELECT brand_id FROM watched) \
          UNION ALL \
-         SELECT 'overdue:' || br.id, 'overdue', bd.id, bd.name, b.id, b.name, br.id, r.name, \
-                NULL, \
+         SELECT 'overdue:' || o.id, 'overdue', o.brand_id, o.brand_name, o.branch_id, \
+                o.branch_name, o.id, o.rule_name, NULL, \
                 'due since ' || ",
-        utc_minute!("br.next_run_time"),
+        utc_minute!("o.next_run_time"),
         " || ', no runner of the branch seen ' \
                     || COALESCE('since ' || ",
         utc_minute!("s.seen"),
         ", 'ever'), \
-                br.next_run_time, EXISTS (",
-        live_ack!("br"),
+                o.next_run_time, EXISTS (",
+        live_ack!("o"),
         ") \
-         FROM branch_rules br JOIN branches b ON b.id = br.branch_id \
-         JOIN brands bd ON bd.id = b.brand_id JOIN rules r ON r.id = br.rule_id \
-         LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-              AND latest.status IN ('scheduled', 'running', 'paused') \
-         CROSS JOIN LATERAL (SELECT ",
-        runner_seen_sql!(),
+         FROM overdue_rules o CROSS JOIN LATERAL (SELECT ",
+        runner_seen_sql!("o"),
         " AS seen) s \
-         WHERE bd.id IN (SELECT brand_id FROM watched) AND ",
-        overdue!(),
-        " AND COALESCE(s.seen < now() - make_interval(secs => $1), true) \
+         WHERE COALESCE(s.seen < now() - make_interval(secs => $1), true) \
          UNION ALL \
          SELECT 'runner_gone:' || bd.id || ':' || rn.key_id || ':' || rn.runner_id, \
                 'runner_gone', bd.id, bd.name, NULL, NULL, NULL, NULL, rn.runner_id, \

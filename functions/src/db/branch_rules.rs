@@ -200,15 +200,23 @@ macro_rules! held {
 }
 pub(crate) use {enabled, held};
 
-/// When a runner of rule `br`'s branch last called (any runner whose live key serves it):
-/// its branch keys through the `branch_ids` index, service keys once per query.
+/// When a runner of rule `br`'s branch (or that of the rule aliased as given) last called,
+/// any runner whose live key serves it: its branch keys through the `branch_ids` index,
+/// service keys once per query.
 macro_rules! branch_runner_seen {
     () => {
-        "GREATEST( \
-           (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
-             WHERE k.branch_ids @> ARRAY[br.branch_id] AND k.revoked_at IS NULL), \
-           (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
-             WHERE k.role = 'service' AND k.revoked_at IS NULL))"
+        $crate::db::branch_rules::runner_seen_sql!("br")
+    };
+    ($rule:literal) => {
+        concat!(
+            "GREATEST( \
+               (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
+                 WHERE k.branch_ids @> ARRAY[",
+            $rule,
+            ".branch_id] AND k.revoked_at IS NULL), \
+               (SELECT max(rn.last_seen_at) FROM api_keys k JOIN runners rn ON rn.key_id = k.id \
+                 WHERE k.role = 'service' AND k.revoked_at IS NULL))"
+        )
     };
 }
 

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::Zone;
 use res_shared::wire::{
     Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
-    RuleCondition, RunnerState,
+    RuleCondition, RunnerState, RunnerSummary, RunnerThresholds,
 };
 use uuid::Uuid;
 
@@ -106,14 +106,23 @@ pub(crate) async fn overview(
             Scope::Branches(&brand_branches)
         }
     };
+    let thresholds = state.settings.runner_thresholds;
+    // Four independent reads, each on its own connection at once: the page waits for the
+    // slowest rather than for their sum (measured in docs/benchmarks.md).
+    let (tallies, flagged_rows, runners, day) = tokio::try_join!(
+        // Counted in SQL (a few rows a branch), judged here; only what needs someone is
+        // read in full.
+        db::branch_rules::fleet_tally(&state.pool, scope),
+        db::branch_rules::fleet_flagged(&state.pool, scope),
+        all_runners(&state.pool, scope, thresholds),
+        db::run_stats::of_fleet(&state.pool, scope),
+    )?;
     let mut fleet = FleetOverview::default();
-    // Counted in SQL (a few rows a branch), judged here; only what needs someone is read
-    // in full.
-    for tally in db::branch_rules::fleet_tally(&state.pool, scope).await? {
-        fleet.add_tally(&tally);
+    for tally in &tallies {
+        fleet.add_tally(tally);
     }
-    let stale_after = state.settings.runner_thresholds.stale_after_seconds;
-    for flagged in db::branch_rules::fleet_flagged(&state.pool, scope).await? {
+    let stale_after = thresholds.stale_after_seconds;
+    for flagged in flagged_rows {
         let row = &flagged.described;
         let mut rule = summary(row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
@@ -129,20 +138,10 @@ pub(crate) async fn overview(
             });
         }
     }
-    let thresholds = state.settings.runner_thresholds;
-    let mut filter = RunnerFilter::default();
-    loop {
-        let rows = db::runners::page(&state.pool, scope, &filter, BATCH, thresholds).await?;
-        let exhausted = (rows.len() as i64) < BATCH;
-        for runner in rows {
-            filter.after = Some((runner.runner_id.clone(), runner.key_id));
-            *fleet.totals.runners.entry(runner.state).or_default() += 1;
-            for served in &runner.branches {
-                fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
-            }
-        }
-        if exhausted {
-            break;
+    for runner in runners {
+        *fleet.totals.runners.entry(runner.state).or_default() += 1;
+        for served in &runner.branches {
+            fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
         }
     }
     // Overdue rules' causes, from each branch's last runner contact read above.
@@ -175,8 +174,29 @@ pub(crate) async fn overview(
     });
     fleet.attention = attention::group(std::mem::take(&mut fleet.flagged));
     fleet.totals.branches = u32::try_from(fleet.branches.len()).unwrap_or(u32::MAX);
-    fleet.totals.day = db::run_stats::of_fleet(&state.pool, scope).await?;
+    fleet.totals.day = day;
     Ok(fleet)
+}
+
+/// Every runner serving a branch of `scope`, a page at a time.
+async fn all_runners(
+    pool: &sqlx::PgPool,
+    scope: Scope<'_>,
+    thresholds: RunnerThresholds,
+) -> Result<Vec<RunnerSummary>, sqlx::Error> {
+    let mut filter = RunnerFilter::default();
+    let mut all = Vec::new();
+    loop {
+        let rows = db::runners::page(pool, scope, &filter, BATCH, thresholds).await?;
+        let exhausted = (rows.len() as i64) < BATCH;
+        if let Some(last) = rows.last() {
+            filter.after = Some((last.runner_id.clone(), last.key_id));
+        }
+        all.extend(rows);
+        if exhausted {
+            return Ok(all);
+        }
+    }
 }
 
 /// The flagged rule's live acknowledgement, when it has one.
