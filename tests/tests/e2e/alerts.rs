@@ -6,12 +6,14 @@
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
+use res_tests::browser::Browser;
 use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 use res_tests::receiver::{Receiver, signed_by};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::console::sign_in;
 use crate::system::{System, detector, functions_cli};
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -124,6 +126,14 @@ async fn one_signed_message_per_item_and_one_resolve_across_a_restart_with_the_r
     let channel = &channels["channels"][0];
     assert!(channel["failing_since"].is_string(), "{channels}");
     assert_eq!(channel["pending"], 1, "{channels}");
+    // The console's fleet page says so, in Chromium.
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &admin).await;
+    let shown = browser.text("#channels").await;
+    assert!(
+        shown.contains("failing since") && shown.contains("503 Service Unavailable"),
+        "{shown}"
+    );
 
     // serve restarts while the receiver is down; the outbox is in PostgreSQL.
     assert!(system.functions.stop(), "serve stops cleanly");

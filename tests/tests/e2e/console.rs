@@ -17,7 +17,7 @@ use super::system::{System, detector, functions_cli};
 const WAIT: Duration = Duration::from_secs(40);
 const SCRIPT_NAME: &str = "<script>alert(1)</script>";
 
-fn console_url(system: &System) -> String {
+pub(super) fn console_url(system: &System) -> String {
     system.functions.url().replace("/functions/v1", "/console")
 }
 
@@ -37,7 +37,7 @@ async fn tomorrows_rule(system: &System, name: &str, seconds: f64) -> Uuid {
     rule
 }
 
-async fn sign_in(browser: &Browser, system: &System, key: &str) {
+pub(super) async fn sign_in(browser: &Browser, system: &System, key: &str) {
     browser.open(&format!("{}/", console_url(system))).await;
     assert!(
         browser.path().await.starts_with("/console/sign-in"),

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use res_tests::browser::Browser;
 use res_tests::processes::eventually;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::console::{console_url, sign_in};
 use super::due;
 use super::offline::{offline_runs, owner_seen_by};
 use crate::system::System;
@@ -84,6 +86,28 @@ async fn a_detector_printing_a_mebibyte_shows_its_last_64_kib_online_and_after_a
     let (online, offline) = completed(&system, rule).await[0];
     assert!(!offline);
     assert_tail(&system, online).await;
+
+    // The console's execution page, in Chromium: the same tail, the cut said first.
+    let browser = Browser::start(1280, 900).await;
+    sign_in(&browser, &system, &system.operator).await;
+    browser
+        .open(&format!("{}/executions/{online}", console_url(&system)))
+        .await;
+    let shown = browser.text("#output").await;
+    assert!(
+        shown.contains("detect · stderr · 1,048,576 bytes, the last 65,536 kept"),
+        "{}",
+        &shown[..shown.len().min(400)]
+    );
+    let marker_then_first = format!("{MARKER}\nline0061441....");
+    assert!(
+        shown.contains(&marker_then_first),
+        "the cut, then the first kept line"
+    );
+    assert!(
+        shown.trim_end().ends_with("line0065536...."),
+        "the last line"
+    );
 
     // Another node, or an execution nobody has: said, not guessed.
     let (code, text, err) = logs(&system, online, &["--node", "notify"]).await;
