@@ -34,27 +34,23 @@ pub(crate) async fn gauges(
         "WITH seen AS (SELECT now() - last_seen_at AS silent FROM runners \
                        JOIN api_keys k ON k.id = runners.key_id AND k.revoked_at IS NULL), \
               live AS (SELECT scheduled_at FROM executions \
-                       WHERE status IN ('scheduled', 'running')) \
+                       WHERE status IN ('scheduled', 'running')), \
+              overdue AS (SELECT br.branch_id FROM branch_rules br \
+                            JOIN branches b ON b.id = br.branch_id \
+                            JOIN rules r ON r.id = br.rule_id \
+                            LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
+                                 AND latest.status IN ('scheduled', 'running', 'paused') \
+                          WHERE ",
+        overdue!(),
+        ") \
          SELECT \
            (SELECT count(*) FROM seen WHERE silent < make_interval(secs => $1)) AS runners_alive, \
            (SELECT count(*) FROM seen WHERE silent >= make_interval(secs => $1) \
                                        AND silent < make_interval(secs => $2)) AS runners_stale, \
            (SELECT count(*) FROM seen WHERE silent >= make_interval(secs => $2)) AS runners_gone, \
-           (SELECT count(*) FROM branch_rules br \
-              JOIN branches b ON b.id = br.branch_id JOIN rules r ON r.id = br.rule_id \
-              LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-                   AND latest.status IN ('scheduled', 'running', 'paused') \
-             WHERE ",
-        overdue!(),
-        ") AS rules_overdue, \
-           (SELECT count(*) FROM branch_rules br \
-              JOIN branches b ON b.id = br.branch_id JOIN rules r ON r.id = br.rule_id \
-              LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-                   AND latest.status IN ('scheduled', 'running', 'paused') \
-             WHERE ",
-        overdue!(),
-        " AND COALESCE(",
-        runner_seen_sql!(),
+           (SELECT count(*) FROM overdue) AS rules_overdue, \
+           (SELECT count(*) FROM overdue o WHERE COALESCE(",
+        runner_seen_sql!("o"),
         " < now() - make_interval(secs => $1), true)) AS rules_overdue_unserved, \
            (SELECT count(*) FROM branch_offline_owners o \
               JOIN runners rn ON rn.key_id = o.key_id AND rn.runner_id = o.runner_id \
