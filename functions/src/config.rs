@@ -75,6 +75,11 @@ pub struct ServeArgs {
     /// at once. Lambda never waits (see docs/deploy.md).
     #[arg(long, env = "RES_PLAN_WAIT_MAX_SECONDS", default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=300))]
     pub plan_wait_max_seconds: u64,
+    /// Let notification channels point at loopback, private and link-local addresses (a
+    /// receiver inside your network). Off, a brand's admin cannot make the functions call
+    /// services inside it.
+    #[arg(long, env = "RES_NOTIFY_PRIVATE_TARGETS")]
+    pub notify_private_targets: bool,
 }
 
 impl ServeArgs {
@@ -87,6 +92,7 @@ impl ServeArgs {
             },
             key_cache: std::time::Duration::from_secs(self.key_cache_seconds),
             plan_wait_max: std::time::Duration::from_secs(self.plan_wait_max_seconds),
+            notify_private_targets: self.notify_private_targets,
         }
     }
 }

@@ -36,6 +36,8 @@ pub struct Settings {
     pub key_cache: std::time::Duration,
     /// The longest a plan request may wait for a change (0: answer at once).
     pub plan_wait_max: std::time::Duration,
+    /// Notification channels may point at loopback, private and link-local addresses.
+    pub notify_private_targets: bool,
 }
 
 impl Settings {

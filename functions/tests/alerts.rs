@@ -501,3 +501,50 @@ async fn a_gone_runner_and_an_absent_offline_owner_are_announced_and_resolved_wh
         .collect();
     assert_eq!(events, ["firing", "firing", "resolved", "resolved"]);
 }
+
+/// By default a brand's admin cannot point a channel inside the functions' network (the
+/// other tests run with `notify_private_targets`, their receivers being local).
+#[tokio::test]
+async fn a_channel_cannot_point_at_an_inside_address_unless_the_deployment_allows_it() {
+    let app = TestApp::start_with(res_functions::state::Settings::default(), false).await;
+    let brand = Seed::new(&app.pool).brand("UTC").await;
+    let admin = app.brand_token("brand admin", Role::Admin, brand).await;
+    for (url, host) in [
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254",
+        ),
+        ("http://127.0.0.1:54321/functions/v1/keys_list", "127.0.0.1"),
+        ("http://localhost:9000/", "localhost"),
+        ("http://[fd00::1]/hook", "[fd00::1]"),
+    ] {
+        let reply = app
+            .call(
+                ChannelCreateRequest::NAME,
+                &admin,
+                json!({"brand_id": brand, "name": "inside", "kind": "webhook", "url": url}),
+            )
+            .await;
+        assert_eq!(reply.status, 422, "{url}: {}", reply.body);
+        let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!(
+                "url: {host} is a loopback, private or link-local address"
+            )),
+            "{message}"
+        );
+    }
+    let outside = app
+        .call(
+            ChannelCreateRequest::NAME,
+            &admin,
+            json!({"brand_id": brand, "name": "outside", "kind": "webhook", "url": "https://alerts.example.com/res"}),
+        )
+        .await;
+    assert_eq!(outside.status, 200, "{}", outside.body);
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM notification_channels")
+        .fetch_one(&app.pool)
+        .await
+        .expect("count");
+    assert_eq!(count, 1, "only the outside one was made");
+}

@@ -58,7 +58,12 @@ pub struct Reply {
 impl TestApp {
     /// A migrated database and a server for it, looking every key up on every request.
     pub async fn start() -> TestApp {
-        TestApp::start_with(Settings::default(), false).await
+        // The alert tests' webhook receivers listen on 127.0.0.1.
+        let settings = Settings {
+            notify_private_targets: true,
+            ..Settings::default()
+        };
+        TestApp::start_with(settings, false).await
     }
 
     /// A migrated database and a server with `settings`; with `listening`, the server

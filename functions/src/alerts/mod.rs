@@ -9,6 +9,7 @@ pub(crate) mod evaluate;
 pub(crate) mod items;
 pub(crate) mod message;
 pub(crate) mod sign;
+pub(crate) mod target;
 
 pub use deliver::{DeliveryRound, client, deliver_round, run};
 pub use evaluate::{Evaluation, evaluate};

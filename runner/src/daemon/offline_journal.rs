@@ -100,6 +100,18 @@ impl Journal {
         }
     }
 
+    /// How many runs have an entry: offline runs going on (after start-up, when the entries
+    /// an earlier process left were reported).
+    pub(crate) fn in_progress(&self) -> io::Result<usize> {
+        let mut count = 0;
+        for entry in fs::read_dir(&self.dir)? {
+            if entry?.path().extension().is_some_and(|e| e == "json") {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
     /// The runs left unfinished by an earlier process, oldest first; an unreadable entry is
     /// moved to `rejected/` for a person to look at.
     pub(crate) fn unfinished(&self) -> io::Result<Vec<Started>> {

@@ -76,6 +76,46 @@ pub(crate) async fn run(daemon: Arc<Daemon>) {
     }
 }
 
+/// The longest a plan request waits for this runner's offline runs to end: past it the
+/// runner asks anyway, so that it does not look stale (60 s by default) to the functions.
+const OFFLINE_RUNS_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits (up to [`OFFLINE_RUNS_WAIT`]) while offline runs started during an outage are still
+/// going. A plan request tells the branch's other runners that its offline owner is back
+/// with its offline runs in (the outbox is delivered first); a run still going is not in the
+/// outbox yet, and a runner that stopped holding would claim the rule it is running.
+async fn wait_for_offline_runs(daemon: &Daemon) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let running = match daemon.journal.in_progress() {
+            Ok(running) => running,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the offline journal; asking for the plan");
+                return;
+            }
+        };
+        if running == 0 {
+            return;
+        }
+        if started.elapsed() >= OFFLINE_RUNS_WAIT {
+            tracing::warn!(
+                running,
+                "offline runs still going after {} s; asking for the plan anyway",
+                OFFLINE_RUNS_WAIT.as_secs()
+            );
+            return;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            () = daemon.shutdown.cancelled() => return,
+        }
+        // Their reports were queued behind the earlier ones: deliver them before asking.
+        if daemon.outbox.depth() > 0 {
+            super::delivery::deliver(daemon).await;
+        }
+    }
+}
+
 async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     // Undelivered reports first: a plan fetched over them would bring back schedules they
     // already moved on, and a rule could run twice.
@@ -88,6 +128,7 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
             ),
         });
     }
+    wait_for_offline_runs(daemon).await;
     if !daemon.registered.load(Ordering::SeqCst) {
         register(daemon).await?;
     }

@@ -6,8 +6,10 @@
 //! runs in its outbox, and a claim made before they arrive would run an occurrence twice. So
 //! from the start of each outage (also one met at start-up) a runner holds the branches owned
 //! by another runner until a plan answer shows that owner asked for its plan after this runner
-//! was back — a runner asks only once its outbox is delivered, and the functions read the
-//! owners before the answer's snapshot, so that answer already holds the owner's offline runs.
+//! was back — a runner asks only once its outbox is delivered and the offline runs it was
+//! making when the functions came back have ended and been reported (it waits up to 30 s
+//! for them, so as not to look stale), and the functions read the owners before the
+//! answer's snapshot, so that answer already holds the owner's offline runs.
 
 use std::collections::{BTreeMap, HashSet};
 

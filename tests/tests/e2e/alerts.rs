@@ -43,6 +43,7 @@ async fn one_signed_message_per_item_and_one_resolve_across_a_restart_with_the_r
         "1",
         "--runner-stale-after",
         "3",
+        "--notify-private-targets",
     ])
     .await;
     let brand: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")

@@ -51,10 +51,19 @@ struct Run {
     runner_id: String,
 }
 
-/// The next `*/3` second at or after `t`, strictly after when `t` is on the grid.
-fn next_due_after(t: DateTime<Utc>) -> DateTime<Utc> {
+/// A run as the overlap check reads it: id, status, started, scheduled, finished.
+type Span = (
+    Uuid,
+    String,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+/// The next `*/<period>` second after `t`, strictly after when `t` is on the grid.
+fn next_due_after(t: DateTime<Utc>, period_seconds: i64) -> DateTime<Utc> {
     let millis = t.timestamp_millis();
-    let period = PERIOD_SECONDS * 1000;
+    let period = period_seconds * 1000;
     let next = (millis.div_euclid(period) + 1) * period;
     DateTime::<Utc>::from_timestamp_millis(next).unwrap_or(t)
 }
@@ -166,7 +175,7 @@ async fn with_the_functions_away_only_the_branchs_owner_runs_its_rules_and_nothi
             let earliest = if pair[0].status == "crashed" {
                 finished
             } else {
-                next_due_after(finished) - TimeDelta::milliseconds(100)
+                next_due_after(finished, PERIOD_SECONDS) - TimeDelta::milliseconds(100)
             };
             assert!(
                 started >= earliest,
@@ -507,4 +516,86 @@ async fn an_offline_run_killed_mid_run_is_recorded_crashed_and_retried_when_the_
     assert!(owner.stop());
     let rejected = owner.state_dir.join("outbox").join("rejected");
     assert_eq!(std::fs::read_dir(&rejected).map_or(0, |d| d.count()), 0);
+}
+
+/// An offline run still going when the functions come back: the owner asks for its plan
+/// only once it is reported, so the other runner, which holds the branch until then, never
+/// claims the occurrence the owner is running.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_offline_run_still_going_when_the_functions_return_is_not_claimed_by_the_other_runner() {
+    let mut system = System::start().await;
+    let starts = system.dir.join("starts");
+    // Every 20 s; the detector notes each start, then works for 5 s.
+    let script = format!(
+        "cat > /dev/null; date +%s >> {}; sleep 5; \
+         echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 0}}'",
+        starts.display()
+    );
+    let rule = system.rule(due("*/20 * * * * *"), &script).await;
+    let owner = system.runner("site-a", &[]);
+    eventually("site-a owns the branch", LONG_WAIT, || async {
+        owner_seen_by(&owner, system.branch).await == Some(("site-a".into(), false))
+    })
+    .await;
+    let other = system.runner("site-b", &[]);
+    eventually("site-b sees site-a as the owner", LONG_WAIT, || async {
+        owner_seen_by(&other, system.branch).await == Some(("site-a".into(), false))
+    })
+    .await;
+    // The functions go away before an occurrence, and come back while its offline run works.
+    let started = || std::fs::read_to_string(&starts).map_or(0, |s| s.lines().count());
+    eventually("the rule ran once online", LONG_WAIT, || async {
+        started() >= 1
+    })
+    .await;
+    eventually("between two runs", LONG_WAIT, || async {
+        !system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "running")
+    })
+    .await;
+    // Stop them just before the next occurrence, so the outage is short and the other
+    // runner, retrying every second or two, is back while the offline run still works.
+    let now = Utc::now();
+    let next = next_due_after(now, 20);
+    let until = (next - now - TimeDelta::milliseconds(1_500))
+        .to_std()
+        .unwrap_or_default();
+    tokio::time::sleep(until).await;
+    let before = started();
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    eventually("the owner starts an offline run", LONG_WAIT, || async {
+        started() > before
+    })
+    .await;
+    system.functions.restart().await;
+    eventually("the offline run is recorded", LONG_WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.3 && e.1 == "completed")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let runs: Vec<Span> = sqlx::query_as(
+        "SELECT id, status, started_at, scheduled_at, finished_at FROM executions \
+             WHERE branch_rule_id = $1 ORDER BY COALESCE(started_at, scheduled_at)",
+    )
+    .bind(rule)
+    .fetch_all(&system.pool)
+    .await
+    .expect("executions");
+    for pair in runs.windows(2) {
+        let end = pair[0].4.unwrap_or(pair[0].3);
+        let next_start = pair[1].2.unwrap_or(pair[1].3);
+        assert!(
+            next_start >= end - TimeDelta::milliseconds(1),
+            "{:?} overlaps {:?} in {runs:?}",
+            pair[0],
+            pair[1]
+        );
+    }
 }

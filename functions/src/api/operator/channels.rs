@@ -15,6 +15,7 @@ use super::config::{ConfigScope, may_configure, unknown_brand};
 use crate::access::{Caller, Scope};
 use crate::alerts::items::Subject;
 use crate::alerts::message::{Event, body};
+use crate::alerts::target;
 use crate::api::require_text;
 use crate::auth::{Administrator, Reader, generate_token};
 use crate::db;
@@ -50,7 +51,7 @@ pub(crate) async fn create(
     ApiJson(request): ApiJson<ChannelCreateRequest>,
 ) -> Result<Json<ChannelCreateResponse>, ApiError> {
     require_text("name", &request.name, MAX_NAME_CHARS)?;
-    check_url(&request.url)?;
+    check_url(&request.url, state.settings.notify_private_targets)?;
     may_configure(&state, &caller, ConfigScope::Brand(request.brand_id)).await?;
     let secret = (request.kind == ChannelKind::Webhook).then(|| {
         let token = generate_token();
@@ -81,22 +82,15 @@ pub(crate) async fn create(
     Ok(Json(ChannelCreateResponse { channel, secret }))
 }
 
-/// A channel URL: http or https, with a host, within the length.
-fn check_url(url: &str) -> Result<(), ApiError> {
+/// A channel URL within the length that [`target::refusal`] accepts.
+fn check_url(url: &str, allow_private: bool) -> Result<(), ApiError> {
     require_text("url", url, MAX_URL_CHARS)?;
-    let refuse = |why: &str| {
-        Err(ApiError::unprocessable(
+    match target::refusal(url, allow_private) {
+        Some(why) => Err(ApiError::unprocessable(
             "invalid_field",
             format!("url: {why}"),
-        ))
-    };
-    match url::Url::parse(url.trim()) {
-        Ok(parsed) if !matches!(parsed.scheme(), "http" | "https") => {
-            refuse("must start with https:// (or http://)")
-        }
-        Ok(parsed) if parsed.host_str().is_none_or(str::is_empty) => refuse("must name a host"),
-        Ok(_) => Ok(()),
-        Err(error) => refuse(&format!("not a URL ({error})")),
+        )),
+        None => Ok(()),
     }
 }
 
