@@ -107,23 +107,29 @@ pub struct MaintenanceArgs {
     /// sweeper off in this process.
     #[arg(long, env = "RES_SWEEP_INTERVAL", default_value_t = 30)]
     pub sweep_interval: u64,
-    /// The longest wait, in seconds, before a failing notification channel is tried again
-    /// (waits double from 1 s up to this).
-    #[arg(long, env = "RES_NOTIFY_MAX_BACKOFF", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    pub notify_max_backoff: u64,
     #[command(flatten)]
     pub sweep: SweepArgs,
 }
 
-/// How the sweeper works, wherever it runs (`serve`, the `sweeper` binary).
+/// How the sweeper works, and the notifications it queues are delivered, wherever it runs
+/// (`serve`, the `sweeper` binary).
 #[derive(Debug, Clone, Args)]
 pub struct SweepArgs {
     /// Days of history (executions, violations) and of silent runners to keep.
     #[arg(long, env = "RES_RETENTION_DAYS", default_value_t = 90, value_parser = clap::value_parser!(u32).range(1..))]
     pub retention_days: u32,
+    /// The longest wait, in seconds, before a failing notification channel is tried again
+    /// (waits double from 1 s up to this).
+    #[arg(long, env = "RES_NOTIFY_MAX_BACKOFF", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub notify_max_backoff: u64,
 }
 
 impl SweepArgs {
+    /// The longest wait before a failing channel is tried again.
+    pub fn notify_max_backoff(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.notify_max_backoff)
+    }
+
     pub fn settings(&self) -> SweepSettings {
         SweepSettings {
             retention_days: self.retention_days,

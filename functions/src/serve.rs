@@ -73,7 +73,7 @@ pub async fn serve_with_maintenance(
     tokio::spawn(listener::run(state.clone(), stop.clone()));
     tokio::spawn(alerts::run(
         state.pool.clone(),
-        Duration::from_secs(maintenance.notify_max_backoff),
+        maintenance.sweep.notify_max_backoff(),
         state.metrics.clone(),
         stop.clone(),
     ));

@@ -43,9 +43,6 @@ struct Args {
     database: DatabaseArgs,
     #[command(flatten)]
     sweep: SweepArgs,
-    /// The longest wait, in seconds, before a failing notification channel is tried again.
-    #[arg(long, env = "RES_NOTIFY_MAX_BACKOFF", default_value_t = 300)]
-    notify_max_backoff: u64,
 }
 
 fn main() -> ExitCode {
@@ -78,7 +75,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let settings = args.sweep.settings();
     let metrics = Metrics::default();
     let client = alerts::client()?;
-    let max_backoff = Duration::from_secs(args.notify_max_backoff);
+    let max_backoff = args.sweep.notify_max_backoff();
     if !serve::in_lambda() {
         let report = sweeper::sweep_once(&pool, settings, &metrics).await?;
         deliver_for(&pool, &client, max_backoff, &metrics).await?;
