@@ -130,9 +130,13 @@ fn bearer_token(value: &str) -> Option<&str> {
 
 /// The stored form of a token.
 pub fn hash_token(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest.iter() {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Bytes as lowercase hex (a digest as it is stored and sent).
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
         let _ = write!(hex, "{byte:02x}");
     }
     hex

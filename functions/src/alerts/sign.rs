@@ -5,6 +5,8 @@
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use crate::auth::hex;
+
 /// The header carrying the signature: `v1=<hex>`.
 pub(crate) const SIGNATURE_HEADER: &str = "res-signature";
 /// The header carrying the signing time, in Unix seconds.
@@ -22,13 +24,7 @@ pub(crate) fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    let digest = mac.finalize().into_bytes();
-    let mut hex = String::with_capacity(3 + 64);
-    hex.push_str("v1=");
-    for byte in digest.iter() {
-        hex.push_str(&format!("{byte:02x}"));
-    }
-    hex
+    format!("v1={}", hex(&mac.finalize().into_bytes()))
 }
 
 #[cfg(test)]
