@@ -109,16 +109,12 @@ async fn wait_for_offline_runs(daemon: &Daemon) {
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
             () = daemon.shutdown.cancelled() => return,
         }
-        // Their reports were queued behind the earlier ones: deliver them before asking.
-        if daemon.outbox.depth() > 0 {
-            super::delivery::deliver(daemon).await;
-        }
     }
 }
 
-async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
-    // Undelivered reports first: a plan fetched over them would bring back schedules they
-    // already moved on, and a rule could run twice.
+/// Delivers the outbox; an error while items are left: a plan fetched over undelivered
+/// reports would bring back schedules they already moved on, and a rule could run twice.
+async fn deliver_outbox(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
     if daemon.outbox.depth() > 0 && !super::delivery::deliver(daemon).await {
         return Err(crate::cloud::CloudError::Unreachable {
             function: "outbox",
@@ -128,7 +124,15 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
             ),
         });
     }
+    Ok(())
+}
+
+async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
+    // Before the wait, so that an outage still answers at once.
+    deliver_outbox(daemon).await?;
     wait_for_offline_runs(daemon).await;
+    // The reports of the runs just waited for may have queued behind others.
+    deliver_outbox(daemon).await?;
     if !daemon.registered.load(Ordering::SeqCst) {
         register(daemon).await?;
     }
