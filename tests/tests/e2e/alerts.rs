@@ -109,6 +109,7 @@ async fn one_signed_message_per_item_and_one_resolve_across_a_restart_with_the_r
     let firing = receiver.received()[0].clone();
     assert!(signed_by(&firing, &secret), "{firing:?}");
     assert_eq!(firing.json()["event"], "firing");
+    the_documented_receiver_accepts(&firing, &secret);
 
     // The receiver goes down; the rule recovers: the resolve is tried and kept.
     receiver.down();
@@ -185,4 +186,58 @@ async fn one_signed_message_per_item_and_one_resolve_across_a_restart_with_the_r
     let text = String::from_utf8_lossy(&system.resctl(&admin, &["channels", "list"]).await.stdout)
         .into_owned();
     assert!(text.contains("ops") && text.contains(" ok "), "{text}");
+}
+
+/// The fenced block of docs/operate.md in `lang` that contains `needle`.
+fn documented(lang: &str, needle: &str) -> String {
+    let markdown =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operate.md"))
+            .expect("docs/operate.md");
+    markdown
+        .split(&format!("```{lang}\n"))
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("no {lang} block with {needle} in docs/operate.md"))
+        .to_owned()
+}
+
+/// docs/operate.md's webhook body has the fields a delivery has, and its Python check,
+/// run as written, accepts the delivery and refuses it under another secret.
+fn the_documented_receiver_accepts(delivery: &res_tests::receiver::Received, secret: &str) {
+    let shape: Value = serde_json::from_str(&documented("json", "\"event\": \"firing\""))
+        .expect("the documented body is JSON");
+    let body = delivery.json();
+    let keys = |v: &Value| -> Vec<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(keys(&shape), keys(&body), "{body}");
+    assert_eq!(keys(&shape["subject"]), keys(&body["subject"]), "{body}");
+    let check = documented("python", "hmac.new");
+    for (key, accepted) in [(secret, true), ("whsec_other", false)] {
+        let program = format!(
+            "import hashlib, hmac, sys, time\n\
+             secret = {key:?}\n\
+             timestamp = {timestamp:?}\n\
+             signature = {signature:?}\n\
+             body = sys.stdin.buffer.read()\n\
+             {check}\n\
+             sys.exit(0 if ok else 1)\n",
+            timestamp = delivery.header("res-timestamp"),
+            signature = delivery.header("res-signature"),
+        );
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", &program])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write as _;
+            stdin.write_all(&delivery.body).expect("the body written");
+        }
+        let status = child.wait().expect("python3 ends");
+        assert_eq!(status.success(), accepted, "{key}: {program}");
+    }
 }
