@@ -4,7 +4,7 @@
 use res_shared::wire::{Call, ClaimRequest, RegisterRequest, SetNextRunTimeRequest};
 use res_tests::functions as support;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use serde_json::{Value, json};
 use support::{RuleSpec, Seed, TestApp};
 use uuid::Uuid;
@@ -180,16 +180,19 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
 #[tokio::test]
 async fn an_offline_run_is_recorded_once_with_its_violations() {
     let app = TestApp::start().await;
+    let now = app.db_now().await;
+    let finished = now - TimeDelta::minutes(3);
+    // Hourly at half an hour past the offline run's end, so the next occurrence after it is
+    // always in the future: an hourly ":00" rule failed when the hour turned within the 3 minutes.
+    let cron = format!("{} * * * *", (finished.minute() + 30) % 60);
     let (branch, rule) = Seed::new(&app.pool)
         .due_rule(RuleSpec {
-            cron: Some("0 * * * *"),
+            cron: Some(&cron),
             ..RuleSpec::default()
         })
         .await;
     let token = app.runner_token(&[branch]).await;
-    let now = app.db_now().await;
     let execution = Uuid::new_v4();
-    let finished = now - TimeDelta::minutes(3);
     let body = json!({
         "branch_rule_id": rule, "is_last_run_failed": false,
         "execution_id": execution, "claim_token": "offline-abc", "status": "completed",
@@ -205,7 +208,7 @@ async fn an_offline_run_is_recorded_once_with_its_violations() {
     assert_eq!(first.status, 200, "{}", first.body);
     let next: DateTime<Utc> =
         serde_json::from_value(first.body["next_run_time"].clone()).expect("a time");
-    let expected = res_shared::schedule::Schedule::parse("0 * * * *", None, None, None)
+    let expected = res_shared::schedule::Schedule::parse(&cron, None, None, None)
         .expect("schedule")
         .next_run(finished, false)
         .expect("next run")
