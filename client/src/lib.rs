@@ -6,7 +6,7 @@ pub mod tls;
 
 use std::time::Duration;
 
-use res_shared::wire::{Call, ErrorBody};
+use res_shared::wire::{Batch, BatchItem, Call, ErrorBody};
 
 /// What went wrong calling a function.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +64,12 @@ impl CloudError {
     pub fn refuses_field(&self, field: &str) -> bool {
         matches!(self, CloudError::Rejected { status: 400, message, .. }
             if message.contains(&format!("unknown field `{field}`")))
+    }
+
+    /// Whether the functions have no such function (they are older than the caller).
+    pub fn is_unknown_function(&self) -> bool {
+        matches!(self, CloudError::Rejected { status: 404, message, .. }
+            if message.starts_with("no function at"))
     }
 
     pub fn code(&self) -> Option<&str> {
@@ -159,19 +165,63 @@ impl FunctionsClient {
                 message: e.to_string(),
             });
         }
-        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-        let detail = serde_json::from_value::<ErrorBody>(body.clone()).ok();
-        Err(CloudError::Rejected {
-            function,
-            status: status.as_u16(),
-            code: detail
-                .as_ref()
-                .map_or_else(|| "unknown".to_owned(), |d| d.error.code.clone()),
-            message: detail.map_or_else(
-                || String::from_utf8_lossy(&bytes).chars().take(300).collect(),
-                |d| d.error.message,
-            ),
-            body,
-        })
+        Err(rejected(function, status.as_u16(), &bytes))
+    }
+
+    /// Calls a batch function: `Ok` holds each item's answer as its single call would have
+    /// given it (in the request's order); `Err` is the whole request's failure. Functions
+    /// older than the batch answer [`CloudError::is_unknown_function`].
+    pub async fn call_batch<B: Batch>(
+        &self,
+        request: &B,
+    ) -> Result<Vec<ItemAnswer<B>>, CloudError> {
+        let answer = self.call(request).await?;
+        if answer.items.len() != request.len() {
+            return Err(CloudError::Invalid {
+                function: B::NAME,
+                message: format!(
+                    "{} items answered for {} sent",
+                    answer.items.len(),
+                    request.len()
+                ),
+            });
+        }
+        Ok(answer
+            .items
+            .into_iter()
+            .map(item_answer::<B::Item>)
+            .collect())
+    }
+}
+
+/// One batch item's answer, typed as its single call's.
+pub type ItemAnswer<B> = Result<<<B as Batch>::Item as Call>::Response, CloudError>;
+
+fn item_answer<C: Call>(item: BatchItem) -> Result<C::Response, CloudError> {
+    let bytes = item.body.get().as_bytes();
+    if (200..300).contains(&item.status) {
+        return serde_json::from_slice(bytes).map_err(|e| CloudError::Invalid {
+            function: C::NAME,
+            message: e.to_string(),
+        });
+    }
+    Err(rejected(C::NAME, item.status, bytes))
+}
+
+/// A refusal from its status and body (the common error shape, or whatever came).
+fn rejected(function: &'static str, status: u16, bytes: &[u8]) -> CloudError {
+    let body: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let detail = serde_json::from_value::<ErrorBody>(body.clone()).ok();
+    CloudError::Rejected {
+        function,
+        status,
+        code: detail
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |d| d.error.code.clone()),
+        message: detail.map_or_else(
+            || String::from_utf8_lossy(bytes).chars().take(300).collect(),
+            |d| d.error.message,
+        ),
+        body,
     }
 }

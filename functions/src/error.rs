@@ -233,16 +233,31 @@ impl ApiError {
     }
 }
 
+/// An error's body as callers get it: the common shape, or a refusal's own.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub(crate) enum ErrorAnswer {
+    Common(ErrorBody),
+    Claim(Box<ClaimRefusal>),
+    Document(Box<DocumentRefusal>),
+}
+
+impl ApiError {
+    /// The status and body this error answers with (a batch item answers the same).
+    pub(crate) fn into_answer(self) -> (StatusCode, ErrorAnswer) {
+        let (status, detail) = self.detail();
+        let body = match self {
+            ApiError::ClaimRefused(refusal) => ErrorAnswer::Claim(refusal),
+            ApiError::InvalidDocument(refusal) => ErrorAnswer::Document(refusal),
+            _ => ErrorAnswer::Common(ErrorBody { error: detail }),
+        };
+        (status, body)
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let (status, detail) = self.detail();
-        match self {
-            ApiError::ClaimRefused(refusal) => return (status, Json(*refusal)).into_response(),
-            ApiError::InvalidDocument(refusal) => {
-                return (status, Json(*refusal)).into_response();
-            }
-            _ => {}
-        }
-        (status, Json(ErrorBody { error: detail })).into_response()
+        let (status, body) = self.into_answer();
+        (status, Json(body)).into_response()
     }
 }

@@ -79,7 +79,7 @@ metrics! {
         Family::new_with_constructor(latency_histogram) =>
         "request_duration_seconds", "Time to answer a request, by function";
     claims: Family<Kind, Counter> = Family::default() =>
-        "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, error";
+        "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, busy (a batch skipped a rule another request held), error";
     reports: Family<Kind, Counter> = Family::default() =>
         "reports", "Run reports by the status they record (completed, failed, cancelled, timeout, ...), and replayed repeats";
     reports_superseded: Counter = Counter::default() =>
@@ -118,7 +118,7 @@ fn latency_histogram() -> Histogram {
 
 /// The values of the labelled counters and gauges, created at zero so every series exists
 /// from the start (a rate over a series that appears later misses its first events).
-const CLAIM_OUTCOMES: [&str; 4] = ["won", "lost", "not_ready", "error"];
+const CLAIM_OUTCOMES: [&str; 5] = ["won", "lost", "not_ready", "busy", "error"];
 const REPORT_OUTCOMES: [&str; 6] = [
     "completed",
     "failed",

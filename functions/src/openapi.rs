@@ -14,9 +14,12 @@ use utoipa::{Modify, OpenApi};
     paths(
         crate::api::plan::get_execution_plan,
         crate::api::claim::claim,
+        crate::api::claim::claim_batch,
         crate::api::heartbeat::heartbeat,
+        crate::api::heartbeat::heartbeat_batch,
         crate::api::violations::create_violation,
         crate::api::next_run::set_next_run_time,
+        crate::api::next_run::set_next_run_time_batch,
         crate::api::pause::pause,
         crate::api::register::register,
         crate::api::operator::rules::run_now,

@@ -7,13 +7,14 @@ use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{
     AcknowledgeRequest, Call, CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest,
-    ChannelListRequest, ChannelTestRequest, ClaimRequest, ConfigApplyRequest, ConfigExportRequest,
-    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
-    FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest, HeartbeatRequest,
-    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest, PauseRequest,
-    PauseRuleRequest, PlanRequest, RegisterRequest, ResumeRuleRequest, RuleListRequest,
-    RunNowRequest, RunnerListRequest, SetNextRunTimeRequest, ShowExecutionRequest,
-    ViolationListRequest, ViolationRequest,
+    ChannelListRequest, ChannelTestRequest, ClaimBatchRequest, ClaimRequest, ConfigApplyRequest,
+    ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest,
+    ExecutionListRequest, FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest,
+    HeartbeatBatchRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
+    KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest,
+    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
+    SetNextRunTimeBatchRequest, SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest,
+    ViolationRequest,
 };
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
@@ -34,12 +35,18 @@ pub enum Function {
     ExecutionPlan,
     /// `branch_rules_claim`.
     Claim,
+    /// `branch_rules_claim_batch`.
+    ClaimBatch,
     /// `executions_heartbeat`.
     Heartbeat,
+    /// `executions_heartbeat_batch`.
+    HeartbeatBatch,
     /// `violations_create`.
     CreateViolation,
     /// `branch_rules_set_NextRunTime`.
     SetNextRunTime,
+    /// `branch_rules_set_NextRunTime_batch`.
+    SetNextRunTimeBatch,
     /// `executions_pause`.
     Pause,
     /// `runner_register`.
@@ -98,12 +105,15 @@ pub enum Function {
 
 impl Function {
     /// Every function.
-    pub const ALL: [Function; 32] = [
+    pub const ALL: [Function; 35] = [
         Function::ExecutionPlan,
         Function::Claim,
+        Function::ClaimBatch,
         Function::Heartbeat,
+        Function::HeartbeatBatch,
         Function::CreateViolation,
         Function::SetNextRunTime,
+        Function::SetNextRunTimeBatch,
         Function::Pause,
         Function::Register,
         Function::RunNow,
@@ -168,9 +178,12 @@ impl Function {
         match self {
             Function::ExecutionPlan => PlanRequest::NAME,
             Function::Claim => ClaimRequest::NAME,
+            Function::ClaimBatch => ClaimBatchRequest::NAME,
             Function::Heartbeat => HeartbeatRequest::NAME,
+            Function::HeartbeatBatch => HeartbeatBatchRequest::NAME,
             Function::CreateViolation => ViolationRequest::NAME,
             Function::SetNextRunTime => SetNextRunTimeRequest::NAME,
+            Function::SetNextRunTimeBatch => SetNextRunTimeBatchRequest::NAME,
             Function::Pause => PauseRequest::NAME,
             Function::Register => RegisterRequest::NAME,
             Function::RunNow => RunNowRequest::NAME,
@@ -231,9 +244,12 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
         let handler = match function {
             Function::ExecutionPlan => post(api::plan::get_execution_plan),
             Function::Claim => post(api::claim::claim),
+            Function::ClaimBatch => post(api::claim::claim_batch),
             Function::Heartbeat => post(api::heartbeat::heartbeat),
+            Function::HeartbeatBatch => post(api::heartbeat::heartbeat_batch),
             Function::CreateViolation => post(api::violations::create_violation),
             Function::SetNextRunTime => post(api::next_run::set_next_run_time),
+            Function::SetNextRunTimeBatch => post(api::next_run::set_next_run_time_batch),
             Function::Pause => post(api::pause::pause),
             Function::Register => post(api::register::register),
             Function::RunNow => post(api::operator::rules::run_now),

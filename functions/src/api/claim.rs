@@ -4,17 +4,21 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{Blocker, Deadline, RuleState, window_deadline};
+use std::collections::{HashMap, HashSet};
+
 use res_shared::wire::{
-    ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail,
-    ExecutionStatus, MAX_LEASE_SECONDS, Trigger,
+    BatchResponse, ClaimBatchRequest, ClaimRefusal, ClaimRequest, ClaimResponse,
+    DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail, ExecutionStatus, MAX_LEASE_SECONDS, Trigger,
 };
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{require_seconds, require_text};
+use super::{batch, require_seconds, require_text};
 use crate::auth::{Caller, SiteCaller};
 use crate::db;
-use crate::db::executions::{ExecutionRow, NewExecution};
+use crate::db::branch_rules::LockedRule;
+use crate::db::claims::{Claimant, NewClaim};
+use crate::db::executions::ExecutionRow;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
@@ -125,178 +129,340 @@ pub(crate) async fn claim(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
-    require_text("runner_id", &request.runner_id, 200)?;
-    let lease_seconds = require_seconds(
-        "lease_seconds",
-        request
-            .lease_seconds
-            .unwrap_or(i64::from(DEFAULT_LEASE_SECONDS)),
-        MAX_LEASE_SECONDS,
+    let claimant = claimant(
+        &request.runner_id,
+        request.lease_seconds,
+        request.boot_id.as_deref(),
     )?;
     let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
-    let claimed = claim_rule(&state, &caller, &request, lease_seconds)
+    // One rule waits for a report holding it, as claims always have.
+    let answers = claim_rules(&state, &caller, &[request.branch_rule_id], &claimant, false)
         .instrument(span)
-        .await;
-    let outcome = match &claimed {
+        .await?;
+    answers
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::Internal("a claim of one rule gave no answer".into()))?
+        .map(Json)
+}
+
+/// Claim many due branch rules in one transaction; a rule another request holds at this
+/// moment is answered `busy` instead of waited for.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/branch_rules_claim_batch",
+    request_body = ClaimBatchRequest,
+    responses(
+        (status = 200, description = "Each rule answered as branch_rules_claim would (status and body), in order; 409 busy: another request held it, claim it again", body = BatchResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 422, description = "No rule or more than 100, lease_seconds out of range or empty runner_id", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub(crate) async fn claim_batch(
+    State(state): State<AppState>,
+    SiteCaller(caller): SiteCaller,
+    ApiJson(request): ApiJson<ClaimBatchRequest>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    let claimant = claimant(
+        &request.runner_id,
+        request.lease_seconds,
+        request.boot_id.as_deref(),
+    )?;
+    batch::require_items("branch_rule_ids", request.branch_rule_ids.len())?;
+    let span = tracing::info_span!("claim_batch", rules = request.branch_rule_ids.len(), runner_id = %Untrusted(&request.runner_id));
+    let answers = claim_rules(&state, &caller, &request.branch_rule_ids, &claimant, true)
+        .instrument(span)
+        .await?;
+    Ok(Json(batch::answer(answers)))
+}
+
+/// The claimant's fields, checked as every claim checks them.
+fn claimant<'a>(
+    runner_id: &'a str,
+    lease_seconds: Option<i64>,
+    boot_id: Option<&'a str>,
+) -> Result<Claimant<'a>, ApiError> {
+    require_text("runner_id", runner_id, 200)?;
+    let lease_seconds = require_seconds(
+        "lease_seconds",
+        lease_seconds.unwrap_or(i64::from(DEFAULT_LEASE_SECONDS)),
+        MAX_LEASE_SECONDS,
+    )?;
+    Ok(Claimant {
+        runner_id,
+        lease_seconds,
+        boot_id,
+    })
+}
+
+/// Claims `ids` in one transaction: lock, decide each, write all. Each id gets the answer
+/// `branch_rules_claim` gives it alone; `skip_locked` answers a rule another transaction
+/// holds `busy` instead of waiting. An id twice is answered once and refused the second time.
+async fn claim_rules(
+    state: &AppState,
+    caller: &Caller,
+    ids: &[Uuid],
+    claimant: &Claimant<'_>,
+    skip_locked: bool,
+) -> Result<Vec<Result<ClaimResponse, ApiError>>, ApiError> {
+    let mut unique: Vec<Uuid> = ids.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    let mut tx = state.pool.begin().await?;
+    let rules: HashMap<Uuid, LockedRule> = db::claims::lock_rules(&mut tx, &unique, skip_locked)
+        .await?
+        .into_iter()
+        .filter(|rule| caller.sees_branch(rule.branch_id))
+        .map(|rule| (rule.id, rule))
+        .collect();
+    let skipped: Vec<Uuid> = unique
+        .iter()
+        .copied()
+        .filter(|id| !rules.contains_key(id))
+        .collect();
+    // A rule left out was either held by another request or not there (in this scope).
+    let busy: HashSet<Uuid> = if skip_locked && !skipped.is_empty() {
+        db::claims::branches_of(&mut tx, &skipped)
+            .await?
+            .into_iter()
+            .filter(|(_, branch)| caller.sees_branch(*branch))
+            .map(|(id, _)| id)
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let locked: Vec<Uuid> = unique
+        .iter()
+        .copied()
+        .filter(|id| rules.contains_key(id))
+        .collect();
+    let latest: HashMap<Uuid, ExecutionRow> = db::claims::latest_executions(&mut tx, &locked)
+        .await?
+        .into_iter()
+        .map(|e| (e.branch_rule_id, e))
+        .collect();
+    let mut decided: HashMap<Uuid, ClaimOutcome> = HashMap::new();
+    let mut crashed = Vec::new();
+    for id in &locked {
+        let Some(rule) = rules.get(id) else { continue };
+        let retrying = rule.consecutive_failures > 0 && rule.needs_attention_at.is_none();
+        let decision = decide(
+            &rule.state(false, None),
+            latest.get(id),
+            rule.db_now,
+            retrying,
+        );
+        crashed.extend(decision.crash);
+        decided.insert(*id, decision.outcome);
+    }
+    if !crashed.is_empty() {
+        db::claims::mark_crashed(&mut tx, &crashed).await?;
+        for id in &crashed {
+            tracing::warn!(execution_id = %id, "lease expired without a report: crashed");
+        }
+    }
+    let news: Vec<NewClaim<'_>> = locked
+        .iter()
+        .filter_map(|id| match (decided.get(id), rules.get(id)) {
+            (
+                Some(ClaimOutcome::Claim {
+                    attempt,
+                    retry_of,
+                    root_id,
+                    after_failure,
+                }),
+                Some(rule),
+            ) => {
+                let manual = rule.run_requested_at.is_some();
+                Some(NewClaim {
+                    id: Uuid::new_v4(),
+                    branch_rule_id: *id,
+                    attempt: *attempt,
+                    retry_of: *retry_of,
+                    root_id: *root_id,
+                    claim_token: Uuid::new_v4().simple().to_string(),
+                    trigger: trigger(manual, *retry_of, *after_failure),
+                    triggered_by: rule.run_requested_by.as_deref().filter(|_| manual),
+                    trigger_reason: rule.run_request_reason.as_deref().filter(|_| manual),
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    let inserted: HashMap<Uuid, db::claims::Inserted> = if news.is_empty() {
+        HashMap::new()
+    } else {
+        db::claims::insert(&mut tx, claimant, &news)
+            .await?
+            .into_iter()
+            .map(|row| (row.branch_rule_id, row))
+            .collect()
+    };
+    let mut claimed: HashMap<Uuid, Claimed> = HashMap::new();
+    for new in &news {
+        if let Some(row) = inserted.get(&new.branch_rule_id) {
+            claimed.insert(
+                new.branch_rule_id,
+                Claimed {
+                    execution_id: row.id,
+                    claim_token: new.claim_token.clone(),
+                    lease_expires_at: row.lease_expires_at,
+                    attempt: new.attempt,
+                    retry_of: new.retry_of,
+                    root_execution_id: row.root_id,
+                    context: None,
+                    revision: row.revision,
+                },
+            );
+        }
+    }
+    for id in &locked {
+        let Some(ClaimOutcome::Resume { execution_id }) = decided.get(id) else {
+            continue;
+        };
+        let claim_token = Uuid::new_v4().simple().to_string();
+        let paused = latest.get(id).filter(|e| e.id == *execution_id);
+        let (lease_expires_at, context, revision) = db::executions::resume(
+            &mut tx,
+            *execution_id,
+            claimant.runner_id,
+            &claim_token,
+            claimant.lease_seconds,
+            claimant.boot_id,
+        )
+        .await?;
+        claimed.insert(
+            *id,
+            Claimed {
+                execution_id: *execution_id,
+                claim_token,
+                lease_expires_at,
+                attempt: paused.map_or(1, |e| e.attempt),
+                retry_of: None,
+                root_execution_id: paused.map_or(*execution_id, |e| e.root_id),
+                context,
+                revision,
+            },
+        );
+    }
+    tx.commit().await?;
+    let mut seen = HashMap::new();
+    let answers = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| {
+            if let Some(first) = seen.insert(*id, index) {
+                seen.insert(*id, first);
+                return Err(ApiError::unprocessable(
+                    "invalid_field",
+                    format!("branch_rule_ids[{index}]: branch rule {id} is already at branch_rule_ids[{first}] of this batch"),
+                ));
+            }
+            let answer = answer(*id, rules.get(id), decided.get(id), claimed.remove(id), busy.contains(id));
+            count(state, &answer);
+            answer
+        })
+        .collect();
+    Ok(answers)
+}
+
+/// What started the run.
+fn trigger(manual: bool, retry_of: Option<Uuid>, after_failure: bool) -> Trigger {
+    match (manual, retry_of, after_failure) {
+        (true, _, _) => Trigger::Manual,
+        (false, Some(_), true) => Trigger::Retry,
+        (false, Some(_), false) => Trigger::CrashRetry,
+        (false, None, _) => Trigger::Schedule,
+    }
+}
+
+/// One rule's answer once the transaction committed.
+fn answer(
+    id: Uuid,
+    rule: Option<&LockedRule>,
+    decided: Option<&ClaimOutcome>,
+    claimed: Option<Claimed>,
+    busy: bool,
+) -> Result<ClaimResponse, ApiError> {
+    let Some(rule) = rule else {
+        return Err(if busy {
+            refusal(
+                "busy",
+                format!("another request holds branch rule {id} at this moment; claim it again"),
+                Vec::new(),
+            )
+        } else {
+            ApiError::NotFound(format!("branch rule {id} not found"))
+        });
+    };
+    if let Some(claimed) = claimed {
+        let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), rule.db_now) {
+            Deadline::At(end) => Some(end),
+            Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
+        };
+        let resumed = claimed.context.is_some();
+        tracing::info!(branch_rule_id = %id, execution_id = %claimed.execution_id, attempt = claimed.attempt, resumed, "claimed");
+        return Ok(ClaimResponse {
+            claimed: true,
+            execution_id: claimed.execution_id,
+            claim_token: claimed.claim_token,
+            lease_expires_at: claimed.lease_expires_at,
+            deadline,
+            attempt: claimed.attempt,
+            retry_of: claimed.retry_of,
+            root_execution_id: claimed.root_execution_id,
+            resumed,
+            context: claimed.context,
+            revision: claimed.revision,
+        });
+    }
+    Err(match decided {
+        Some(ClaimOutcome::Running { execution_id }) => refusal(
+            "running",
+            format!("execution {execution_id} holds a live lease on this rule"),
+            Vec::new(),
+        ),
+        Some(ClaimOutcome::NotReady(blockers))
+            if matches!(blockers.as_slice(), [Blocker::Paused { .. }]) =>
+        {
+            refusal(
+                "paused",
+                "a paused execution of this rule resumes later".to_owned(),
+                blockers.clone(),
+            )
+        }
+        Some(ClaimOutcome::NotReady(blockers)) => refusal(
+            "not_ready",
+            "the rule is not ready to run".to_owned(),
+            blockers.clone(),
+        ),
+        // Decided to claim, but the partial unique index found a live execution.
+        _ => refusal(
+            "running",
+            "another execution holds this rule".into(),
+            Vec::new(),
+        ),
+    })
+}
+
+fn count(state: &AppState, answer: &Result<ClaimResponse, ApiError>) {
+    let outcome = match answer {
         Ok(_) => "won",
         Err(ApiError::ClaimRefused(refusal)) if refusal.reason == "running" => "lost",
+        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == "busy" => "busy",
         Err(ApiError::ClaimRefused(_)) => "not_ready",
         Err(_) => "error",
     };
     Metrics::count(&state.metrics.claims, outcome);
-    claimed
-}
-
-async fn claim_rule(
-    state: &AppState,
-    caller: &Caller,
-    request: &ClaimRequest,
-    lease_seconds: i32,
-) -> Result<Json<ClaimResponse>, ApiError> {
-    let not_found =
-        || ApiError::NotFound(format!("branch rule {} not found", request.branch_rule_id));
-    let mut tx = state.pool.begin().await?;
-    let rule = db::branch_rules::lock(&mut tx, request.branch_rule_id)
-        .await?
-        .filter(|rule| caller.sees_branch(rule.branch_id))
-        .ok_or_else(not_found)?;
-    let now = rule.db_now;
-    let latest = db::executions::latest_for_rule(&mut tx, rule.id).await?;
-    let retrying = rule.consecutive_failures > 0 && rule.needs_attention_at.is_none();
-    let decision = decide(&rule.state(false, None), latest.as_ref(), now, retrying);
-    if let Some(crashed) = decision.crash {
-        db::executions::mark_crashed(&mut *tx, crashed).await?;
-        tracing::warn!(execution_id = %crashed, "lease expired without a report: crashed");
-    }
-    let claim_token = Uuid::new_v4().simple().to_string();
-    let claimed = match decision.outcome {
-        ClaimOutcome::Running { execution_id } => {
-            tx.commit().await?;
-            return Err(refusal(
-                "running",
-                format!("execution {execution_id} holds a live lease on this rule"),
-                Vec::new(),
-            ));
-        }
-        ClaimOutcome::NotReady(blockers) => {
-            tx.commit().await?;
-            let paused = matches!(blockers.as_slice(), [Blocker::Paused { .. }]);
-            return Err(if paused {
-                refusal(
-                    "paused",
-                    "a paused execution of this rule resumes later".to_owned(),
-                    blockers,
-                )
-            } else {
-                refusal(
-                    "not_ready",
-                    "the rule is not ready to run".to_owned(),
-                    blockers,
-                )
-            });
-        }
-        ClaimOutcome::Resume { execution_id } => {
-            let paused = latest.as_ref().filter(|e| e.id == execution_id);
-            let (lease_expires_at, context, revision) = db::executions::resume(
-                &mut tx,
-                execution_id,
-                &request.runner_id,
-                &claim_token,
-                lease_seconds,
-                request.boot_id.as_deref(),
-            )
-            .await?;
-            Claimed {
-                execution_id,
-                lease_expires_at,
-                attempt: paused.map_or(1, |e| e.attempt),
-                retry_of: None,
-                root_execution_id: paused.map_or(execution_id, |e| e.root_id),
-                context,
-                revision,
-            }
-        }
-        ClaimOutcome::Claim {
-            attempt,
-            retry_of,
-            root_id,
-            after_failure,
-        } => {
-            let manual = rule.run_requested_at.is_some();
-            let trigger = match (manual, retry_of, after_failure) {
-                (true, _, _) => Trigger::Manual,
-                (false, Some(_), true) => Trigger::Retry,
-                (false, Some(_), false) => Trigger::CrashRetry,
-                (false, None, _) => Trigger::Schedule,
-            };
-            let inserted = db::executions::insert(
-                &mut tx,
-                &NewExecution {
-                    branch_rule_id: rule.id,
-                    runner_id: &request.runner_id,
-                    attempt,
-                    retry_of,
-                    claim_token: &claim_token,
-                    lease_seconds,
-                    root_id,
-                    boot_id: request.boot_id.as_deref(),
-                    trigger,
-                    triggered_by: rule.run_requested_by.as_deref().filter(|_| manual),
-                    trigger_reason: rule.run_request_reason.as_deref().filter(|_| manual),
-                },
-            )
-            .await;
-            let (execution_id, lease_expires_at, root_execution_id, mut revision) = match inserted {
-                Ok(row) => row,
-                // The partial unique index is the last line of defence against a second run.
-                Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                    return Err(refusal(
-                        "running",
-                        "another execution holds this rule".into(),
-                        Vec::new(),
-                    ));
-                }
-                Err(other) => return Err(other.into()),
-            };
-            if manual {
-                revision = db::operator::clear_run_request(&mut tx, rule.id).await?;
-            }
-            Claimed {
-                execution_id,
-                lease_expires_at,
-                attempt,
-                retry_of,
-                root_execution_id,
-                context: None,
-                revision,
-            }
-        }
-    };
-    tx.commit().await?;
-    let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), now) {
-        Deadline::At(end) => Some(end),
-        Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
-    };
-    let resumed = claimed.context.is_some();
-    tracing::info!(execution_id = %claimed.execution_id, attempt = claimed.attempt, resumed, "claimed");
-    Ok(Json(ClaimResponse {
-        claimed: true,
-        execution_id: claimed.execution_id,
-        claim_token,
-        lease_expires_at: claimed.lease_expires_at,
-        deadline,
-        attempt: claimed.attempt,
-        retry_of: claimed.retry_of,
-        root_execution_id: claimed.root_execution_id,
-        resumed,
-        context: claimed.context,
-        revision: claimed.revision,
-    }))
 }
 
 /// What the claim hands over, whether fresh or resumed.
 struct Claimed {
     execution_id: Uuid,
+    claim_token: String,
     lease_expires_at: DateTime<Utc>,
     attempt: i32,
     retry_of: Option<Uuid>,

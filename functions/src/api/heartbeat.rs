@@ -2,9 +2,13 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::wire::{ErrorBody, ExecutionStatus, HeartbeatRequest, HeartbeatResponse};
+use res_shared::wire::{
+    BatchResponse, ErrorBody, ExecutionStatus, HeartbeatBatchRequest, HeartbeatRequest,
+    HeartbeatResponse,
+};
 
-use crate::auth::SiteCaller;
+use super::batch;
+use crate::auth::{Caller, SiteCaller};
 use crate::db;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -31,6 +35,41 @@ pub(crate) async fn heartbeat(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
+    beat(&state, &caller, &request).await.map(Json)
+}
+
+/// Extend the leases of many live executions: each beat as `executions_heartbeat` takes it.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/executions_heartbeat_batch",
+    request_body = HeartbeatBatchRequest,
+    responses(
+        (status = 200, description = "Each beat answered as executions_heartbeat would (status and body), in order", body = BatchResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 422, description = "No beat or more than 100", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub(crate) async fn heartbeat_batch(
+    State(state): State<AppState>,
+    SiteCaller(caller): SiteCaller,
+    ApiJson(request): ApiJson<HeartbeatBatchRequest>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    batch::require_items("beats", request.beats.len())?;
+    let mut answers = Vec::with_capacity(request.beats.len());
+    for beat_request in &request.beats {
+        answers.push(beat(&state, &caller, beat_request).await);
+    }
+    Ok(Json(batch::answer(answers)))
+}
+
+async fn beat(
+    state: &AppState,
+    caller: &Caller,
+    request: &HeartbeatRequest,
+) -> Result<HeartbeatResponse, ApiError> {
     if request
         .status
         .is_some_and(|s| s != ExecutionStatus::Running)
@@ -49,16 +88,16 @@ pub(crate) async fn heartbeat(
     let id = request.execution_id;
     let beat = db::executions::heartbeat(
         &state.pool,
-        &request,
-        &caller,
+        request,
+        caller,
         state.settings.runner_thresholds.stale_after_seconds,
     )
     .await?;
     if let Some((lease_expires_at, cancel_requested)) = beat {
-        return Ok(Json(HeartbeatResponse {
+        return Ok(HeartbeatResponse {
             lease_expires_at,
             cancel_requested,
-        }));
+        });
     }
     // The beat did not land: say why, without revealing executions outside the scope.
     let miss = db::executions::heartbeat_miss(&state.pool, id)

@@ -1,6 +1,7 @@
 //! The functions' HTTP handlers: thin shells that check input, call the schedule rules and
 //! the SQL in `db`, and shape the answer.
 
+pub(crate) mod batch;
 pub(crate) mod claim;
 pub(crate) mod cursor;
 pub(crate) mod fields;

@@ -154,6 +154,8 @@ macro_rules! rule_from {
     };
 }
 
+pub(crate) use rule_from;
+
 /// One rule by id (`$1`).
 macro_rules! rule_select {
     () => {

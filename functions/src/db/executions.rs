@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use res_shared::wire::{ExecutionStatus, HeartbeatRequest, Trigger};
+use res_shared::wire::{ExecutionStatus, HeartbeatRequest};
 
 use super::Tx;
 use crate::access::{Caller, Scope};
@@ -81,66 +81,6 @@ pub(crate) async fn mark_crashed(
     .execute(executor)
     .await?;
     Ok(result.rows_affected() == 1)
-}
-
-/// A new scheduled execution handed to `runner_id`.
-pub(crate) struct NewExecution<'a> {
-    pub(crate) branch_rule_id: Uuid,
-    pub(crate) runner_id: &'a str,
-    pub(crate) attempt: i32,
-    /// The crashed attempt this retries.
-    pub(crate) retry_of: Option<Uuid>,
-    /// Ownership proof.
-    pub(crate) claim_token: &'a str,
-    /// Lease length.
-    pub(crate) lease_seconds: i32,
-    /// The retry chain's first attempt; `None` for a fresh run (it is its own root).
-    pub(crate) root_id: Option<Uuid>,
-    pub(crate) boot_id: Option<&'a str>,
-    pub(crate) trigger: Trigger,
-    /// For a manual run: the key name that asked, and why.
-    pub(crate) triggered_by: Option<&'a str>,
-    pub(crate) trigger_reason: Option<&'a str>,
-}
-
-/// Inserts a scheduled execution (with the configuration revisions in force) and marks its
-/// rule running, in one round trip; returns its id, lease end, root and the rule's new
-/// revision. A second live execution for the
-/// same rule violates `executions_one_live_per_rule`.
-pub(crate) async fn insert(
-    tx: &mut Tx,
-    new: &NewExecution<'_>,
-) -> Result<(Uuid, DateTime<Utc>, Uuid, Option<i64>), sqlx::Error> {
-    sqlx::query_as(
-        "WITH inserted AS ( \
-             INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                     retry_of, claim_token, lease_seconds, lease_expires_at, \
-                                     boot_id, trigger, triggered_by, trigger_reason, \
-                                     config_revision, catalogue_revision) \
-             SELECT g.id, COALESCE($7, g.id), $1, $2, 'scheduled', $3, $4, $5, $6, \
-                    now() + make_interval(secs => $6), $8, $9, $10, $11, \
-                    (SELECT max(c.id) FROM branch_rules x JOIN branches b ON b.id = x.branch_id \
-                     JOIN config_revisions c ON c.brand_id = b.brand_id WHERE x.id = $1), \
-                    (SELECT max(id) FROM config_revisions WHERE brand_id IS NULL) \
-             FROM (SELECT gen_random_uuid() AS id) g \
-             RETURNING id, lease_expires_at, root_id), \
-         running AS (UPDATE branch_rules SET is_currently_running = true WHERE id = $1 \
-                     RETURNING revision) \
-         SELECT id, lease_expires_at, root_id, (SELECT revision FROM running) FROM inserted",
-    )
-    .bind(new.branch_rule_id)
-    .bind(new.runner_id)
-    .bind(new.attempt)
-    .bind(new.retry_of)
-    .bind(new.claim_token)
-    .bind(new.lease_seconds)
-    .bind(new.root_id)
-    .bind(new.boot_id)
-    .bind(new.trigger.as_str())
-    .bind(new.triggered_by)
-    .bind(new.trigger_reason)
-    .fetch_one(&mut **tx)
-    .await
 }
 
 /// Parks a live execution until `delay_seconds` from now; returns when it may resume.

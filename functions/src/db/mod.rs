@@ -6,6 +6,7 @@ pub mod api_keys;
 pub(crate) mod branch_rules;
 pub(crate) mod changes;
 pub(crate) mod channels;
+pub(crate) mod claims;
 pub(crate) mod config;
 pub(crate) mod config_apply;
 pub(crate) mod config_catalogue;

@@ -91,17 +91,6 @@ pub(crate) async fn request_run(
     mark(tx, statement, id, asked).await
 }
 
-/// Clears a run-now request once a claim took it; returns the rule's new revision.
-pub(crate) async fn clear_run_request(tx: &mut Tx, id: Uuid) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar(
-        "UPDATE branch_rules SET run_requested_at = NULL, run_requested_by = NULL, \
-                run_request_reason = NULL WHERE id = $1 RETURNING revision",
-    )
-    .bind(id)
-    .fetch_optional(&mut **tx)
-    .await
-}
-
 /// Pauses the rule (a pause already in place keeps its first who/when/why).
 pub(crate) async fn pause(tx: &mut Tx, id: Uuid, asked: &Asked<'_>) -> Result<(), sqlx::Error> {
     let statement = "UPDATE branch_rules SET paused_at = COALESCE(paused_at, now()), \

@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{AcknowledgeRequest, AcknowledgeResponse, FleetSummary, FleetSummaryRequest};
+use super::{BatchResponse, ClaimBatchRequest, HeartbeatBatchRequest, SetNextRunTimeBatchRequest};
 use super::{
     CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
     ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest, RuleActionResponse, RunNowRequest,
@@ -64,9 +65,12 @@ macro_rules! calls {
 calls! {
     PlanRequest => "get-execution-plan-v2", PlanResponse;
     ClaimRequest => "branch_rules_claim", ClaimResponse;
+    ClaimBatchRequest => "branch_rules_claim_batch", BatchResponse;
     HeartbeatRequest => "executions_heartbeat", HeartbeatResponse;
+    HeartbeatBatchRequest => "executions_heartbeat_batch", BatchResponse;
     ViolationRequest => "violations_create", ViolationResponse;
     SetNextRunTimeRequest => "branch_rules_set_NextRunTime", SetNextRunTimeResponse;
+    SetNextRunTimeBatchRequest => "branch_rules_set_NextRunTime_batch", BatchResponse;
     PauseRequest => "executions_pause", PauseResponse;
     RegisterRequest => "runner_register", RegisterResponse;
     RunNowRequest => "rules_run_now", RuleActionResponse;

@@ -12,6 +12,7 @@
 )]
 
 mod attention;
+mod batch;
 mod call;
 mod channels;
 mod claim;
@@ -35,6 +36,10 @@ mod wall_time;
 pub use attention::{
     AcknowledgeRequest, AcknowledgeResponse, Acknowledgement, AttentionGroup, AttentionKind,
     FleetSummary, FleetSummaryRequest, FleetTotals, MAX_ACK_HOURS,
+};
+pub use batch::{
+    Batch, BatchItem, BatchResponse, ClaimBatchRequest, HeartbeatBatchRequest, MAX_BATCH_ITEMS,
+    SetNextRunTimeBatchRequest,
 };
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use channels::{

@@ -5,7 +5,8 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{AfterRun, Rescheduled, after_run, reschedule_run};
 use res_shared::wire::{
-    ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeRequest, SetNextRunTimeResponse,
+    BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeBatchRequest,
+    SetNextRunTimeRequest, SetNextRunTimeResponse,
 };
 use tracing::Instrument;
 use uuid::Uuid;
@@ -18,7 +19,7 @@ pub(crate) use judge::{Judgement, judge};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use output::check_output;
 
-use super::require_object;
+use super::{batch, require_object};
 use crate::auth::{Caller, Role, SiteCaller};
 use crate::db;
 use crate::db::branch_rules::{LockedRule, RunRecord};
@@ -61,6 +62,48 @@ pub(crate) async fn set_next_run_time(
         execution_id = ?request.execution_id
     );
     record(&state, &caller, &request).instrument(span).await
+}
+
+/// Finish many executions: each report as `branch_rules_set_NextRunTime` takes it, each in
+/// its own transaction, so one refused report changes nothing of the others.
+#[utoipa::path(
+    post,
+    path = "/functions/v1/branch_rules_set_NextRunTime_batch",
+    request_body = SetNextRunTimeBatchRequest,
+    responses(
+        (status = 200, description = "Each report answered as branch_rules_set_NextRunTime would (status and body), in order", body = BatchResponse),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown token", body = ErrorBody),
+        (status = 413, description = "Body over 5 MiB", body = ErrorBody),
+        (status = 422, description = "No report or more than 100", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+    tag = "executions"
+)]
+pub(crate) async fn set_next_run_time_batch(
+    State(state): State<AppState>,
+    SiteCaller(caller): SiteCaller,
+    ApiJson(request): ApiJson<SetNextRunTimeBatchRequest, MAX_REPORT_BODY_BYTES>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    batch::require_items("reports", request.reports.len())?;
+    let mut answers = Vec::with_capacity(request.reports.len());
+    for report in &request.reports {
+        let span = tracing::info_span!(
+            "set_next_run_time",
+            branch_rule_id = %report.branch_rule_id,
+            execution_id = ?report.execution_id
+        );
+        let answer = async {
+            check_shape(&caller, report)?;
+            record(&state, &caller, report)
+                .await
+                .map(|Json(answer)| answer)
+        }
+        .instrument(span)
+        .await;
+        answers.push(answer);
+    }
+    Ok(Json(batch::answer(answers)))
 }
 
 fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), ApiError> {
