@@ -9,7 +9,7 @@ use std::time::Duration;
 use res_shared::wire::{Batch, BatchItem, Call, ErrorBody};
 
 /// What went wrong calling a function.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CloudError {
     /// No answer: network down, DNS, timeout, connection refused.
     #[error("cannot reach {function}: {message}")]

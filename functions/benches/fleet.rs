@@ -92,6 +92,8 @@ async fn run() {
     let sites = arg("--sites", 2_000) as usize;
     let minutes = arg("--minutes", 2);
     let in_flight = arg("--in-flight", 1_024) as usize;
+    // `--batch 0`: one request per rule, as older runners; batches by default, as res-runner.
+    let batch = arg("--batch", 1) != 0;
     println!(
         "== {sites} sites × {} rules, {minutes} min measured after {} s warm-up ==",
         CRONS.len(),
@@ -113,6 +115,7 @@ async fn run() {
         run_time: Duration::from_secs(5),
         once: false,
         start_within: Duration::from_secs(60),
+        batch,
     };
     let measured = Duration::from_secs(minutes * 60);
     let until = Instant::now() + WARM_UP + measured;

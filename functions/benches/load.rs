@@ -17,11 +17,14 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use support::{
-    BRANCHES, CLIENTS, CYCLE_SECONDS, RULES_PER_BRANCH, cycle_load, report, seed, wait_until_up,
+    BRANCHES, CLIENTS, CYCLE_SECONDS, RULES_PER_BRANCH, batched_cycle_load, cycle_load, report,
+    seed, wait_until_up,
 };
 
 const FULL_PLAN_REQUESTS: usize = 40;
 const DELTA_REQUESTS: usize = 500;
+/// Rules per request in the batched cycle: a site's due rules at a storm's second, and more.
+const BATCHES: [usize; 2] = [10, 50];
 
 fn main() {
     support::main_when_benchmarking(run);
@@ -135,6 +138,19 @@ async fn run() {
         "claim→heartbeat→set_NextRunTime over HTTP, {CLIENTS} clients: {cycles} cycles in {CYCLE_SECONDS} s = {rate:.0}/s"
     );
     report("one cycle (3 requests)", &mut latencies);
+    let mut batched = Vec::new();
+    for batch in BATCHES {
+        let (rules, mut latencies) = batched_cycle_load(&client, &base, &token, &pool, batch).await;
+        let rate = rules as f64 / CYCLE_SECONDS as f64;
+        println!(
+            "the cycle in batches of {batch} rules over HTTP, {CLIENTS} clients: {rules} rules in {CYCLE_SECONDS} s = {rate:.0} rules/s"
+        );
+        report(
+            &format!("one batch cycle of {batch} (3 requests)"),
+            &mut latencies,
+        );
+        batched.push((batch, rate));
+    }
     // The comparator is the point of the figure: if it cannot run, the benchmark fails.
     let tps = pgbench_cycle(database.name(), key_id, &branches)
         .unwrap_or_else(|error| panic!("the raw-SQL comparator failed: {error}"));
@@ -142,6 +158,12 @@ async fn run() {
         "same cycle as raw SQL through pgbench, {CLIENTS} clients: {tps:.0}/s (HTTP/SQL = {:.2})",
         rate / tps
     );
+    for (batch, rate) in batched {
+        println!(
+            "batches of {batch} over HTTP / per-rule raw SQL: {rate:.0} / {tps:.0} = {:.2}",
+            rate / tps
+        );
+    }
 }
 
 /// The same three steps as SQL in one pgbench script (`cycle.sql`), as the runner key

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use res_shared::wire::{Call, ClaimRequest, HeartbeatRequest, SetNextRunTimeRequest};
+use res_shared::wire::{
+    Call, ClaimBatchRequest, ClaimRequest, HeartbeatBatchRequest, HeartbeatRequest,
+    SetNextRunTimeBatchRequest, SetNextRunTimeRequest,
+};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -124,12 +127,25 @@ pub async fn seed(pool: &PgPool) {
 
 /// Runs the HTTP cycle with `CLIENTS` clients for `CYCLE_SECONDS`; each client owns a
 /// slice of the rules, so claims never collide and each rule is due again (its cron fires
-/// every second) by the time its client comes back to it.
+/// every second) by the time its client comes back to it. Returns the cycles done.
 pub async fn cycle_load(
     client: &reqwest::Client,
     base: &str,
     token: &str,
     pool: &PgPool,
+) -> (u64, Vec<Duration>) {
+    batched_cycle_load(client, base, token, pool, 1).await
+}
+
+/// The cycle with `batch` rules per request (1: the single functions, one rule per cycle;
+/// more: the batch functions); returns the rules that went through the whole cycle and
+/// each cycle's latency.
+pub async fn batched_cycle_load(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    pool: &PgPool,
+    batch: usize,
 ) -> (u64, Vec<Duration>) {
     let rules: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM branch_rules ORDER BY id")
         .fetch_all(pool)
@@ -149,11 +165,18 @@ pub async fn cycle_load(
             let mut latencies = Vec::new();
             let mut next = 0;
             while !stop.load(Ordering::Relaxed) {
-                let rule = slice[next % slice.len()];
-                next += 1;
+                let picked: Vec<Uuid> = (next..next + batch)
+                    .map(|i| slice[i % slice.len()])
+                    .collect();
+                next += batch;
                 let started = Instant::now();
-                if one_cycle(&client, &base, &token, rule, index).await {
-                    done.fetch_add(1, Ordering::Relaxed);
+                let through = if batch == 1 {
+                    u64::from(one_cycle(&client, &base, &token, picked[0], index).await)
+                } else {
+                    one_batch_cycle(&client, &base, &token, &picked, index).await
+                };
+                if through > 0 {
+                    done.fetch_add(through, Ordering::Relaxed);
                     latencies.push(started.elapsed());
                 }
             }
@@ -164,6 +187,78 @@ pub async fn cycle_load(
     stop.store(true, Ordering::Relaxed);
     let latencies = tasks.join_all().await.into_iter().flatten().collect();
     (done.load(Ordering::Relaxed), latencies)
+}
+
+/// Claims `rules` in one batch, beats the claimed ones in one, reports them in one;
+/// returns how many went through all three.
+pub async fn one_batch_cycle(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    rules: &[Uuid],
+    runner: usize,
+) -> u64 {
+    let post = |function: &str, body: Value| {
+        let request = client
+            .post(format!("{base}/{function}"))
+            .bearer_auth(token)
+            .json(&body)
+            .send();
+        async move {
+            let response = request.await.ok().filter(|r| r.status() == 200)?;
+            let answer: Value = response.json().await.ok()?;
+            answer["items"].as_array().cloned()
+        }
+    };
+    let Some(claims) = post(
+        ClaimBatchRequest::NAME,
+        json!({"branch_rule_ids": rules, "runner_id": format!("bench-{runner}")}),
+    )
+    .await
+    else {
+        return 0;
+    };
+    let claimed: Vec<(Uuid, Value, Value)> = rules
+        .iter()
+        .zip(&claims)
+        .filter(|(_, item)| item["status"] == 200)
+        .map(|(rule, item)| {
+            let body = &item["body"];
+            (
+                *rule,
+                body["execution_id"].clone(),
+                body["claim_token"].clone(),
+            )
+        })
+        .collect();
+    if claimed.is_empty() {
+        return 0;
+    }
+    let beats: Vec<Value> = claimed
+        .iter()
+        .map(|(_, execution, token)| json!({"execution_id": execution, "claim_token": token}))
+        .collect();
+    let Some(beaten) = post(HeartbeatBatchRequest::NAME, json!({"beats": beats})).await else {
+        return 0;
+    };
+    let reports: Vec<Value> = claimed
+        .iter()
+        .zip(&beaten)
+        .filter(|(_, item)| item["status"] == 200)
+        .map(|((rule, execution, token), _)| {
+            json!({"branch_rule_id": rule, "is_last_run_failed": false,
+                   "execution_id": execution, "claim_token": token})
+        })
+        .collect();
+    let Some(reported) = post(
+        SetNextRunTimeBatchRequest::NAME,
+        json!({"reports": reports}),
+    )
+    .await
+    else {
+        return 0;
+    };
+    reported.iter().filter(|item| item["status"] == 200).count() as u64
 }
 
 pub async fn one_cycle(

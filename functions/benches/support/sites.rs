@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use res_shared::wire::{
-    Call, ClaimRequest, HeartbeatRequest, PlanRequest, RegisterRequest, SetNextRunTimeRequest,
+    Call, ClaimBatchRequest, ClaimRequest, HeartbeatBatchRequest, HeartbeatRequest, PlanRequest,
+    RegisterRequest, SetNextRunTimeBatchRequest, SetNextRunTimeRequest,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc};
@@ -66,6 +67,9 @@ pub struct Behaviour {
     pub once: bool,
     /// Sites start at random moments within this (a fleet does not boot in one second).
     pub start_within: Duration,
+    /// Claim, beat and report the rules due together in one request each (the batch
+    /// functions), as `res-runner` does; false: one request per rule, as older runners did.
+    pub batch: bool,
 }
 
 /// One call.
@@ -226,6 +230,90 @@ impl Fleet {
     }
 }
 
+impl Fleet {
+    /// The batch form of [`Fleet::run_rule`] for rules due together: one claim request,
+    /// one heartbeat request, one report request. Each rule's next run (none: refused).
+    async fn run_rules(
+        &self,
+        site: &Site,
+        rules: &[(Uuid, DateTime<Utc>)],
+        run_time: Duration,
+    ) -> Vec<(Uuid, Option<DateTime<Utc>>)> {
+        let mut next: Vec<(Uuid, Option<DateTime<Utc>>)> =
+            rules.iter().map(|(rule, _)| (*rule, None)).collect();
+        let ids: Vec<Uuid> = rules.iter().map(|(rule, _)| *rule).collect();
+        let (status, claims) = self
+            .post(
+                ClaimBatchRequest::NAME,
+                &site.token,
+                json!({"branch_rule_ids": ids, "runner_id": site.runner_id}),
+            )
+            .await;
+        let items = |body: &Value| body["items"].as_array().cloned().unwrap_or_default();
+        if status != 200 {
+            return next;
+        }
+        let mut claimed = Vec::new();
+        for ((rule, due), item) in rules.iter().zip(items(&claims)) {
+            if item["status"] == 200 {
+                self.claims
+                    .lock()
+                    .expect("claims")
+                    .push((*rule, *due, SystemTime::now()));
+                claimed.push((
+                    *rule,
+                    item["body"]["execution_id"].clone(),
+                    item["body"]["claim_token"].clone(),
+                ));
+            }
+        }
+        if claimed.is_empty() {
+            return next;
+        }
+        let beats: Vec<Value> = claimed
+            .iter()
+            .map(|(_, execution, token)| json!({"execution_id": execution, "claim_token": token}))
+            .collect();
+        let (status, _) = self
+            .post(
+                HeartbeatBatchRequest::NAME,
+                &site.token,
+                json!({"beats": beats}),
+            )
+            .await;
+        if status != 200 {
+            return next;
+        }
+        tokio::time::sleep(run_time).await;
+        let reports: Vec<Value> = claimed
+            .iter()
+            .map(|(rule, execution, token)| {
+                json!({"branch_rule_id": rule, "is_last_run_failed": false,
+                       "execution_id": execution, "claim_token": token})
+            })
+            .collect();
+        let (status, answers) = self
+            .post(
+                SetNextRunTimeBatchRequest::NAME,
+                &site.token,
+                json!({"reports": reports}),
+            )
+            .await;
+        if status != 200 {
+            return next;
+        }
+        for ((rule, _, _), item) in claimed.iter().zip(items(&answers)) {
+            let at = item["body"]["next_run_time"]
+                .as_str()
+                .and_then(|t| t.parse().ok());
+            if let Some(entry) = next.iter_mut().find(|(r, _)| r == rule) {
+                entry.1 = at.filter(|_| item["status"] == 200);
+            }
+        }
+        next
+    }
+}
+
 /// Runs one site until `until` (or, with `once`, until each rule ran once).
 pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until: Instant) {
     tokio::time::sleep(behaviour.start_within.mul_f64(rand::random::<f64>())).await;
@@ -251,7 +339,34 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
     let mut next_poll = Instant::now() + behaviour.poll.mul_f64(rand::random::<f64>());
     loop {
         let now = Utc::now();
-        for (&rule, &at) in &due {
+        if behaviour.batch {
+            let starting: Vec<(Uuid, DateTime<Utc>)> = due
+                .iter()
+                .filter(|(rule, at)| **at <= now && running.insert(**rule))
+                .map(|(rule, at)| (*rule, *at))
+                .collect();
+            // Claim only what the workers can start: a claimed rule waiting for a worker
+            // would hold its lease without running.
+            for chunk in starting.chunks(behaviour.workers.max(1)) {
+                let (fleet, site, workers, done_tx) = (
+                    fleet.clone(),
+                    site.clone(),
+                    workers.clone(),
+                    done_tx.clone(),
+                );
+                let chunk = chunk.to_vec();
+                tokio::spawn(async move {
+                    let _workers = workers
+                        .acquire_many(u32::try_from(chunk.len()).unwrap_or(u32::MAX))
+                        .await
+                        .expect("open");
+                    for done in fleet.run_rules(&site, &chunk, behaviour.run_time).await {
+                        let _ = done_tx.send(done);
+                    }
+                });
+            }
+        }
+        for (&rule, &at) in due.iter().filter(|_| !behaviour.batch) {
             if at <= now && running.insert(rule) {
                 let (fleet, site, workers, done_tx) = (
                     fleet.clone(),

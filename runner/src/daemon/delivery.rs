@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use res_shared::wire::{SetNextRunTimeRequest, SetNextRunTimeResponse};
+use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 
 use super::Daemon;
 use super::outbox::{Item, Stored};
-use crate::cloud::{CloudError, FunctionsClient};
+use crate::cloud::CloudError;
 
 /// Longest wait between attempts while the functions fail (see the refresher's).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -52,43 +52,81 @@ pub(crate) async fn deliver(daemon: &Daemon) -> bool {
             return false;
         }
     };
-    for stored in pending {
-        let sent = match send(daemon, &stored).await {
-            Err(error) if error.is_superseded() => {
-                daemon.report_superseded(&error);
-                Ok(())
+    let mut rest = pending.as_slice();
+    while !rest.is_empty() {
+        let group = &rest[..together(rest)];
+        rest = &rest[group.len()..];
+        // Sent at once, the group's reports travel in one batch request.
+        let sent =
+            futures_util::future::join_all(group.iter().map(|stored| send(daemon, stored))).await;
+        let mut waits = false;
+        for (stored, sent) in group.iter().zip(sent) {
+            if !settle(daemon, stored, sent) {
+                waits = true;
             }
-            other => other,
-        };
-        match sent {
-            Ok(()) => {
-                if let Err(error) = daemon.outbox.remove(&stored) {
-                    tracing::error!(%error, path = %stored.path.display(), "delivered but cannot remove it; it will be sent again (harmless: deliveries are idempotent)");
-                    return false;
-                }
-            }
-            Err(error) if error.is_transient() => {
-                daemon.cloud_lost(&error);
-                tracing::debug!(%error, depth = daemon.outbox.depth(), "outbox delivery waits for the functions");
-                return false;
-            }
-            Err(error) => {
-                daemon.metrics.outbox_rejected.inc();
-                let moved = daemon.outbox.reject(&stored);
-                tracing::error!(%error, moved_to = ?moved.ok(), "the functions refused an outbox item for good; kept aside for inspection");
-            }
+        }
+        if waits {
+            return false;
         }
     }
     daemon.outbox.depth() == 0
 }
 
+/// How many of the first items go together: consecutive reports of different rules (a
+/// rule's reports must arrive in order, and a violation before what follows it), at most a
+/// batch.
+fn together(items: &[Stored]) -> usize {
+    let mut rules = std::collections::HashSet::new();
+    let reports = items
+        .iter()
+        .take(MAX_BATCH_ITEMS)
+        .take_while(|stored| match &stored.item {
+            Some(Item::Report(report)) => rules.insert(report.branch_rule_id),
+            _ => false,
+        })
+        .count();
+    reports.max(1)
+}
+
+/// Removes a delivered item or sets a refused one aside; false when it must wait for the
+/// functions.
+fn settle(daemon: &Daemon, stored: &Stored, sent: Result<(), CloudError>) -> bool {
+    let sent = match sent {
+        Err(error) if error.is_superseded() => {
+            daemon.report_superseded(&error);
+            Ok(())
+        }
+        other => other,
+    };
+    match sent {
+        Ok(()) => {
+            if let Err(error) = daemon.outbox.remove(stored) {
+                tracing::error!(%error, path = %stored.path.display(), "delivered but cannot remove it; it will be sent again (harmless: deliveries are idempotent)");
+                return false;
+            }
+            true
+        }
+        Err(error) if error.is_transient() => {
+            daemon.cloud_lost(&error);
+            tracing::debug!(%error, depth = daemon.outbox.depth(), "outbox delivery waits for the functions");
+            false
+        }
+        Err(error) => {
+            daemon.metrics.outbox_rejected.inc();
+            let moved = daemon.outbox.reject(stored);
+            tracing::error!(%error, moved_to = ?moved.ok(), "the functions refused an outbox item for good; kept aside for inspection");
+            true
+        }
+    }
+}
+
 /// Sends a report; functions that refuse its programs' output (older than it, or the body
 /// too large for them) get it again without, so the run is recorded all the same.
 pub(crate) async fn send_report(
-    client: &FunctionsClient,
+    daemon: &Daemon,
     request: &SetNextRunTimeRequest,
 ) -> Result<SetNextRunTimeResponse, CloudError> {
-    match client.call(request).await {
+    match daemon.batched.reports.call(request.clone()).await {
         Err(error)
             if !request.output.is_empty()
                 && (error.refuses_field("output")
@@ -99,7 +137,7 @@ pub(crate) async fn send_report(
                 output: Vec::new(),
                 ..request.clone()
             };
-            client.call(&bare).await
+            daemon.client.call(&bare).await
         }
         other => other,
     }
@@ -118,7 +156,7 @@ async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
             tracing::info!(execution_id = %request.execution_id, key = %request.idempotency_key, "outbox: violation delivered");
         }
         Item::Report(request) => {
-            let answer = send_report(&daemon.client, request).await?;
+            let answer = send_report(daemon, request).await?;
             daemon.set_reachable(true);
             // The server's answer replaces a schedule computed here, unless a later local
             // run (still queued behind this report) already moved the rule further on.
@@ -147,4 +185,63 @@ async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use res_shared::wire::ViolationRequest;
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn report(rule: Uuid) -> Stored {
+        let request: SetNextRunTimeRequest = serde_json::from_value(serde_json::json!({
+            "branch_rule_id": rule, "is_last_run_failed": false
+        }))
+        .expect("a report");
+        Stored {
+            path: PathBuf::from("r.json"),
+            item: Some(Item::Report(request)),
+        }
+    }
+
+    fn violation() -> Stored {
+        Stored {
+            path: PathBuf::from("v.json"),
+            item: Some(Item::Violation(ViolationRequest {
+                execution_id: Uuid::nil(),
+                claim_token: "t".into(),
+                kind: "queue".into(),
+                details: serde_json::json!({}),
+                idempotency_key: "k".into(),
+            })),
+        }
+    }
+
+    #[test]
+    fn reports_of_different_rules_go_together_and_nothing_else_does() {
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let items = [report(a), report(b), report(a), report(c)];
+        assert_eq!(
+            together(&items),
+            2,
+            "a rule's second report waits for its first"
+        );
+        assert_eq!(together(&items[2..]), 2);
+        let with_violation = [report(a), violation(), report(b)];
+        assert_eq!(together(&with_violation), 1, "a violation ends the group");
+        assert_eq!(together(&with_violation[1..]), 1, "and goes alone");
+        let unreadable = [
+            Stored {
+                path: PathBuf::from("x.json"),
+                item: None,
+            },
+            report(a),
+        ];
+        assert_eq!(together(&unreadable), 1);
+        let many: Vec<Stored> = (0..250).map(|_| report(Uuid::new_v4())).collect();
+        assert_eq!(together(&many), MAX_BATCH_ITEMS, "at most a batch");
+    }
 }

@@ -3,6 +3,7 @@
 //! engine on a pool of workers, reports back (through a durable outbox when the functions
 //! are away), and tells operators what it is doing.
 
+pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod delivery;
 pub(crate) mod detectors;
@@ -52,6 +53,8 @@ pub struct Daemon {
     pub(crate) boot_id: String,
     /// The functions.
     pub(crate) client: FunctionsClient,
+    /// Claims, heartbeats and reports made together, sent together.
+    pub(crate) batched: coalesce::Batched,
     pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
     pub(crate) queue: Mutex<JobQueue>,
@@ -204,6 +207,7 @@ impl Daemon {
             last_refresh: Mutex::new(None),
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
             started_at: Utc::now(),
+            batched: coalesce::Batched::new(&client),
             client,
             plan,
             outbox,

@@ -7,14 +7,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::Blocker;
 use res_shared::wire::{
-    ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatRequest, OfflineRun,
-    SetNextRunTimeRequest,
+    ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatBatchRequest,
+    HeartbeatRequest, OfflineRun, SetNextRunTimeRequest,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::Daemon;
+use super::coalesce::Coalescer;
 use super::config::OfflineExecution;
 use super::delivery;
 use super::offline_journal::{self, Started};
@@ -134,15 +135,18 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
             return unreachable_now(daemon, job, "a report of this rule waits in the outbox").await;
         }
     }
-    let claim = daemon
-        .client
-        .call(&ClaimRequest {
-            branch_rule_id: id,
-            runner_id: daemon.config.runner_id.clone(),
-            lease_seconds: Some(i64::from(daemon.config.lease_seconds)),
-            boot_id: Some(daemon.boot_id.clone()),
-        })
-        .await;
+    let request = ClaimRequest {
+        branch_rule_id: id,
+        runner_id: daemon.config.runner_id.clone(),
+        lease_seconds: Some(i64::from(daemon.config.lease_seconds)),
+        boot_id: Some(daemon.boot_id.clone()),
+    };
+    let claim = match daemon.batched.claims.call(request.clone()).await {
+        // The batch skipped the rule while another request (a report, another runner's
+        // claim) held it: claimed alone, the claim waits for it, as claims always have.
+        Err(error) if error.code() == Some("busy") => daemon.client.call(&request).await,
+        other => other,
+    };
     match claim {
         Ok(claim) => {
             daemon.set_reachable(true);
@@ -253,7 +257,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     let cancel = daemon.abort.child_token();
     let (progress, seen) = services::progress();
     let heartbeat = tokio::spawn(heartbeat(
-        daemon.client.clone(),
+        daemon.batched.beats.clone(),
         claim.execution_id,
         claim.claim_token.clone(),
         Duration::from_secs(u64::from(daemon.config.lease_seconds)) / 3,
@@ -328,7 +332,7 @@ async fn report_run(
         .unwrap_or_else(Utc::now);
     // Behind a backlog the report waits its turn, so reports arrive in order.
     if daemon.outbox.depth() == 0 {
-        match delivery::send_report(&daemon.client, &request).await {
+        match delivery::send_report(daemon, &request).await {
             Ok(answer) => {
                 daemon.set_reachable(true);
                 daemon.plan.apply_report(&answer, failed, false, Utc::now());
@@ -479,14 +483,17 @@ const FIRST_NODE_WAIT: Duration = Duration::from_secs(1);
 
 /// Beats every `every`, and at once when the run starts or stops waiting at a delay node
 /// (so the cloud says it waits); cancels the run when the server asks or the lease is lost.
+/// After the first, beats fall on a grid of `every` shared by all runs, so the beats of a
+/// runner's running executions go in one request.
 async fn heartbeat(
-    client: crate::cloud::FunctionsClient,
+    beats: Coalescer<HeartbeatBatchRequest>,
     execution_id: Uuid,
     claim_token: String,
     every: Duration,
     cancel: CancellationToken,
     mut seen: ProgressSeen,
 ) {
+    let every = every.max(Duration::from_millis(200));
     let mut request = HeartbeatRequest {
         execution_id,
         claim_token,
@@ -497,22 +504,23 @@ async fn heartbeat(
     // The first beat starts the run; waiting a moment for the engine to reach its first
     // node lets that beat say where the run is, at no extra call.
     let _ = tokio::time::timeout(FIRST_NODE_WAIT, seen.node.changed()).await;
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(200)));
+    let mut next = tokio::time::Instant::now();
     let mut watching = true;
     let mut tells_node = true;
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            () = tokio::time::sleep_until(next) => {}
             changed = seen.waiting.changed(), if watching => {
                 // The sender goes with the run's services; the ticks carry on until aborted.
                 watching = changed.is_ok();
             }
         }
+        next = next_on_grid(every);
         request.waiting = seen.waiting.borrow_and_update().clone();
         if tells_node {
             request.node_id = seen.node.borrow().clone();
         }
-        let answer = match client.call(&request).await {
+        let answer = match beats.call(request.clone()).await {
             // Functions older than this runner refuse the field: beat again without it, and
             // leave it out from now on, rather than take the refusal for a lost lease.
             Err(error) if request.node_id.is_some() && error.refuses_field("node_id") => {
@@ -521,7 +529,7 @@ async fn heartbeat(
                 );
                 tells_node = false;
                 request.node_id = None;
-                client.call(&request).await
+                beats.call(request.clone()).await
             }
             other => other,
         };
@@ -542,6 +550,18 @@ async fn heartbeat(
             }
         }
     }
+}
+
+/// The next multiple of `every` on the wall clock: every run of this runner (and of any
+/// runner with the same lease) beats at the same instants.
+fn next_on_grid(every: Duration) -> tokio::time::Instant {
+    let every_ms = every.as_millis().max(1);
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let wait_ms = every_ms - since_epoch % every_ms;
+    tokio::time::Instant::now() + Duration::from_millis(u64::try_from(wait_ms).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -103,6 +103,13 @@ fn conforms(doc: &Value, actual: &Value, path: &str) -> Result<(), String> {
                 conforms(dv, av, &format!("{path}.{k}"))
             })
         }
+        // A documented list as long as the answer's is compared item by item (a batch's
+        // answers differ in shape); otherwise its first item is the sample of every item.
+        (Value::Array(d), Value::Array(a)) if d.len() == a.len() && d.len() > 1 => d
+            .iter()
+            .zip(a)
+            .enumerate()
+            .try_for_each(|(i, (dv, av))| conforms(dv, av, &format!("{path}[{i}]"))),
         (Value::Array(d), Value::Array(a)) => match d.first() {
             Some(sample) => a
                 .iter()

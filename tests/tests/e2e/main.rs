@@ -2,6 +2,7 @@
 //! detectors, talking over real sockets — including when parts of the system fail.
 
 mod alerts;
+mod batch;
 mod chaos;
 mod configure;
 mod console;
