@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db;
+use res_shared::wire::{PLAN_FORMAT_SHARED, PlanResponse};
 use res_tests::postgres::server;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -67,46 +68,18 @@ async fn run() {
         .expect("client");
     wait_until_up(&client, &base).await;
 
-    // Full plan, plain and gzipped.
+    // Full plan: both formats, plain and gzipped, side by side.
     let plan_url = format!("{base}/get-execution-plan-v2");
-    let body = json!({"runner_id": "bench"});
-    let mut plain = Vec::new();
-    let mut sizes = (0, 0);
-    let mut cursor = String::new();
-    for _ in 0..FULL_PLAN_REQUESTS {
-        let started = Instant::now();
-        let response = client
-            .post(&plan_url)
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-            .await
-            .expect("plan");
-        let bytes = response.bytes().await.expect("body");
-        plain.push(started.elapsed());
-        sizes.0 = bytes.len();
-        let plan: Value = serde_json::from_slice(&bytes).expect("JSON");
-        assert_eq!(
-            plan["workflows"].as_array().map(Vec::len),
-            Some((BRANCHES * RULES_PER_BRANCH) as usize)
-        );
-        cursor = plan["cursor"].as_str().expect("cursor").to_owned();
-    }
-    let mut gzipped = Vec::new();
-    for _ in 0..FULL_PLAN_REQUESTS {
-        let started = Instant::now();
-        let response = client
-            .post(&plan_url)
-            .bearer_auth(&token)
-            .header("accept-encoding", "gzip")
-            .json(&body)
-            .send()
-            .await
-            .expect("plan");
-        let bytes = response.bytes().await.expect("body");
-        gzipped.push(started.elapsed());
-        sizes.1 = bytes.len();
-    }
+    let first_format = json!({"runner_id": "bench"});
+    let shared_format = json!({"runner_id": "bench", "format": PLAN_FORMAT_SHARED});
+    let (mut plain, plain_bytes, cursor) =
+        full_plans(&client, &plan_url, &token, &first_format, false).await;
+    let (mut gzipped, gzipped_bytes, _) =
+        full_plans(&client, &plan_url, &token, &first_format, true).await;
+    let (mut shared, shared_bytes, _) =
+        full_plans(&client, &plan_url, &token, &shared_format, false).await;
+    let (mut shared_gzipped, shared_gzipped_bytes, _) =
+        full_plans(&client, &plan_url, &token, &shared_format, true).await;
     // Unchanged delta.
     let delta_body = json!({"runner_id": "bench", "since": cursor});
     let mut deltas = Vec::new();
@@ -126,10 +99,17 @@ async fn run() {
     }
     report("full plan (10,000 rules), identity", &mut plain);
     report("full plan (10,000 rules), gzip", &mut gzipped);
+    report("full plan (10,000 rules), format 2, identity", &mut shared);
+    report(
+        "full plan (10,000 rules), format 2, gzip",
+        &mut shared_gzipped,
+    );
     report("unchanged delta", &mut deltas);
+    println!("full plan payload: {plain_bytes} bytes, {gzipped_bytes} bytes gzipped");
     println!(
-        "full plan payload: {} bytes, {} bytes gzipped",
-        sizes.0, sizes.1
+        "full plan payload, format 2: {shared_bytes} bytes ({:.2} of format 1), {shared_gzipped_bytes} bytes gzipped ({:.2})",
+        shared_bytes as f64 / plain_bytes as f64,
+        shared_gzipped_bytes as f64 / gzipped_bytes as f64
     );
 
     let (cycles, mut latencies) = cycle_load(&client, &base, &token, &pool).await;
@@ -164,6 +144,38 @@ async fn run() {
             rate / tps
         );
     }
+}
+
+/// `FULL_PLAN_REQUESTS` full plans asked with `body` (gzip or identity): their latencies,
+/// the body's size as sent and a cursor.
+async fn full_plans(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &Value,
+    gzip: bool,
+) -> (Vec<std::time::Duration>, usize, String) {
+    let mut latencies = Vec::new();
+    let (mut size, mut cursor) = (0, String::new());
+    for _ in 0..FULL_PLAN_REQUESTS {
+        let started = Instant::now();
+        let mut request = client.post(url).bearer_auth(token).json(body);
+        if gzip {
+            request = request.header("Accept-Encoding", "gzip");
+        }
+        let response = request.send().await.expect("plan");
+        let bytes = response.bytes().await.expect("body");
+        latencies.push(started.elapsed());
+        size = bytes.len();
+        if !gzip {
+            // Read as a runner reads it: the entries are all there.
+            let plan: PlanResponse = serde_json::from_slice(&bytes).expect("a plan");
+            assert_eq!(plan.workflows.len(), (BRANCHES * RULES_PER_BRANCH) as usize);
+            assert!(plan.workflows.iter().all(|w| w.workflow_config.is_some()));
+            cursor = plan.cursor;
+        }
+    }
+    (latencies, size, cursor)
 }
 
 /// The same three steps as SQL in one pgbench script (`cycle.sql`), as the runner key

@@ -534,3 +534,111 @@ async fn the_plan_is_gzipped_for_clients_that_accept_it() {
     let plan: Value = serde_json::from_str(&json).expect("JSON inside");
     assert_eq!(plan["full"], true);
 }
+
+/// The plan in `format`, read back as a runner reads it, as JSON to compare.
+async fn typed_plan(w: &World, since: Option<&str>, format: Option<u32>) -> (Value, usize) {
+    let mut body = json!({"runner_id": "site-1", "since": since});
+    if let Some(format) = format {
+        body["format"] = format.into();
+    }
+    let reply = w.app.call(PlanRequest::NAME, &w.runner, body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let text = reply.body.to_string();
+    let plan: res_shared::wire::PlanResponse = serde_json::from_str(&text).expect("a plan");
+    let mut value = serde_json::to_value(&plan).expect("JSON");
+    // Answers made a moment apart differ in their time and cursor only.
+    for volatile in ["generated_at", "cursor"] {
+        value[volatile] = Value::Null;
+    }
+    if let Some(workflows) = value["workflows"].as_array_mut() {
+        workflows.sort_by_key(|w| w["id"].as_str().unwrap_or_default().to_owned());
+    }
+    (value, text.len())
+}
+
+#[tokio::test]
+async fn the_shared_format_says_what_the_first_says_in_full_and_in_a_delta() {
+    let w = world().await;
+    let seed = Seed::new(&w.app.pool);
+    // Every value the window allows, 24:00 included, through both formats.
+    let all_day = seed
+        .branch_rule(
+            w.branch,
+            RuleSpec {
+                window: Some(("00:00", "24:00")),
+                ..RuleSpec::default()
+            },
+        )
+        .await;
+    let first = w.plan(None).await;
+    let (plain, plain_bytes) = typed_plan(&w, None, None).await;
+    let (shared, shared_bytes) = typed_plan(&w, None, Some(2)).await;
+    assert_eq!(plain, shared, "a full plan reads the same in both formats");
+    assert!(shared_bytes < plain_bytes, "{shared_bytes} < {plain_bytes}");
+    let ids: Vec<&str> = shared["workflows"]
+        .as_array()
+        .expect("workflows")
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect();
+    assert!(ids.contains(&all_day.to_string().as_str()));
+    assert!(
+        !ids.contains(&w.outside_rule.to_string().as_str()),
+        "another branch's rule stays out in format 2 too"
+    );
+
+    w.app
+        .exec(
+            "UPDATE branch_rules SET run_requested_at = now(), paused_at = now(), \
+             last_run_time = now() - interval '1 hour', run_count = 3 WHERE id = $1",
+            &[w.rule_a],
+        )
+        .await;
+    w.app.claim(&w.runner, all_day, "site-1").await;
+    let since = cursor(&first);
+    let (plain_delta, _) = typed_plan(&w, Some(&since), None).await;
+    let (shared_delta, _) = typed_plan(&w, Some(&since), Some(2)).await;
+    assert_eq!(plain_delta["full"], false);
+    assert_eq!(
+        plain_delta, shared_delta,
+        "a delta reads the same in both formats"
+    );
+    let window = |plan: &Value| {
+        plan["workflows"]
+            .as_array()
+            .expect("workflows")
+            .iter()
+            .find(|e| e["id"] == all_day.to_string())
+            .map(|e| {
+                (
+                    e["operation_time_from"].clone(),
+                    e["operation_time_to"].clone(),
+                )
+            })
+    };
+    let all_day_window = window(&shared_delta);
+    assert!(
+        all_day_window
+            .as_ref()
+            .is_some_and(|(_, to)| to.is_string()),
+        "the 24:00 rule is in the delta with its window: {shared_delta}"
+    );
+    assert_eq!(all_day_window, window(&plain_delta));
+
+    for format in [0, 3] {
+        let refused = w
+            .app
+            .call(
+                PlanRequest::NAME,
+                &w.runner,
+                json!({"runner_id": "site-1", "format": format}),
+            )
+            .await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert!(
+            refused.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("format"))
+        );
+    }
+}

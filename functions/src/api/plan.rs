@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use res_shared::wire::{ErrorBody, PlanEntry, PlanLookups, PlanRequest, PlanResponse};
+use res_shared::wire::{
+    ErrorBody, PLAN_FORMAT_SHARED, PlanEntry, PlanLookups, PlanRequest, PlanResponse, SharedPlan,
+};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -49,6 +51,15 @@ pub(crate) async fn get_execution_plan(
     require_text("runner_id", &request.runner_id, 200)?;
     if let Some(version) = request.health.as_ref().and_then(|h| h.version.as_ref()) {
         require_text("health.version", version, 100)?;
+    }
+    if let Some(format) = request
+        .format
+        .filter(|f| !(1..=PLAN_FORMAT_SHARED).contains(f))
+    {
+        return Err(ApiError::unprocessable(
+            "invalid_field",
+            format!("format must be 1 or {PLAN_FORMAT_SHARED}, got {format}"),
+        ));
     }
     let requested_wait = request.wait_seconds.unwrap_or(0);
     if requested_wait > MAX_WAIT_SECONDS {
@@ -138,7 +149,7 @@ pub(crate) async fn get_execution_plan(
         },
         offline_owners,
     };
-    large_json(&plan, plan.workflows.len())
+    large_json(&plan, request.format)
 }
 
 /// The longest wait a request may ask for; the server's own limit
@@ -255,10 +266,15 @@ async fn read_plan(
 
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and
 /// growing a small buffer doubles and copies it a dozen times.
-fn large_json(plan: &PlanResponse, workflows: usize) -> Result<Response, ApiError> {
-    const BYTES_PER_WORKFLOW: usize = 1_600;
-    let mut body = Vec::with_capacity(4_096 + workflows * BYTES_PER_WORKFLOW);
-    serde_json::to_writer(&mut body, plan)
-        .map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
+fn large_json(plan: &PlanResponse, format: Option<u32>) -> Result<Response, ApiError> {
+    let shared = format == Some(PLAN_FORMAT_SHARED);
+    let per_workflow = if shared { 700 } else { 1_600 };
+    let mut body = Vec::with_capacity(4_096 + plan.workflows.len() * per_workflow);
+    let written = if shared {
+        serde_json::to_writer(&mut body, &SharedPlan(plan))
+    } else {
+        serde_json::to_writer(&mut body, plan)
+    };
+    written.map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }

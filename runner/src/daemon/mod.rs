@@ -55,6 +55,8 @@ pub struct Daemon {
     pub(crate) client: FunctionsClient,
     /// Claims, heartbeats and reports made together, sent together.
     pub(crate) batched: coalesce::Batched,
+    /// Plans are asked for in the shared format (cleared when the functions refuse it).
+    pub(crate) shared_plan_format: AtomicBool,
     pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
     pub(crate) queue: Mutex<JobQueue>,
@@ -208,6 +210,7 @@ impl Daemon {
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
             started_at: Utc::now(),
             batched: coalesce::Batched::new(&client),
+            shared_plan_format: AtomicBool::new(true),
             client,
             plan,
             outbox,

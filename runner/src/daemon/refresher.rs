@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::wire::{Outage, PlanRequest, RegisterRequest, RunnerHealth};
+use res_shared::wire::{Outage, PLAN_FORMAT_SHARED, PlanRequest, RegisterRequest, RunnerHealth};
 
 use super::Daemon;
 use super::config::OfflineExecution;
@@ -148,18 +148,32 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     } else {
         Duration::ZERO
     };
-    let request = PlanRequest {
+    let mut request = PlanRequest {
         runner_id: daemon.config.runner_id.clone(),
         since,
         health: Some(health(daemon)),
         wait_seconds: (!wait.is_zero()).then(|| u32::try_from(wait.as_secs()).unwrap_or(300)),
+        format: daemon
+            .shared_plan_format
+            .load(Ordering::Relaxed)
+            .then_some(PLAN_FORMAT_SHARED),
     };
     // A plan request only reads (and notes this runner as seen), so shutting down may
     // abandon one that is waiting.
-    let response = tokio::select! {
+    let mut response = tokio::select! {
         response = daemon.client.call_waiting(&request, wait) => response,
         () = daemon.shutdown.cancelled() => return Ok(Next::Poll),
     };
+    // Functions older than the shared format refuse the field: ask as before, from now on.
+    if request.format.is_some() && response.as_ref().is_err_and(|e| e.refuses_field("format")) {
+        tracing::warn!("the functions are older than this runner: plans come in the first format");
+        daemon.shared_plan_format.store(false, Ordering::Relaxed);
+        request.format = None;
+        response = tokio::select! {
+            response = daemon.client.call_waiting(&request, wait) => response,
+            () = daemon.shutdown.cancelled() => return Ok(Next::Poll),
+        };
+    }
     let response = match response {
         Ok(response) => response,
         Err(error) => {

@@ -83,6 +83,7 @@ impl Cloud {
                 since: None,
                 health: None,
                 wait_seconds: None,
+                format: Some(res_shared::wire::PLAN_FORMAT_SHARED),
             })
             .await
             .expect("a plan");

@@ -85,8 +85,8 @@ pub use output::{
     thousands,
 };
 pub use plan::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PlanEntry, PlanLookups,
-    PlanRequest, PlanResponse, Rule,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PLAN_FORMAT_SHARED,
+    PlanEntry, PlanLookups, PlanRequest, PlanResponse, Rule, SharedPlan,
 };
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};
