@@ -351,6 +351,7 @@ async fn beats_of_a_batch_each_land_or_fail_alone() {
                 {"execution_id": foreign.execution, "claim_token": foreign.token},
                 {"execution_id": second.execution, "claim_token": "not-the-token"},
                 {"execution_id": third.execution, "claim_token": third.token, "node_id": long_node},
+                {"execution_id": first.execution, "claim_token": first.token, "node_id": "again"},
             ]}),
         )
         .await;
@@ -370,6 +371,14 @@ async fn beats_of_a_batch_each_land_or_fail_alone() {
     assert_eq!(answers[3].1["error"]["code"], "lease_lost");
     assert_eq!(answers[4].0, 422);
     assert!(answers[4].1.to_string().contains("node_id"));
+    assert_eq!(answers[5].0, 422, "an execution twice: the repeat is refused");
+    assert!(
+        answers[5].1["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("beats[5]:") && m.contains("beats[0]")),
+        "{}",
+        answers[5].1
+    );
 
     let states: Vec<(Uuid, String, Option<String>)> = sqlx::query_as(
         "SELECT id, status, current_node FROM executions WHERE id = ANY($1) ORDER BY id",

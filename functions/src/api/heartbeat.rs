@@ -1,11 +1,16 @@
 //! `executions_heartbeat`: keep a claim alive, and learn whether to stop.
 
+use std::collections::HashMap;
+
 use axum::Json;
 use axum::extract::State;
+use chrono::{DateTime, Utc};
 use res_shared::wire::{
     BatchResponse, ErrorBody, ExecutionStatus, HeartbeatBatchRequest, HeartbeatRequest,
     HeartbeatResponse,
 };
+
+use uuid::Uuid;
 
 use super::batch;
 use crate::auth::{Caller, SiteCaller};
@@ -35,7 +40,12 @@ pub(crate) async fn heartbeat(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
-    beat(&state, &caller, &request).await.map(Json)
+    beats(&state, &caller, std::slice::from_ref(&request))
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::Internal("a heartbeat gave no answer".into()))?
+        .map(Json)
 }
 
 /// Extend the leases of many live executions: each beat as `executions_heartbeat` takes it.
@@ -58,18 +68,74 @@ pub(crate) async fn heartbeat_batch(
     ApiJson(request): ApiJson<HeartbeatBatchRequest>,
 ) -> Result<Json<BatchResponse>, ApiError> {
     batch::require_items("beats", request.beats.len())?;
-    let mut answers = Vec::with_capacity(request.beats.len());
-    for beat_request in &request.beats {
-        answers.push(beat(&state, &caller, beat_request).await);
-    }
+    let answers = beats(&state, &caller, &request.beats).await?;
     Ok(Json(batch::answer(answers)))
 }
 
-async fn beat(
+/// Lands the beats in one statement; each answers as its own heartbeat would. An execution
+/// twice is beaten once and the repeat refused, naming both places.
+async fn beats(
     state: &AppState,
     caller: &Caller,
-    request: &HeartbeatRequest,
-) -> Result<HeartbeatResponse, ApiError> {
+    requests: &[HeartbeatRequest],
+) -> Result<Vec<Result<HeartbeatResponse, ApiError>>, ApiError> {
+    let mut first_at = HashMap::new();
+    let checked: Vec<Result<(), ApiError>> = requests
+        .iter()
+        .enumerate()
+        .map(|(index, request)| {
+            check(request)?;
+            match first_at.insert(request.execution_id, index) {
+                None => Ok(()),
+                Some(first) => {
+                    first_at.insert(request.execution_id, first);
+                    Err(ApiError::unprocessable(
+                        "invalid_field",
+                        format!(
+                            "beats[{index}]: execution {} is already at beats[{first}] of this batch",
+                            request.execution_id
+                        ),
+                    ))
+                }
+            }
+        })
+        .collect();
+    let valid: Vec<&HeartbeatRequest> = requests
+        .iter()
+        .zip(&checked)
+        .filter(|(_, c)| c.is_ok())
+        .map(|(r, _)| r)
+        .collect();
+    let landed: HashMap<Uuid, (DateTime<Utc>, bool)> = if valid.is_empty() {
+        HashMap::new()
+    } else {
+        db::executions::heartbeat(
+            &state.pool,
+            &valid,
+            caller,
+            state.settings.runner_thresholds.stale_after_seconds,
+        )
+        .await?
+        .into_iter()
+        .map(|(id, lease, stop)| (id, (lease, stop)))
+        .collect()
+    };
+    let mut answers = Vec::with_capacity(requests.len());
+    for (request, checked) in requests.iter().zip(checked) {
+        let answer = match (checked, landed.get(&request.execution_id)) {
+            (Err(refused), _) => Err(refused),
+            (Ok(()), Some((lease_expires_at, cancel_requested))) => Ok(HeartbeatResponse {
+                lease_expires_at: *lease_expires_at,
+                cancel_requested: *cancel_requested,
+            }),
+            (Ok(()), None) => Err(missed(state, caller, request).await?),
+        };
+        answers.push(answer);
+    }
+    Ok(answers)
+}
+
+fn check(request: &HeartbeatRequest) -> Result<(), ApiError> {
     if request
         .status
         .is_some_and(|s| s != ExecutionStatus::Running)
@@ -85,25 +151,23 @@ async fn beat(
     if let Some(node_id) = &request.node_id {
         crate::api::require_text("node_id", node_id, 200)?;
     }
+    Ok(())
+}
+
+/// Why a beat did not land, without revealing executions outside the scope. `Err` is a
+/// failure of the function itself.
+async fn missed(
+    state: &AppState,
+    caller: &Caller,
+    request: &HeartbeatRequest,
+) -> Result<ApiError, ApiError> {
     let id = request.execution_id;
-    let beat = db::executions::heartbeat(
-        &state.pool,
-        request,
-        caller,
-        state.settings.runner_thresholds.stale_after_seconds,
-    )
-    .await?;
-    if let Some((lease_expires_at, cancel_requested)) = beat {
-        return Ok(HeartbeatResponse {
-            lease_expires_at,
-            cancel_requested,
-        });
-    }
-    // The beat did not land: say why, without revealing executions outside the scope.
-    let miss = db::executions::heartbeat_miss(&state.pool, id)
+    let Some(miss) = db::executions::heartbeat_miss(&state.pool, id)
         .await?
         .filter(|miss| caller.sees_branch(miss.branch_id))
-        .ok_or_else(|| ApiError::NotFound(format!("execution {id} not found")))?;
+    else {
+        return Ok(ApiError::NotFound(format!("execution {id} not found")));
+    };
     let message = if miss.claim_token != request.claim_token {
         format!("the claim token does not own execution {id}; stop working on it")
     } else if !miss.status.is_live() {
@@ -121,5 +185,5 @@ async fn beat(
     } else {
         format!("execution {id} changed while the heartbeat was recorded; retry")
     };
-    Err(ApiError::conflict("lease_lost", message))
+    Ok(ApiError::conflict("lease_lost", message))
 }

@@ -219,49 +219,56 @@ pub(crate) struct OfflineRecord<'a> {
     pub(crate) retries: Option<&'a ExecutionRow>,
 }
 
-/// Extends a live, unexpired lease held by `claim_token` (starting the run on the first
-/// beat); returns the new lease end and whether a stop was requested. The runner that
-/// holds it counts as seen by the registry (at most one write every few seconds), in the
-/// same round trip.
+/// Extends the leases of the beats' executions (each only with its own claim token and in
+/// the caller's scope), moves them to `running`, notes where each run stands and when its
+/// runner was last seen, in one statement; returns each landed beat's execution, lease end
+/// and whether to stop. A beat missing from the answer did not land.
 pub(crate) async fn heartbeat(
     pool: &PgPool,
-    beat: &HeartbeatRequest,
+    beats: &[&HeartbeatRequest],
     caller: &Caller,
     stale_after_seconds: u32,
-) -> Result<Option<(DateTime<Utc>, bool)>, sqlx::Error> {
+) -> Result<Vec<(Uuid, DateTime<Utc>, bool)>, sqlx::Error> {
     let (all, branches) = caller.scope().as_params();
-    let waiting = beat.waiting.as_ref();
+    let text = |f: &dyn Fn(&HeartbeatRequest) -> Option<&str>| -> Vec<Option<String>> {
+        beats.iter().map(|b| f(b).map(str::to_owned)).collect()
+    };
     sqlx::query_as(
-        "WITH beat AS ( \
+        "WITH input AS ( \
+             SELECT * FROM unnest($1::uuid[], $2::text[], $7::text[], $8::timestamptz[], \
+                                  $9::text[]) AS i(id, claim_token, waiting_node, waiting_until, node)), \
+         beat AS ( \
              UPDATE executions e \
              SET lease_expires_at = now() + make_interval(secs => e.lease_seconds), \
                  status = 'running', started_at = COALESCE(e.started_at, now()), \
-                 waiting_node = $7, waiting_until = $8, heartbeat_at = now(), current_node = $9 \
-             FROM branch_rules br \
-             WHERE e.id = $1 AND e.claim_token = $2 AND e.status IN ('scheduled', 'running') \
+                 waiting_node = i.waiting_node, waiting_until = i.waiting_until, \
+                 heartbeat_at = now(), current_node = i.node \
+             FROM input i, branch_rules br \
+             WHERE e.id = i.id AND e.claim_token = i.claim_token \
+               AND e.status IN ('scheduled', 'running') \
                AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
                AND ($3 OR br.branch_id = ANY($4)) \
-             RETURNING e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped) AS stop, \
+             RETURNING e.id, e.lease_expires_at, (e.cancel_requested OR br.is_force_stopped) AS stop, \
                        e.runner_id), \
          seen AS ( \
              UPDATE runners r SET last_seen_at = now(), \
                  online_since = CASE WHEN r.last_seen_at < now() - make_interval(secs => $6) \
                                      THEN now() ELSE r.online_since END \
-             FROM beat \
-             WHERE r.key_id = $5 AND r.runner_id = beat.runner_id \
+             FROM (SELECT DISTINCT runner_id FROM beat) b \
+             WHERE r.key_id = $5 AND r.runner_id = b.runner_id \
                AND r.last_seen_at < now() - interval '5 seconds') \
-         SELECT lease_expires_at, stop FROM beat",
+         SELECT id, lease_expires_at, stop FROM beat",
     )
-    .bind(beat.execution_id)
-    .bind(&beat.claim_token)
+    .bind(beats.iter().map(|b| b.execution_id).collect::<Vec<_>>())
+    .bind(beats.iter().map(|b| b.claim_token.clone()).collect::<Vec<_>>())
     .bind(all)
     .bind(branches)
     .bind(caller.key_id)
     .bind(f64::from(stale_after_seconds))
-    .bind(waiting.map(|w| w.node_id.as_str()))
-    .bind(waiting.map(|w| w.until))
-    .bind(beat.node_id.as_deref())
-    .fetch_optional(pool)
+    .bind(text(&|b| b.waiting.as_ref().map(|w| w.node_id.as_str())))
+    .bind(beats.iter().map(|b| b.waiting.as_ref().map(|w| w.until)).collect::<Vec<_>>())
+    .bind(text(&|b| b.node_id.as_deref()))
+    .fetch_all(pool)
     .await
 }
 
