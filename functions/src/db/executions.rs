@@ -244,7 +244,7 @@ pub(crate) async fn heartbeat(
                  waiting_node = i.waiting_node, waiting_until = i.waiting_until, \
                  heartbeat_at = now(), current_node = i.node \
              FROM input i, branch_rules br \
-             WHERE e.id = i.id AND e.claim_token = i.claim_token \
+             WHERE e.id = ANY($1) AND e.id = i.id AND e.claim_token = i.claim_token \
                AND e.status IN ('scheduled', 'running') \
                AND e.lease_expires_at > now() AND br.id = e.branch_rule_id \
                AND ($3 OR br.branch_id = ANY($4)) \
