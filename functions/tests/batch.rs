@@ -371,7 +371,10 @@ async fn beats_of_a_batch_each_land_or_fail_alone() {
     assert_eq!(answers[3].1["error"]["code"], "lease_lost");
     assert_eq!(answers[4].0, 422);
     assert!(answers[4].1.to_string().contains("node_id"));
-    assert_eq!(answers[5].0, 422, "an execution twice: the repeat is refused");
+    assert_eq!(
+        answers[5].0, 422,
+        "an execution twice: the repeat is refused"
+    );
     assert!(
         answers[5].1["error"]["message"]
             .as_str()

@@ -316,3 +316,79 @@ async fn the_functions_sessions_run_without_jit() {
         assert_eq!(jit, "off");
     }
 }
+
+/// The schedule walk reads the rules whose schedule was edited, not every rule that ran: a
+/// claim and a report leave no schedule change record (at fleet scale re-reading every rule
+/// that ran kept PostgreSQL busy), an edit of a rule's own window does and is checked.
+#[tokio::test]
+async fn runs_leave_no_schedule_change_and_an_edited_window_is_checked() {
+    let app = TestApp::start().await;
+    let (branch, ran) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
+    let edited = Seed::new(&app.pool)
+        .branch_rule(
+            branch,
+            RuleSpec {
+                next_run_time: Some(app.db_now().await + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+        )
+        .await;
+    let changes = |id: Uuid| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM schedule_changes WHERE branch_rule_id = $1",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+        }
+    };
+    assert_eq!(changes(ran).await, 1, "a new rule is checked once");
+    let token = app.runner_token(&[branch]).await;
+    let claim = app.claim(&token, ran, "site-1").await;
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            serde_json::json!({"branch_rule_id": ran, "is_last_run_failed": false,
+                               "execution_id": claim.execution, "claim_token": claim.token}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        changes(ran).await,
+        1,
+        "the claim and the report changed no schedule"
+    );
+
+    // A window between two of its `*/30` times: the schedule never fires.
+    let sweep = || async {
+        sweep_once(&app.pool, SweepSettings::default(), &Metrics::default())
+            .await
+            .expect("sweeps")
+            .expect("nobody else sweeps")
+    };
+    sweep().await;
+    app.exec(
+        "UPDATE branch_rules SET operation_time_from = '09:10', operation_time_to = '09:20' \
+         WHERE id = $1",
+        &[edited],
+    )
+    .await;
+    assert_eq!(changes(edited).await, 2, "the edit is recorded");
+    sweep().await;
+    let flagged: Option<String> =
+        sqlx::query_scalar("SELECT needs_attention_reason FROM branch_rules WHERE id = $1")
+            .bind(edited)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the rule");
+    assert!(
+        flagged
+            .as_deref()
+            .is_some_and(|r| r.starts_with("the schedule")),
+        "{flagged:?}"
+    );
+}

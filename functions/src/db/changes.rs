@@ -229,9 +229,18 @@ pub(crate) async fn prune_changes(
     pool: &sqlx::PgPool,
     keep_hours: i32,
 ) -> Result<u64, sqlx::Error> {
-    sqlx::query("DELETE FROM plan_changes WHERE recorded_at < now() - make_interval(hours => $1)")
-        .bind(keep_hours)
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected())
+    let plan = sqlx::query(
+        "DELETE FROM plan_changes WHERE recorded_at < now() - make_interval(hours => $1)",
+    )
+    .bind(keep_hours)
+    .execute(pool)
+    .await?;
+    // The sweeper's schedule walk is never further behind than the plans' retention.
+    let schedule = sqlx::query(
+        "DELETE FROM schedule_changes WHERE recorded_at < now() - make_interval(hours => $1)",
+    )
+    .bind(keep_hours)
+    .execute(pool)
+    .await?;
+    Ok(plan.rows_affected() + schedule.rows_affected())
 }

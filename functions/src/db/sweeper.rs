@@ -142,20 +142,23 @@ pub(crate) async fn now(pool: &PgPool) -> Result<DateTime<Utc>, sqlx::Error> {
     sqlx::query_scalar("SELECT now()").fetch_one(pool).await
 }
 
-/// Enabled, unflagged rules with a change record in the walk's window — their own, their
-/// branch's, or a shared one (a rule definition, a brand's zone) — after `walk.after` by id.
+/// Enabled, unflagged rules whose schedule may have changed in the walk's window — their
+/// own schedule change record, or their branch's or a shared change (a rule definition, a
+/// brand's zone) — after `walk.after` by id. Claims and reports leave no schedule change.
 pub(crate) async fn changed_schedules(
     pool: &PgPool,
     walk: ScheduleWalk,
     limit: i64,
 ) -> Result<Vec<ScheduleRow>, sqlx::Error> {
     sqlx::query_as(concat!(
-        "WITH c AS (SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
-                        WHERE recorded_at > $1 AND recorded_at <= $2) ",
+        "WITH own AS (SELECT DISTINCT branch_rule_id FROM schedule_changes \
+                          WHERE recorded_at > $1 AND recorded_at <= $2), \
+              wide AS (SELECT DISTINCT branch_id FROM plan_changes \
+                           WHERE branch_rule_id IS NULL AND recorded_at > $1 AND recorded_at <= $2) ",
         schedules_after!("$3"),
-        " AND (br.id IN (SELECT branch_rule_id FROM c WHERE branch_rule_id IS NOT NULL) \
-                  OR br.branch_id IN (SELECT branch_id FROM c WHERE branch_rule_id IS NULL) \
-                  OR EXISTS (SELECT 1 FROM c WHERE branch_id IS NULL AND branch_rule_id IS NULL)) \
+        " AND (br.id IN (SELECT branch_rule_id FROM own) \
+                  OR br.branch_id IN (SELECT branch_id FROM wide WHERE branch_id IS NOT NULL) \
+                  OR EXISTS (SELECT 1 FROM wide WHERE branch_id IS NULL)) \
              ORDER BY br.id LIMIT $4"
     ))
     .bind(walk.since)

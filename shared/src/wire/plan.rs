@@ -28,8 +28,8 @@ pub struct PlanRequest {
     /// server was willing to wait (`wait_seconds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u32>,
-    /// `2` ([`PLAN_FORMAT_SHARED`]): each rule's workflow once in `workflow_configs` and
-    /// fields at their defaults left out. Absent or `1`: every entry carries everything, as
+    /// `2`: each rule's workflow once in `workflow_configs` and fields at their defaults
+    /// left out. Absent or `1`: every entry carries everything, as
     /// runners older than the format read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<u32>,

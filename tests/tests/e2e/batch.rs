@@ -4,27 +4,11 @@
 use std::time::Duration;
 
 use res_shared::wire::{Call, ClaimRequest, SetNextRunTimeRequest};
-use res_tests::processes::{eventually, free_port};
+use res_tests::processes::free_port;
 use serde_json::{Value, json};
 
-use super::system::{System, detector};
-use super::{WAIT, due};
-
-/// Requests the functions answered for `function` with `status`, from their metrics.
-async fn answered(metrics_url: &str, function: &str, status: u16) -> u64 {
-    let text = reqwest::get(metrics_url)
-        .await
-        .expect("the metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
-    let labels = format!("function=\"{function}\",status=\"{status}\"");
-    text.lines()
-        .filter(|l| l.starts_with("res_functions_requests_total") && l.contains(&labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|n| n as u64)
-        .sum()
-}
+use super::due;
+use super::system::{System, answered, detector};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runners_batches_racing_an_older_runners_single_claims_claim_every_rule_once() {
@@ -79,16 +63,7 @@ async fn a_runners_batches_racing_an_older_runners_single_claims_claim_every_rul
     };
     let mut runner = system.runner("runner-a", &[("WORKERS", "10")]);
     let by_racer = racer.await.expect("the older runner");
-    eventually("all 40 rules ran", WAIT, || async {
-        let runs: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM branch_rules WHERE run_count > 0 AND NOT is_currently_running",
-        )
-        .fetch_one(&system.pool)
-        .await
-        .expect("count");
-        runs == 40
-    })
-    .await;
+    system.all_ran(40).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut by_runner = 0;
     for rule in &rules {
@@ -108,9 +83,17 @@ async fn a_runners_batches_racing_an_older_runners_single_claims_claim_every_rul
         by_runner += usize::from(!older);
     }
     assert_eq!(by_runner + by_racer.len(), 40);
-    let batches = answered(&metrics_url, "branch_rules_claim_batch", 200).await;
+    let batches = answered(
+        &metrics_url,
+        "function=\"branch_rules_claim_batch\",status=\"200\"",
+    )
+    .await;
     assert!(batches > 0, "the runner claimed in batches");
-    let batched_reports = answered(&metrics_url, "branch_rules_set_NextRunTime_batch", 200).await;
+    let batched_reports = answered(
+        &metrics_url,
+        "function=\"branch_rules_set_NextRunTime_batch\",status=\"200\"",
+    )
+    .await;
     eprintln!(
         "runner: {by_runner} rules in {batches} claim batches ({batched_reports} report batches); older runner: {}",
         by_racer.len()

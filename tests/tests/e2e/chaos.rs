@@ -10,7 +10,7 @@ use res_tests::processes::eventually;
 use uuid::Uuid;
 
 use super::{WAIT, due};
-use crate::system::{System, detector};
+use crate::system::{System, answered, detector};
 
 /// Sets `timeout_seconds` of the detector `rule` runs.
 async fn detector_timeout(system: &System, rule: Uuid, seconds: u64) {
@@ -192,21 +192,6 @@ type Interval = (
     Option<DateTime<Utc>>,
 );
 
-/// Requests the functions answered with a 500 since their last start, from their metrics.
-async fn internal_errors(metrics_url: &str) -> u64 {
-    let text = reqwest::get(metrics_url)
-        .await
-        .expect("the metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with("res_functions_requests_total") && l.contains("status=\"500\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|n| n as u64)
-        .sum()
-}
-
 /// Rules due every 2 s inside a `00:00`–`24:00` window (a window value that once made every
 /// delta answer 500), two runners, each killed with `kill -9` online and the owner again
 /// during an outage: the functions answer no 500, no two executions of one rule overlap in
@@ -259,7 +244,7 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
     owner.kill();
     owner.restart();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let mut errors = internal_errors(&metrics_url).await;
+    let mut errors = answered(&metrics_url, "status=\"500\"").await;
 
     // The functions go away; the owner runs offline and is killed mid-run.
     assert!(system.functions.stop());
@@ -281,7 +266,7 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
     assert!(owner.stop() && other.stop());
     // Leases of runs cut off by the stops run out and are swept.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    errors += internal_errors(&metrics_url).await;
+    errors += answered(&metrics_url, "status=\"500\"").await;
     assert_eq!(errors, 0, "the functions answered 500");
 
     for (i, rule) in rules {

@@ -41,16 +41,7 @@ async fn forty_rules_due_at_once_run_exactly_once_across_two_runners() {
     }
     let mut a = system.runner("runner-a", &[]);
     let mut b = system.runner("runner-b", &[]);
-    eventually("all 40 rules ran", WAIT, || async {
-        let runs: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM branch_rules WHERE run_count > 0 AND NOT is_currently_running",
-        )
-        .fetch_one(&system.pool)
-        .await
-        .expect("count");
-        runs == 40
-    })
-    .await;
+    system.all_ran(40).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut by_runner = std::collections::BTreeMap::<String, usize>::new();
     for rule in &rules {

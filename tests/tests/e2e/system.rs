@@ -4,11 +4,12 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use res_tests::functions::{RuleSpec, Seed};
 use res_tests::postgres::{TestDatabase, server};
-use res_tests::processes::{FunctionsServer, Runner, RunnerSpec, binary};
+use res_tests::processes::{FunctionsServer, Runner, RunnerSpec, binary, eventually};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
@@ -145,6 +146,20 @@ impl System {
         )
     }
 
+    /// Waits until `count` rules have run and none is running.
+    pub async fn all_ran(&self, count: i64) {
+        eventually(&format!("all {count} rules ran"), Duration::from_secs(40), || async {
+            let runs: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM branch_rules WHERE run_count > 0 AND NOT is_currently_running",
+            )
+            .fetch_one(&self.pool)
+            .await
+            .expect("count");
+            runs == count
+        })
+        .await;
+    }
+
     /// A rule whose workflow runs `script` (sh) as a `command` detector, then records a
     /// violation when the result says `violations > 0`.
     pub async fn rule(&self, spec: RuleSpec<'_>, script: &str) -> Uuid {
@@ -207,4 +222,19 @@ pub fn detector(sleep: f64, violations: u32) -> String {
     format!(
         "cat >/dev/null; sleep {sleep}; echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": {violations}}}'"
     )
+}
+
+/// Requests the functions answered, from their metrics, whose labels contain `labels`.
+pub async fn answered(metrics_url: &str, labels: &str) -> u64 {
+    let text = reqwest::get(metrics_url)
+        .await
+        .expect("the metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .filter(|l| l.starts_with("res_functions_requests_total") && l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|n| n as u64)
+        .sum()
 }
