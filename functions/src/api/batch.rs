@@ -1,6 +1,10 @@
 //! What the batch functions share: the item count they accept, and each item answered as
 //! its single call would be — the same status, the same body.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::Hash;
+
 use res_shared::wire::{BatchItem, BatchResponse, MAX_BATCH_ITEMS};
 use serde::Serialize;
 
@@ -15,6 +19,42 @@ pub(crate) fn require_items(field: &str, count: usize) -> Result<(), ApiError> {
         "invalid_field",
         format!("{field} must hold 1 to {MAX_BATCH_ITEMS} items, got {count}"),
     ))
+}
+
+/// The one answer of a batch of one: how a single function answers through its batch's code.
+pub(crate) fn only<T>(answers: Vec<Result<T, ApiError>>) -> Result<T, ApiError> {
+    answers
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::Internal("a batch of one gave no answer".into()))?
+}
+
+/// Where each key of a batch first stood, to refuse an item that repeats an earlier one.
+pub(crate) struct FirstPlaces<K>(HashMap<K, usize>);
+
+impl<K: Eq + Hash> FirstPlaces<K> {
+    pub(crate) fn new() -> FirstPlaces<K> {
+        FirstPlaces(HashMap::new())
+    }
+
+    /// The earlier place of `key`, or `None` when `index` is its first (then noted).
+    pub(crate) fn earlier(&mut self, key: K, index: usize) -> Option<usize> {
+        match self.0.entry(key) {
+            Entry::Occupied(first) => Some(*first.get()),
+            Entry::Vacant(place) => {
+                place.insert(index);
+                None
+            }
+        }
+    }
+}
+
+/// The refusal of `list[index]`, which repeats `what` already at `list[first]`.
+pub(crate) fn repeated(list: &str, index: usize, first: usize, what: &str) -> ApiError {
+    ApiError::unprocessable(
+        "invalid_field",
+        format!("{list}[{index}]: {what} is already at {list}[{first}] of this batch"),
+    )
 }
 
 /// The batch's answer, one item per result in order.

@@ -139,11 +139,7 @@ pub(crate) async fn claim(
     let answers = claim_rules(&state, &caller, &[request.branch_rule_id], &claimant, false)
         .instrument(span)
         .await?;
-    answers
-        .into_iter()
-        .next()
-        .ok_or_else(|| ApiError::Internal("a claim of one rule gave no answer".into()))?
-        .map(Json)
+    batch::only(answers).map(Json)
 }
 
 /// Claim many due branch rules in one transaction; a rule another request holds at this
@@ -349,19 +345,26 @@ async fn claim_rules(
         );
     }
     tx.commit().await?;
-    let mut seen = HashMap::new();
+    let mut places = batch::FirstPlaces::new();
     let answers = ids
         .iter()
         .enumerate()
         .map(|(index, id)| {
-            if let Some(first) = seen.insert(*id, index) {
-                seen.insert(*id, first);
-                return Err(ApiError::unprocessable(
-                    "invalid_field",
-                    format!("branch_rule_ids[{index}]: branch rule {id} is already at branch_rule_ids[{first}] of this batch"),
+            if let Some(first) = places.earlier(*id, index) {
+                return Err(batch::repeated(
+                    "branch_rule_ids",
+                    index,
+                    first,
+                    &format!("branch rule {id}"),
                 ));
             }
-            let answer = answer(*id, rules.get(id), decided.get(id), claimed.remove(id), busy.contains(id));
+            let answer = answer(
+                *id,
+                rules.get(id),
+                decided.get(id),
+                claimed.remove(id),
+                busy.contains(id),
+            );
             count(state, &answer);
             answer
         })

@@ -40,12 +40,8 @@ pub(crate) async fn heartbeat(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<HeartbeatRequest>,
 ) -> Result<Json<HeartbeatResponse>, ApiError> {
-    beats(&state, &caller, std::slice::from_ref(&request))
-        .await?
-        .into_iter()
-        .next()
-        .ok_or_else(|| ApiError::Internal("a heartbeat gave no answer".into()))?
-        .map(Json)
+    let answers = beats(&state, &caller, std::slice::from_ref(&request)).await?;
+    batch::only(answers).map(Json)
 }
 
 /// Extend the leases of many live executions: each beat as `executions_heartbeat` takes it.
@@ -79,24 +75,20 @@ async fn beats(
     caller: &Caller,
     requests: &[HeartbeatRequest],
 ) -> Result<Vec<Result<HeartbeatResponse, ApiError>>, ApiError> {
-    let mut first_at = HashMap::new();
+    let mut places = batch::FirstPlaces::new();
     let checked: Vec<Result<(), ApiError>> = requests
         .iter()
         .enumerate()
         .map(|(index, request)| {
             check(request)?;
-            match first_at.insert(request.execution_id, index) {
+            match places.earlier(request.execution_id, index) {
                 None => Ok(()),
-                Some(first) => {
-                    first_at.insert(request.execution_id, first);
-                    Err(ApiError::unprocessable(
-                        "invalid_field",
-                        format!(
-                            "beats[{index}]: execution {} is already at beats[{first}] of this batch",
-                            request.execution_id
-                        ),
-                    ))
-                }
+                Some(first) => Err(batch::repeated(
+                    "beats",
+                    index,
+                    first,
+                    &format!("execution {}", request.execution_id),
+                )),
             }
         })
         .collect();
