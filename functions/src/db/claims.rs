@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::Tx;
 use super::branch_rules::{LockedRule, rule_from};
-use super::executions::ExecutionRow;
+use super::executions::{ExecutionRow, execution_row_columns};
 
 /// Locks the rules among `ids` (in id order, so two claimers never wait on each other in a
 /// circle) and reads their settings. `skip_locked`: rules another transaction holds are
@@ -52,18 +52,13 @@ pub(crate) async fn latest_executions(
     tx: &mut Tx,
     ids: &[Uuid],
 ) -> Result<Vec<ExecutionRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT e.id, e.branch_rule_id, e.status, e.attempt, e.claim_token, \
-                e.lease_expires_at, e.report, e.resume_at, e.root_id, e.runner_id, e.offline, \
-                e.scheduled_at \
-         FROM unnest($1::uuid[]) AS r(id) \
-         CROSS JOIN LATERAL ( \
-             SELECT x.id, x.branch_rule_id, x.status, x.attempt, x.claim_token, \
-                    x.lease_expires_at, x.report, x.resume_at, x.root_id, x.runner_id, \
-                    x.offline, x.scheduled_at \
-             FROM executions x WHERE x.branch_rule_id = r.id \
-             ORDER BY x.scheduled_at DESC LIMIT 1 FOR NO KEY UPDATE) e",
-    )
+    sqlx::query_as(concat!(
+        "SELECT e.* FROM unnest($1::uuid[]) AS r(id) \
+         CROSS JOIN LATERAL (SELECT ",
+        execution_row_columns!(),
+        " FROM executions x WHERE x.branch_rule_id = r.id \
+           ORDER BY x.scheduled_at DESC LIMIT 1 FOR NO KEY UPDATE) e"
+    ))
     .bind(ids)
     .fetch_all(&mut **tx)
     .await

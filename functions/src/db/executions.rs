@@ -38,18 +38,27 @@ pub(crate) struct ExecutionRow {
     pub(crate) scheduled_at: DateTime<Utc>,
 }
 
+/// The columns an [`ExecutionRow`] is read from.
+macro_rules! execution_row_columns {
+    () => {
+        "id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, resume_at, \
+         root_id, runner_id, offline, scheduled_at"
+    };
+}
+pub(crate) use execution_row_columns;
+
 /// The most recent execution of a rule, locked (a live one is always the most recent:
 /// a new attempt can only start once none is live).
 pub(crate) async fn latest_for_rule(
     tx: &mut Tx,
     branch_rule_id: Uuid,
 ) -> Result<Option<ExecutionRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id, runner_id, offline, scheduled_at \
-         FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
-         FOR NO KEY UPDATE",
-    )
+    sqlx::query_as(concat!(
+        "SELECT ",
+        execution_row_columns!(),
+        " FROM executions WHERE branch_rule_id = $1 ORDER BY scheduled_at DESC LIMIT 1 \
+         FOR NO KEY UPDATE"
+    ))
     .bind(branch_rule_id)
     .fetch_optional(&mut **tx)
     .await
@@ -57,11 +66,11 @@ pub(crate) async fn latest_for_rule(
 
 /// An execution by id, locked.
 pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, branch_rule_id, status, attempt, claim_token, lease_expires_at, report, \
-                resume_at, root_id, runner_id, offline, scheduled_at \
-         FROM executions WHERE id = $1 FOR NO KEY UPDATE",
-    )
+    sqlx::query_as(concat!(
+        "SELECT ",
+        execution_row_columns!(),
+        " FROM executions WHERE id = $1 FOR NO KEY UPDATE"
+    ))
     .bind(id)
     .fetch_optional(&mut **tx)
     .await
