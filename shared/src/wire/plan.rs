@@ -308,37 +308,51 @@ pub struct SharedPlan<'a>(pub &'a PlanResponse);
 impl Serialize for SharedPlan<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let plan = self.0;
+        // Taken apart whole, so a field added to the plan cannot be left out here unnoticed.
+        let PlanResponse {
+            generated_at,
+            cursor,
+            full,
+            workflows,
+            removed,
+            wait_seconds,
+            offline_owners,
+            lookups:
+                PlanLookups {
+                    branches,
+                    rules,
+                    brands,
+                    brand_rules,
+                    action_details,
+                    action_templates,
+                },
+        } = self.0;
         let mut configs: BTreeMap<Uuid, &Arc<RawValue>> = BTreeMap::new();
-        for entry in &plan.workflows {
+        for entry in workflows {
             if let Some(config) = &entry.workflow_config {
                 configs.entry(entry.rule_id).or_insert(config);
             }
         }
-        let entries: Vec<CompactEntry<'_>> =
-            plan.workflows.iter().map(CompactEntry::from).collect();
-        let lookups = &plan.lookups;
+        let entries: Vec<CompactEntry<'_>> = workflows.iter().map(CompactEntry::from).collect();
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("format", &PLAN_FORMAT_SHARED)?;
         map.serialize_entry(
             "generated_at",
-            &plan
-                .generated_at
-                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            &generated_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
         )?;
-        map.serialize_entry("cursor", &plan.cursor)?;
-        map.serialize_entry("full", &plan.full)?;
+        map.serialize_entry("cursor", cursor)?;
+        map.serialize_entry("full", full)?;
         map.serialize_entry("workflow_configs", &configs)?;
         map.serialize_entry("workflows", &entries)?;
-        map.serialize_entry("removed", &plan.removed)?;
-        map.serialize_entry("wait_seconds", &plan.wait_seconds)?;
-        map.serialize_entry("offline_owners", &plan.offline_owners)?;
-        map.serialize_entry("branches", &lookups.branches)?;
-        map.serialize_entry("rules", &lookups.rules)?;
-        map.serialize_entry("brands", &lookups.brands)?;
-        map.serialize_entry("brand_rules", &lookups.brand_rules)?;
-        map.serialize_entry("action_details", &lookups.action_details)?;
-        map.serialize_entry("action_templates", &lookups.action_templates)?;
+        map.serialize_entry("removed", removed)?;
+        map.serialize_entry("wait_seconds", wait_seconds)?;
+        map.serialize_entry("offline_owners", offline_owners)?;
+        map.serialize_entry("branches", branches)?;
+        map.serialize_entry("rules", rules)?;
+        map.serialize_entry("brands", brands)?;
+        map.serialize_entry("brand_rules", brand_rules)?;
+        map.serialize_entry("action_details", action_details)?;
+        map.serialize_entry("action_templates", action_templates)?;
         map.end()
     }
 }
@@ -414,32 +428,61 @@ fn is_zero_u32(value: &u32) -> bool {
 }
 
 impl<'a> From<&'a PlanEntry> for CompactEntry<'a> {
-    fn from(e: &'a PlanEntry) -> CompactEntry<'a> {
+    fn from(entry: &'a PlanEntry) -> CompactEntry<'a> {
+        // Taken apart whole, so a field added to the entry cannot be left out unnoticed.
+        let PlanEntry {
+            id,
+            branch_id,
+            rule_id,
+            brand_rule_id,
+            is_active,
+            is_archived,
+            is_force_stopped,
+            is_paused,
+            run_requested_at,
+            is_currently_running,
+            next_run_time,
+            resume_at,
+            last_run_time,
+            operation_time_from,
+            operation_time_to,
+            cron_expression,
+            timezone,
+            jitter_seconds,
+            overlap_policy,
+            // Sent once per rule, in `workflow_configs`.
+            workflow_config: _,
+            run_count,
+            failure_count,
+            is_last_run_failed,
+            updated_at,
+            revision,
+        } = entry;
         CompactEntry {
-            id: e.id,
-            branch_id: e.branch_id,
-            rule_id: e.rule_id,
-            brand_rule_id: e.brand_rule_id,
-            is_active: e.is_active,
-            is_archived: e.is_archived,
-            is_force_stopped: e.is_force_stopped,
-            is_paused: e.is_paused,
-            run_requested_at: e.run_requested_at,
-            is_currently_running: e.is_currently_running,
-            next_run_time: e.next_run_time,
-            resume_at: e.resume_at,
-            last_run_time: e.last_run_time,
-            operation_time_from: e.operation_time_from,
-            operation_time_to: e.operation_time_to,
-            cron_expression: e.cron_expression.as_deref(),
-            timezone: &e.timezone,
-            jitter_seconds: e.jitter_seconds,
-            overlap_policy: e.overlap_policy,
-            run_count: e.run_count,
-            failure_count: e.failure_count,
-            is_last_run_failed: e.is_last_run_failed,
-            updated_at: e.updated_at,
-            revision: e.revision,
+            id: *id,
+            branch_id: *branch_id,
+            rule_id: *rule_id,
+            brand_rule_id: *brand_rule_id,
+            is_active: *is_active,
+            is_archived: *is_archived,
+            is_force_stopped: *is_force_stopped,
+            is_paused: *is_paused,
+            run_requested_at: *run_requested_at,
+            is_currently_running: *is_currently_running,
+            next_run_time: *next_run_time,
+            resume_at: *resume_at,
+            last_run_time: *last_run_time,
+            operation_time_from: *operation_time_from,
+            operation_time_to: *operation_time_to,
+            cron_expression: cron_expression.as_deref(),
+            timezone,
+            jitter_seconds: *jitter_seconds,
+            overlap_policy: *overlap_policy,
+            run_count: *run_count,
+            failure_count: *failure_count,
+            is_last_run_failed: *is_last_run_failed,
+            updated_at: *updated_at,
+            revision: *revision,
         }
     }
 }
