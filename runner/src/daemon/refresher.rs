@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::wire::{Outage, PLAN_FORMAT_SHARED, PlanRequest, RegisterRequest, RunnerHealth};
+use res_shared::wire::{
+    Outage, PLAN_FORMAT_SHARED, PlanRequest, PlanResponse, RegisterRequest, RunnerHealth,
+};
 
 use super::Daemon;
 use super::config::OfflineExecution;
@@ -158,21 +160,18 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
             .load(Ordering::Relaxed)
             .then_some(PLAN_FORMAT_SHARED),
     };
-    // A plan request only reads (and notes this runner as seen), so shutting down may
-    // abandon one that is waiting.
-    let mut response = tokio::select! {
-        response = daemon.client.call_waiting(&request, wait) => response,
-        () = daemon.shutdown.cancelled() => return Ok(Next::Poll),
+    let Some(mut response) = ask(daemon, &request, wait).await else {
+        return Ok(Next::Poll);
     };
     // Functions older than the shared format refuse the field: ask as before, from now on.
     if request.format.is_some() && response.as_ref().is_err_and(|e| e.refuses_field("format")) {
         tracing::warn!("the functions are older than this runner: plans come in the first format");
         daemon.shared_plan_format.store(false, Ordering::Relaxed);
         request.format = None;
-        response = tokio::select! {
-            response = daemon.client.call_waiting(&request, wait) => response,
-            () = daemon.shutdown.cancelled() => return Ok(Next::Poll),
+        let Some(again) = ask(daemon, &request, wait).await else {
+            return Ok(Next::Poll);
         };
+        response = again;
     }
     let response = match response {
         Ok(response) => response,
@@ -219,6 +218,19 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(now);
     Ok(next)
+}
+
+/// Asks for the plan; `None` when shutting down: a plan request only reads (and notes this
+/// runner as seen), so shutting down may abandon one that is waiting.
+async fn ask(
+    daemon: &Daemon,
+    request: &PlanRequest,
+    wait: Duration,
+) -> Option<Result<PlanResponse, crate::cloud::CloudError>> {
+    tokio::select! {
+        response = daemon.client.call_waiting(request, wait) => Some(response),
+        () = daemon.shutdown.cancelled() => None,
+    }
 }
 
 async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
