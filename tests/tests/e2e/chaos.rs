@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{TimeDelta, Utc};
 use nix::sys::signal::Signal;
 use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 use uuid::Uuid;
 
 use super::{WAIT, due};
-use crate::system::{System, answered, detector};
+use crate::system::{System, answered, assert_no_overlap, detector};
 
 /// Sets `timeout_seconds` of the detector `rule` runs.
 async fn detector_timeout(system: &System, rule: Uuid, seconds: u64) {
@@ -183,15 +183,6 @@ async fn a_second_level_schedule_runs_every_time_despite_recent_seconds() {
     );
 }
 
-/// An execution's place in time: (id, status, started_at, scheduled_at, finished_at).
-type Interval = (
-    Uuid,
-    String,
-    Option<DateTime<Utc>>,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-);
-
 /// Rules due every 2 s inside a `00:00`–`24:00` window (a window value that once made every
 /// delta answer 500), two runners, each killed with `kill -9` online and the owner again
 /// during an outage: the functions answer no 500, no two executions of one rule overlap in
@@ -270,14 +261,7 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
     assert_eq!(errors, 0, "the functions answered 500");
 
     for (i, rule) in rules {
-        let runs: Vec<Interval> = sqlx::query_as(
-            "SELECT id, status, started_at, scheduled_at, finished_at FROM executions \
-                 WHERE branch_rule_id = $1 ORDER BY COALESCE(started_at, scheduled_at)",
-        )
-        .bind(rule)
-        .fetch_all(&system.pool)
-        .await
-        .expect("executions");
+        let runs = system.runs_in_order(rule).await;
         assert!(runs.len() >= 4, "rule {rule} ran: {runs:?}");
         for run in &runs {
             assert!(
@@ -285,16 +269,11 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
                 "every run ended: {runs:?}"
             );
         }
-        for pair in runs.windows(2) {
-            let end = pair[0].4.expect("an ended run has an end");
-            let next_start = pair[1].2.unwrap_or(pair[1].3);
-            assert!(
-                next_start >= end - TimeDelta::milliseconds(1),
-                "rule {rule}: {:?} overlaps {:?} in {runs:?}",
-                pair[0],
-                pair[1]
-            );
-        }
+        assert!(
+            runs.iter().all(|run| run.4.is_some()),
+            "an ended run has an end: {runs:?}"
+        );
+        assert_no_overlap(&format!("rule {rule}"), &runs);
         let recorded: std::collections::HashSet<Uuid> = runs.iter().map(|r| r.0).collect();
         let detected = std::fs::read_to_string(starts.join(i.to_string())).unwrap_or_default();
         for id in detected.lines() {

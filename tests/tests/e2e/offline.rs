@@ -12,7 +12,7 @@ use res_tests::processes::{Runner, eventually};
 use uuid::Uuid;
 
 use super::due;
-use crate::system::{System, detector};
+use crate::system::{System, assert_no_overlap, detector};
 
 const LONG_WAIT: Duration = Duration::from_secs(90);
 /// The rules' period: `*/3 * * * * *`.
@@ -50,15 +50,6 @@ struct Run {
     finished_at: Option<DateTime<Utc>>,
     runner_id: String,
 }
-
-/// A run as the overlap check reads it: id, status, started, scheduled, finished.
-type Span = (
-    Uuid,
-    String,
-    Option<DateTime<Utc>>,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
-);
 
 /// The next `*/<period>` second after `t`, strictly after when `t` is on the grid.
 fn next_due_after(t: DateTime<Utc>, period_seconds: i64) -> DateTime<Utc> {
@@ -580,22 +571,6 @@ async fn an_offline_run_still_going_when_the_functions_return_is_not_claimed_by_
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let runs: Vec<Span> = sqlx::query_as(
-        "SELECT id, status, started_at, scheduled_at, finished_at FROM executions \
-             WHERE branch_rule_id = $1 ORDER BY COALESCE(started_at, scheduled_at)",
-    )
-    .bind(rule)
-    .fetch_all(&system.pool)
-    .await
-    .expect("executions");
-    for pair in runs.windows(2) {
-        let end = pair[0].4.unwrap_or(pair[0].3);
-        let next_start = pair[1].2.unwrap_or(pair[1].3);
-        assert!(
-            next_start >= end - TimeDelta::milliseconds(1),
-            "{:?} overlaps {:?} in {runs:?}",
-            pair[0],
-            pair[1]
-        );
-    }
+    let runs = system.runs_in_order(rule).await;
+    assert_no_overlap("the rule", &runs);
 }

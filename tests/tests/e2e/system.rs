@@ -146,6 +146,18 @@ impl System {
         )
     }
 
+    /// A rule's executions in the order they started (claimed, for one never started).
+    pub async fn runs_in_order(&self, rule: Uuid) -> Vec<RunSpan> {
+        sqlx::query_as(
+            "SELECT id, status, started_at, scheduled_at, finished_at FROM executions \
+             WHERE branch_rule_id = $1 ORDER BY COALESCE(started_at, scheduled_at)",
+        )
+        .bind(rule)
+        .fetch_all(&self.pool)
+        .await
+        .expect("executions")
+    }
+
     /// Waits until `count` rules have run and none is running.
     pub async fn all_ran(&self, count: i64) {
         eventually(&format!("all {count} rules ran"), Duration::from_secs(40), || async {
@@ -237,4 +249,28 @@ pub async fn answered(metrics_url: &str, labels: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|n| n as u64)
         .sum()
+}
+
+/// An execution's place in time: (id, status, started_at, scheduled_at, finished_at).
+pub type RunSpan = (
+    Uuid,
+    String,
+    Option<DateTime<Utc>>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+/// Asserts that no run of `runs` (as [`System::runs_in_order`] gives them) starts before the
+/// one before it ended; a run without an end ends when it was claimed. `what` names them.
+pub fn assert_no_overlap(what: &str, runs: &[RunSpan]) {
+    for pair in runs.windows(2) {
+        let end = pair[0].4.unwrap_or(pair[0].3);
+        let next_start = pair[1].2.unwrap_or(pair[1].3);
+        assert!(
+            next_start >= end - chrono::TimeDelta::milliseconds(1),
+            "{what}: {:?} overlaps {:?} in {runs:?}",
+            pair[0],
+            pair[1]
+        );
+    }
 }
