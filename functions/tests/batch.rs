@@ -421,6 +421,7 @@ async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeat
     let first = app.claim(&token, rules[0], "site-1").await;
     let second = app.claim(&token, rules[1], "site-1").await;
     let foreign = app.claim(&foreign_token, foreign_rule, "far").await;
+    let unknown = Uuid::new_v4();
     let report = |rule: Uuid, execution: Uuid, claim_token: &str, result: Value| {
         json!({"branch_rule_id": rule, "is_last_run_failed": false, "execution_id": execution,
                "claim_token": claim_token, "status": "completed", "result": result})
@@ -429,6 +430,7 @@ async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeat
         report(first.rule, first.execution, &first.token, json!({"nodes": []})),
         report(second.rule, second.execution, &second.token, json!([1, 2])),
         report(foreign.rule, foreign.execution, &foreign.token, json!({"nodes": []})),
+        report(unknown, Uuid::new_v4(), "t", json!({"nodes": []})),
     ]});
     let reply = app
         .call(SetNextRunTimeBatchRequest::NAME, &token, body.clone())
@@ -447,6 +449,14 @@ async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeat
     );
     assert_eq!(answers[2].0, 404);
     assert_eq!(answers[2].1["error"]["code"], "not_found");
+    assert_eq!(
+        answers[2]
+            .1
+            .to_string()
+            .replace(&foreign.rule.to_string(), "ID"),
+        answers[3].1.to_string().replace(&unknown.to_string(), "ID"),
+        "another brand's rule answers as an unknown one"
+    );
 
     let status = |id: Uuid| {
         let pool = app.pool.clone();
