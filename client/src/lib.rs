@@ -112,6 +112,11 @@ impl FunctionsClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
+            // A plan request waits for minutes in silence: probes keep the NAT and firewall
+            // state on the way, and end the request if the functions' host vanished.
+            .tcp_keepalive(Duration::from_secs(60))
+            .tcp_keepalive_interval(Duration::from_secs(15))
+            .tcp_keepalive_retries(4)
             .user_agent(user_agent)
             .build()
             .map_err(|e| CloudError::Invalid {

@@ -72,8 +72,9 @@ pub struct ServeArgs {
     #[arg(long, env = "RES_KEY_CACHE_SECONDS", default_value_t = crate::key_cache::DEFAULT_SECONDS)]
     pub key_cache_seconds: u64,
     /// The longest a plan request (`wait_seconds`) is held waiting for a change; 0 answers
-    /// at once. Lambda never waits (see docs/deploy.md).
-    #[arg(long, env = "RES_PLAN_WAIT_MAX_SECONDS", default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=300))]
+    /// at once. Lambda never waits (see docs/deploy.md). The default stays under the 60 s
+    /// idle timeout of common proxies and load balancers; raise it where none is shorter.
+    #[arg(long, env = "RES_PLAN_WAIT_MAX_SECONDS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=300))]
     pub plan_wait_max_seconds: u64,
     /// Let notification channels point at loopback, private and link-local addresses (a
     /// receiver inside your network). Off, a brand's admin cannot make the functions call

@@ -24,6 +24,7 @@ pub mod router;
 pub mod serve;
 pub mod state;
 pub mod sweeper;
+pub mod wait_presence;
 
 pub use error::ApiError;
 pub use router::{Function, router, router_with_console};

@@ -28,6 +28,8 @@ const RETRY: Duration = Duration::from_secs(1);
 /// Listens until `stop`; the key cache answers from memory, and plan requests wait, only
 /// while this listens.
 pub async fn run(state: AppState, stop: CancellationToken) {
+    // Requests wait only where this runs; the runners among them are kept present.
+    tokio::spawn(crate::wait_presence::run(state.clone(), stop.clone()));
     state.keys.suspend();
     loop {
         let listening = tokio::select! {

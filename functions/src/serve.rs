@@ -2,6 +2,7 @@
 //! API is present (`lambda_http::run` panics anywhere else).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::serve::ListenerExt as _;
@@ -14,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::alerts;
 use crate::config::{DatabaseArgs, MaintenanceArgs, ServeArgs};
+use crate::plan_waits::PlanWaits;
 use crate::router::{Function, metrics_router, router, router_with_console};
 use crate::state::AppState;
 use crate::sweeper::{self, SweepSettings};
@@ -24,8 +26,19 @@ pub fn in_lambda() -> bool {
     std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some_and(|v| !v.is_empty())
 }
 
-/// Serves `router` on `bind` until Ctrl-C or SIGTERM.
-pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::Result<()> {
+/// Idle a minute, then a probe every 15 s; four unanswered end the connection.
+const TCP_KEEPALIVE: socket2::TcpKeepalive = socket2::TcpKeepalive::new()
+    .with_time(Duration::from_secs(60))
+    .with_interval(Duration::from_secs(15))
+    .with_retries(4);
+
+/// Serves `router` on `bind` until Ctrl-C or SIGTERM; then the plan requests waiting in
+/// `waits` answer at once, so shutting down does not wait out their waits.
+pub async fn serve_local(
+    router: Router,
+    bind: std::net::SocketAddr,
+    waits: Arc<PlanWaits>,
+) -> anyhow::Result<()> {
     let listener = TcpListener::bind(bind)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
@@ -37,11 +50,19 @@ pub async fn serve_local(router: Router, bind: std::net::SocketAddr) -> anyhow::
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "cannot set TCP_NODELAY on a connection");
         }
+        // A plan request may wait for minutes without a byte either way: keep-alive probes
+        // keep NAT and firewall state for it, and end the wait of a site that vanished.
+        if let Err(error) = socket2::SockRef::from(&*tcp).set_tcp_keepalive(&TCP_KEEPALIVE) {
+            tracing::warn!(%error, "cannot set TCP keep-alive on a connection");
+        }
     });
     // The peer's address reaches handlers that bound what one client may do (sign-ins).
     let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            waits.stop();
+        })
         .await?;
     Ok(())
 }
@@ -90,7 +111,12 @@ pub async fn serve_with_maintenance(
             stop.clone(),
         ));
     }
-    let served = serve_local(router_with_console(state, &Function::ALL), bind).await;
+    let served = serve_local(
+        router_with_console(state.clone(), &Function::ALL),
+        bind,
+        state.plan_waits.clone(),
+    )
+    .await;
     stop.cancel();
     served
 }
@@ -191,7 +217,8 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
             let state = AppState::with_settings(pool, settings.listening());
             let stop = CancellationToken::new();
             tokio::spawn(listener::run(state.clone(), stop.clone()));
-            let served = serve_local(app(state), args.serve.bind).await;
+            let waits = state.plan_waits.clone();
+            let served = serve_local(app(state), args.serve.bind, waits).await;
             stop.cancel();
             served
         }

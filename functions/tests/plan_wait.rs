@@ -5,8 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use res_functions::auth::Role;
+use res_functions::db::api_keys::KeyScope;
 use res_functions::state::Settings;
-use res_shared::wire::{Call, PlanRequest};
+use res_shared::wire::{Call, PlanRequest, RunnerListRequest};
 use res_tests::functions::{Reply, RuleSpec, Seed, TestApp};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -66,12 +68,16 @@ impl Site {
 
     /// A delta request waiting up to `wait` seconds, running in the background.
     fn wait_for_delta(&self, wait: u32) -> tokio::task::JoinHandle<(Reply, Duration)> {
+        self.wait_as(json!({"runner_id": "site-1", "since": self.cursor, "wait_seconds": wait}))
+    }
+
+    /// A plan request with `body`, running in the background.
+    fn wait_as(&self, body: Value) -> tokio::task::JoinHandle<(Reply, Duration)> {
         let (base, client, token) = (
             self.app.base.clone(),
             self.app.client.clone(),
             self.token.clone(),
         );
-        let body = json!({"runner_id": "site-1", "since": self.cursor, "wait_seconds": wait});
         tokio::spawn(async move {
             let started = Instant::now();
             let response = client
@@ -163,8 +169,9 @@ async fn another_tenants_change_does_not_wake_it_and_the_wait_ends_with_an_empty
     );
     assert_eq!(reply.body["removed"], json!([]));
     assert_eq!(reply.body["wait_seconds"], 2);
+    // The server shortens each wait by up to a sixteenth, to spread a fleet's returns.
     assert!(
-        took >= Duration::from_millis(1_900),
+        took >= Duration::from_millis(2_000 * 15 / 16),
         "it waited the whole wait: {took:?}"
     );
     assert_ne!(site.branch, elsewhere);
@@ -264,4 +271,125 @@ async fn a_process_that_cannot_hear_changes_answers_at_once_and_says_it_did_not_
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["wait_seconds"], 0, "{}", reply.body);
     assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+/// Seconds since the runner was last seen, as the registry has it.
+async fn silent_for(app: &TestApp, runner_id: &str) -> f64 {
+    sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM now() - last_seen_at)::float8 FROM runners WHERE runner_id = $1",
+    )
+    .bind(runner_id)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the runner is registered")
+}
+
+fn stale_after(stale_seconds: u32, wait_seconds: u64) -> Settings {
+    Settings {
+        runner_thresholds: res_shared::wire::RunnerThresholds {
+            stale_after_seconds: stale_seconds,
+            gone_after_seconds: 3600,
+        },
+        ..waiting_up_to(wait_seconds)
+    }
+}
+
+#[tokio::test]
+async fn a_runner_waiting_longer_than_the_stale_time_stays_present_and_goes_silent_once_it_stops() {
+    // Stale after 3 s: the registry is refreshed every second for whoever waits.
+    let site = site(stale_after(3, 60), true).await;
+    let waiting = site.wait_for_delta(60);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(!waiting.is_finished(), "nothing changed: it still waits");
+    let silent = silent_for(&site.app, "site-1").await;
+    assert!(silent < 3.0, "waited 7 s, seen {silent:.1} s ago");
+    let listed = site
+        .app
+        .call(
+            RunnerListRequest::NAME,
+            &site
+                .app
+                .token(
+                    "ops",
+                    Role::Viewer,
+                    &KeyScope {
+                        branch_ids: vec![site.branch],
+                        ..KeyScope::default()
+                    },
+                )
+                .await,
+            json!({}),
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed.body["runners"][0]["runner_id"], "site-1",
+        "{}",
+        listed.body
+    );
+    assert_eq!(
+        listed.body["runners"][0]["state"], "alive",
+        "{}",
+        listed.body
+    );
+
+    // The request ends (the site went away): nobody keeps it present any more.
+    waiting.abort();
+    let _ = waiting.await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let silent = silent_for(&site.app, "site-1").await;
+    assert!(
+        silent > 3.0,
+        "stopped waiting 5 s ago, seen {silent:.1} s ago"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_runner_takes_over_a_branch_whose_offline_owner_went_silent() {
+    let site = site(stale_after(2, 60), true).await;
+    let offline = json!({"version": "test", "outbox_depth": 0, "runs_offline": true});
+    let owner = site
+        .app
+        .call(
+            PlanRequest::NAME,
+            &site.token,
+            json!({"runner_id": "owner", "health": offline}),
+        )
+        .await;
+    assert_eq!(owner.status, 200, "{}", owner.body);
+    assert_eq!(
+        owner.body["offline_owners"][0]["runner_id"], "owner",
+        "{}",
+        owner.body
+    );
+
+    // The other runner waits; the owner is never heard from again.
+    let waiting = site.wait_as(json!({"runner_id": "standby", "since": site.cursor,
+                                     "wait_seconds": 60, "health": offline}));
+    let (reply, took) = waiting.await.expect("joined");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        took < Duration::from_secs(30),
+        "answered when the owner went silent, not at the wait's end: {took:?}"
+    );
+    assert_eq!(
+        workflow_ids(&reply.body),
+        Vec::<&str>::new(),
+        "nothing changed"
+    );
+    let cursor = reply.body["cursor"].as_str().expect("a cursor");
+    let next = site
+        .app
+        .call(
+            PlanRequest::NAME,
+            &site.token,
+            json!({"runner_id": "standby", "since": cursor, "health": offline}),
+        )
+        .await;
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(
+        next.body["offline_owners"][0]["runner_id"], "standby",
+        "its next request took the branch over: {}",
+        next.body
+    );
 }

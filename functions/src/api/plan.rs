@@ -25,6 +25,7 @@ use crate::db::changes::Glance;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::logging::Untrusted;
+use crate::plan_waits::WaitingRunner;
 use crate::state::AppState;
 
 /// Serve the caller's execution plan.
@@ -81,10 +82,14 @@ pub(crate) async fn get_execution_plan(
     // snapshot is heard even if it commits before the wait begins.
     let wait = Duration::from_secs(u64::from(requested_wait)).min(state.settings.plan_wait_max);
     let waiter = match (&since, &turn) {
-        (Some(_), Some(_)) if !wait.is_zero() => state.plan_waits.watch(scope),
+        (Some(_), Some(_)) if !wait.is_zero() => state
+            .plan_waits
+            .watch(scope, waiting_runner(&caller, &request)),
         _ => None,
     };
-    let deadline = Instant::now() + wait;
+    // Up to a sixteenth less: sites woken together (a shared definition changed) would
+    // otherwise come back together at every wait's end.
+    let deadline = Instant::now() + wait.mul_f64(1.0 - rand::random::<f64>() / 16.0);
     // Noted, and the offline owners read, at or before the plan's snapshot: an owner's
     // contact seen there came after its outbox was delivered, so the snapshot holds its
     // offline runs — a runner holding the branch for it may go on once it sees that. A
@@ -123,7 +128,7 @@ pub(crate) async fn get_execution_plan(
             turn.take_again().await?;
             // Read again even when the wait ran out: the answer's time and cursor are now.
             read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, None).await?;
-            if !heard {
+            if !heard || waiter.must_answer() {
                 break;
             }
         }
@@ -150,6 +155,20 @@ pub(crate) async fn get_execution_plan(
         offline_owners,
     };
     large_json(&plan, request.format)
+}
+
+/// The runner behind a site's plan request, kept present while its request waits; a
+/// service key's caller is not a site's runner.
+fn waiting_runner(caller: &crate::access::Caller, request: &PlanRequest) -> Option<WaitingRunner> {
+    let runs_offline = request.health.as_ref().and_then(|h| h.runs_offline);
+    (caller.role == Role::Runner).then(|| WaitingRunner {
+        key_id: caller.key_id,
+        runner_id: request.runner_id.clone(),
+        may_own: match runs_offline {
+            Some(true) => caller.branch_ids.clone(),
+            _ => Vec::new(),
+        },
+    })
 }
 
 /// The longest wait a request may ask for; the server's own limit

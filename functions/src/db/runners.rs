@@ -168,3 +168,51 @@ pub(crate) async fn page(
         .map(|row| row.summary(thresholds))
         .collect())
 }
+
+/// Runners holding a plan request open are in contact: one statement for all of them, each
+/// row rewritten only once it is `older_than_seconds` old. A revoked key's runner is not.
+pub(crate) async fn keep_present(
+    pool: &PgPool,
+    runners: &[(Uuid, &str)],
+    older_than_seconds: f64,
+) -> Result<u64, sqlx::Error> {
+    let (keys, ids): (Vec<Uuid>, Vec<&str>) = runners.iter().copied().unzip();
+    let kept = sqlx::query(
+        "UPDATE runners r SET last_seen_at = now() \
+         FROM unnest($1::uuid[], $2::text[]) AS w(key_id, runner_id), api_keys k \
+         WHERE r.key_id = w.key_id AND r.runner_id = w.runner_id \
+           AND k.id = r.key_id AND k.revoked_at IS NULL \
+           AND r.last_seen_at < now() - make_interval(secs => $3)",
+    )
+    .bind(keys)
+    .bind(ids)
+    .bind(older_than_seconds)
+    .execute(pool)
+    .await?;
+    Ok(kept.rows_affected())
+}
+
+/// Which of `branches` have no offline owner in contact (none at all, or one silent past
+/// the stale time, revoked, or no longer scoped to the branch) — the same test a plan
+/// request's designation makes.
+pub(crate) async fn without_present_owner(
+    pool: &PgPool,
+    branches: &[Uuid],
+    stale_after_seconds: u32,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT b.id FROM branches b \
+         LEFT JOIN branch_offline_owners o ON o.branch_id = b.id \
+         LEFT JOIN runners r ON r.key_id = o.key_id AND r.runner_id = o.runner_id \
+         LEFT JOIN api_keys k ON k.id = o.key_id \
+         WHERE b.id = ANY($1) \
+           AND NOT COALESCE(r.last_seen_at > now() - make_interval(secs => $2) \
+                            AND k.revoked_at IS NULL \
+                            AND (b.id = ANY(k.branch_ids) OR b.brand_id = ANY(k.brand_ids)), \
+                            false)",
+    )
+    .bind(branches)
+    .bind(f64::from(stale_after_seconds))
+    .fetch_all(pool)
+    .await
+}

@@ -100,7 +100,7 @@ impl Default for Config {
             state_dir: PathBuf::from("/var/lib/res-runner"),
             workers: 4,
             plan_refresh_seconds: 20,
-            plan_wait_seconds: 20,
+            plan_wait_seconds: 240,
             plan_min_write_interval_seconds: 1,
             plan_workflow_max_age_hours: 24,
             plan_action_details_cap: 1500,

@@ -1,0 +1,55 @@
+//! Runners waiting on a plan request stay present without asking again: a site whose plan
+//! does not change costs one open request per wait (minutes) instead of one request per
+//! stale-time fraction, and is still listed online, still its branches' offline owner.
+//!
+//! Every third of the stale time one statement refreshes every waiting runner of this
+//! process. Then, since a waiting runner asks again only when its wait ends, the ones that
+//! may own a branch whose owner went silent are answered at once: their next request takes
+//! the branch over, as it would have had they been polling.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::db;
+use crate::state::AppState;
+
+/// Keeps this process's waiting runners present until `stop`.
+pub async fn run(state: AppState, stop: CancellationToken) {
+    let stale_after = state.settings.runner_thresholds.stale_after_seconds;
+    let every = Duration::from_secs(u64::from(stale_after / 3)).max(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = stop.cancelled() => return,
+        }
+        if let Err(error) = refresh(&state, stale_after, every).await {
+            tracing::warn!(%error, "cannot keep the waiting runners present; they count as silent until they ask again");
+        }
+    }
+}
+
+async fn refresh(state: &AppState, stale_after: u32, every: Duration) -> Result<(), sqlx::Error> {
+    let (runners, ownable) = state.plan_waits.waiting_runners();
+    if runners.is_empty() {
+        return Ok(());
+    }
+    let pairs: Vec<(uuid::Uuid, &str)> = runners
+        .iter()
+        .map(|r| (r.key_id, r.runner_id.as_str()))
+        .collect();
+    // A row younger than one period is left alone: it was written by a request just now.
+    db::runners::keep_present(&state.pool, &pairs, every.as_secs_f64()).await?;
+    if !ownable.is_empty() {
+        let orphaned =
+            db::runners::without_present_owner(&state.pool, &ownable, stale_after).await?;
+        if !orphaned.is_empty() {
+            tracing::info!(
+                branches = orphaned.len(),
+                "branches without an offline owner in contact: their waiting runners ask again"
+            );
+            state.plan_waits.answer_owners_of(&orphaned);
+        }
+    }
+    Ok(())
+}
