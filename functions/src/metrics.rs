@@ -106,6 +106,10 @@ metrics! {
         "notification_outbox_pending", "Notifications waiting for delivery";
     notification_channels_failing: Gauge = Gauge::default() =>
         "notification_channels_failing", "Notification channels whose deliveries fail";
+    plan_requests_waiting: Gauge = Gauge::default() =>
+        "plan_requests_waiting", "Plan requests this process holds open waiting for a change, read when scraped";
+    runners_kept_present: Counter = Counter::default() =>
+        "runners_kept_present", "Registry rows of waiting runners refreshed so they stay present without asking again";
     oldest_live_lease_seconds: FloatGauge = FloatGauge::default() =>
         "oldest_live_lease_seconds", "Age of the oldest live execution's claim, in seconds (0 when none)";
 }
@@ -229,6 +233,10 @@ pub(crate) async fn track(State(state): State<AppState>, request: Request, next:
 
 /// `GET /metrics`: the fleet gauges read now, then every metric in the text format.
 pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
+    state
+        .metrics
+        .plan_requests_waiting
+        .set(i64::try_from(state.plan_waits.waiting()).unwrap_or(i64::MAX));
     match db::fleet::gauges(&state.pool, state.settings.runner_thresholds).await {
         Ok(fleet) => {
             let m = &state.metrics;

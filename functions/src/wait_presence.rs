@@ -39,7 +39,8 @@ async fn refresh(state: &AppState, stale_after: u32, every: Duration) -> Result<
         .map(|r| (r.key_id, r.runner_id.as_str()))
         .collect();
     // A row younger than one period is left alone: it was written by a request just now.
-    db::runners::keep_present(&state.pool, &pairs, every.as_secs_f64()).await?;
+    let kept = db::runners::keep_present(&state.pool, &pairs, every.as_secs_f64()).await?;
+    state.metrics.runners_kept_present.inc_by(kept);
     if !ownable.is_empty() {
         let orphaned =
             db::runners::without_present_owner(&state.pool, &ownable, stale_after).await?;

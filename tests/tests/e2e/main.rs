@@ -13,6 +13,7 @@ mod operate;
 mod output;
 mod schedule;
 mod system;
+mod waits;
 
 use std::time::Duration;
 

@@ -1,0 +1,112 @@
+//! A real runner waiting minutes on its plan: one request per wait, still alive in the
+//! registry past the stale time, a Run now still within moments, and `serve` stopping at
+//! once instead of waiting the wait out.
+
+use std::time::{Duration, Instant};
+
+use chrono::{TimeDelta, Utc};
+use res_tests::functions::RuleSpec;
+use res_tests::processes::{eventually, free_port};
+
+use crate::WAIT;
+use crate::system::{System, answered, detector};
+
+const PLAN: &str = "function=\"get-execution-plan-v2\"";
+
+/// The `res_functions_plan_requests_waiting` gauge.
+async fn waiting(metrics: &str) -> u64 {
+    let text = reqwest::get(metrics)
+        .await
+        .expect("the metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("res_functions_plan_requests_waiting "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the waiting gauge is exported")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_waiting_minutes_asks_once_stays_alive_and_serve_stops_without_waiting_it_out() {
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let mut system = System::start_with(&[
+        "--metrics-bind",
+        &format!("127.0.0.1:{metrics_port}"),
+        "--plan-wait-max-seconds",
+        "240",
+        "--runner-stale-after",
+        "3",
+    ])
+    .await;
+    // Due tomorrow: only a Run now makes it run today.
+    let rule = system
+        .rule(
+            RuleSpec {
+                cron: Some("0 3 * * *"),
+                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
+                ..RuleSpec::default()
+            },
+            &detector(0.0, 0),
+        )
+        .await;
+    let mut runner = system.runner("site-1", &[("PLAN_WAIT_SECONDS", "240")]);
+    eventually("the runner waits on its plan", WAIT, || async {
+        waiting(&metrics).await == 1
+    })
+    .await;
+    let asked = answered(&metrics, PLAN).await;
+
+    // Three stale times later it has not asked again, and still counts as alive.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        answered(&metrics, PLAN).await,
+        asked,
+        "no plan request answered meanwhile"
+    );
+    assert_eq!(waiting(&metrics).await, 1);
+    let silent: f64 = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM now() - last_seen_at)::float8 FROM runners WHERE runner_id = 'site-1'",
+    )
+    .fetch_one(&system.pool)
+    .await
+    .expect("registered");
+    assert!(silent < 3.0, "kept present: seen {silent:.1} s ago");
+    let listed = system
+        .resctl(&system.operator, &["runners", "list", "--json"])
+        .await;
+    assert!(listed.status.success(), "{listed:?}");
+    let listing: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).expect("resctl prints JSON");
+    assert_eq!(listing["runners"][0]["runner_id"], "site-1", "{listing}");
+    assert_eq!(listing["runners"][0]["state"], "alive", "{listing}");
+
+    // A Run now still arrives through the open request.
+    sqlx::query("UPDATE branch_rules SET run_requested_at = now() WHERE id = $1")
+        .bind(rule)
+        .execute(&system.pool)
+        .await
+        .expect("run requested");
+    eventually("the run-now ran", WAIT, || async {
+        system
+            .executions(rule)
+            .await
+            .iter()
+            .any(|e| e.1 == "completed")
+    })
+    .await;
+
+    eventually("the runner waits again", WAIT, || async {
+        waiting(&metrics).await == 1
+    })
+    .await;
+    let stopping = Instant::now();
+    assert!(system.functions.stop(), "serve stops cleanly");
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "serve answered the waiting request instead of waiting 240 s: {:?}",
+        stopping.elapsed()
+    );
+    assert!(runner.stop());
+}
