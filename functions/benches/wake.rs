@@ -1,8 +1,9 @@
 //! Changes reach the site: N sites hold plan requests open (`wait_seconds` 20) against one
 //! `res-functions serve`. The bench commits a change to one site's rule at a time and
-//! measures from just before the commit to that site's answer; compares the CPU of N sites
-//! waiting with N sites polling every 20 s, side by side; and, with a real `res-runner`,
-//! measures Run now (the operator's call) → its detector started.
+//! measures from just before the commit to that site's answer; measures what an idle site
+//! costs polling every 20 s and waiting 20, 50 (serve's default) and 240 s (res-runner's
+//! ask), side by side — requests and CPU-ms (PostgreSQL + functions) per site per hour; and,
+//! with a real `res-runner`, measures Run now (the operator's call) → its detector started.
 //!
 //! `cargo build --release -p res-runner && cargo bench -p res-functions --bench wake`
 //! (`-- --sites N`, default 1,000).
@@ -30,7 +31,14 @@ use support::sites::cpu_split;
 const WAIT_SECONDS: u32 = 20;
 const CHANGES: usize = 200;
 const RUNS: usize = 30;
-const IDLE: Duration = Duration::from_secs(30);
+/// Each idle mode is measured this long, after its sites' first requests.
+const IDLE: Duration = Duration::from_secs(90);
+/// Idle modes: 0 polls every 20 s (Lambda, or a runner with waiting off); else the wait.
+const IDLE_WAITS: [u32; 4] = [0, 20, 50, 240];
+/// What res-runner says about itself with every plan request.
+fn health() -> Value {
+    json!({"version": "bench", "outbox_depth": 0, "runs_offline": true})
+}
 
 fn main() {
     support::main_when_benchmarking(run);
@@ -57,22 +65,37 @@ async fn run() {
     let pool = PgPool::connect(&database.url).await.expect("connect");
     db::migrate(&pool).await.expect("migrate");
     let sites = seed(&pool, count).await;
-    let (service, base) = support::serve(&database.url, &[]);
+    let (service, base) = support::serve(&database.url, &["--plan-wait-max-seconds", "240"]);
     let client = reqwest::Client::new();
     support::wait_until_up(&client, &base).await;
     println!("== {count} sites, each with its own key, branch and rule ==");
 
-    // Idle: the same sites polling every 20 s, then waiting 20 s at a time.
-    let polling = idle_cpu(&client, &base, &sites, 0, service.pid()).await;
-    let waiting = idle_cpu(&client, &base, &sites, WAIT_SECONDS, service.pid()).await;
+    // Idle: the same sites polling every 20 s, then waiting ever longer.
     println!(
-        "idle CPU over {} s (cores busy: PostgreSQL + res-functions): polling every 20 s {:.3} + {:.3}; waiting {:.3} + {:.3}",
-        IDLE.as_secs(),
-        polling.0,
-        polling.1,
-        waiting.0,
-        waiting.1
+        "idle sites, {} s each (cores busy: PostgreSQL + res-functions; per site per hour):",
+        IDLE.as_secs()
     );
+    println!(
+        "{:<22} {:>10} {:>9} {:>13} {:>15}",
+        "mode", "answers/s", "cores", "requests/h", "CPU-ms/h"
+    );
+    for wait in IDLE_WAITS {
+        let idle = idle_cost(&client, &base, &sites, wait, service.pid()).await;
+        let per_hour = 3_600.0 / count as f64;
+        println!(
+            "{:<22} {:>10.1} {:>4.3}+{:.3} {:>13.1} {:>15.1}",
+            if wait == 0 {
+                "polling every 20 s".to_owned()
+            } else {
+                format!("waiting {wait} s")
+            },
+            idle.answers_per_second,
+            idle.postgres,
+            idle.functions,
+            idle.answers_per_second * per_hour,
+            (idle.postgres + idle.functions) * 1_000.0 * per_hour,
+        );
+    }
 
     // Changes: every site waits; one site's rule changes at a time.
     let heard: Heard = Arc::default();
@@ -185,51 +208,92 @@ async fn plan(client: &reqwest::Client, base: &str, token: &str, body: Value) ->
         .expect("a plan")
 }
 
-/// Every site fetches its plan, then for `IDLE` asks for deltas: every 20 s when `wait`
-/// is 0, else waiting `wait` seconds each time. The cores PostgreSQL and the functions
-/// kept busy meanwhile (the first fetches excluded).
-async fn idle_cpu(
+/// What idle sites cost: answers per second and the cores PostgreSQL and the functions
+/// kept busy.
+struct IdleCost {
+    answers_per_second: f64,
+    postgres: f64,
+    functions: f64,
+}
+
+/// Every site fetches its plan, then asks for deltas as res-runner does: every 20 s when
+/// `wait` is 0, else waiting `wait` seconds each time. Sites are spread over the period, as
+/// a fleet's are (a waiting site's first wait is a random part of it), and measured for
+/// `IDLE` after that first round has begun.
+async fn idle_cost(
     client: &reqwest::Client,
     base: &str,
     sites: &[Site],
     wait: u32,
     pid: u32,
-) -> (f64, f64) {
+) -> IdleCost {
     let mut cursors = Vec::with_capacity(sites.len());
     for site in sites {
-        let full = plan(client, base, &site.token, json!({"runner_id": "site"})).await;
+        let full = plan(
+            client,
+            base,
+            &site.token,
+            json!({"runner_id": "site", "health": health()}),
+        )
+        .await;
         cursors.push(full["cursor"].as_str().expect("cursor").to_owned());
     }
-    let before = cpu_split(pid);
-    let until = Instant::now() + IDLE;
+    let answers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
-    for (n, (site, cursor)) in sites.iter().zip(cursors).enumerate() {
+    for (site, cursor) in sites.iter().zip(cursors) {
         let (client, base, token) = (client.clone(), base.to_owned(), site.token.clone());
+        let (answers, stop) = (answers.clone(), stop.clone());
         tasks.spawn(async move {
-            // Polls spread over the 20 s, as a fleet's are.
+            let period = if wait == 0 { 20 } else { wait };
+            let mut next = rand::random_range(1..=period);
             if wait == 0 {
-                tokio::time::sleep(Duration::from_millis((n as u64 * 20_000) / 1_000 % 20_000))
-                    .await;
+                tokio::time::sleep(Duration::from_secs(u64::from(next))).await;
             }
             let mut cursor = cursor;
-            while Instant::now() < until {
-                let body = json!({"runner_id": "site", "since": cursor, "wait_seconds": wait});
-                let answer = plan(&client, &base, &token, body).await;
+            loop {
+                let asked = if wait == 0 { 0 } else { next };
+                let body = json!({"runner_id": "site", "since": cursor,
+                                  "wait_seconds": asked, "health": health()});
+                let answer = tokio::select! {
+                    answer = plan(&client, &base, &token, body) => answer,
+                    () = stop.cancelled() => return,
+                };
+                answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(
+                    answer["wait_seconds"], asked,
+                    "the server waits as asked: {answer}"
+                );
                 cursor = answer["cursor"].as_str().expect("cursor").to_owned();
+                next = wait;
                 if wait == 0 {
-                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(20)) => {}
+                        () = stop.cancelled() => return,
+                    }
                 }
             }
         });
     }
+    // Every site has asked (or waits to ask) by now; then the steady state is measured.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = cpu_split(pid);
+    let answered_before = answers.load(std::sync::atomic::Ordering::Relaxed);
     tokio::time::sleep(IDLE).await;
     let after = cpu_split(pid);
-    tasks.abort_all();
+    let answered = answers.load(std::sync::atomic::Ordering::Relaxed) - answered_before;
+    stop.cancel();
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(error) = joined {
+            assert!(error.is_cancelled(), "a site failed: {error}");
+        }
+    }
     let seconds = IDLE.as_secs_f64();
-    (
-        (after.2 - before.2) / seconds,
-        (after.1 - before.1) / seconds,
-    )
+    IdleCost {
+        answers_per_second: answered as f64 / seconds,
+        postgres: (after.2 - before.2) / seconds,
+        functions: (after.1 - before.1) / seconds,
+    }
 }
 
 /// A site that always has a plan request waiting; notes when an answer names its rule.

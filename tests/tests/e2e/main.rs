@@ -82,14 +82,7 @@ async fn a_runner_killed_mid_detection_is_crashed_and_another_runner_retries_aft
     res_tests::functions::set_detector(&system.pool, &detector(0.0, 0)).await;
     let mut b = system.runner("runner-b", &[]);
     a.kill();
-    eventually("runner-b retried the rule", WAIT, || async {
-        system
-            .executions(rule)
-            .await
-            .iter()
-            .any(|e| e.1 == "completed")
-    })
-    .await;
+    system.completes(rule, "runner-b retried the rule").await;
     let executions = system.executions(rule).await;
     assert_eq!(executions.len(), 2, "{executions:?}");
     let (crashed, retry) = (&executions[0], &executions[1]);
@@ -226,14 +219,7 @@ async fn a_corrupt_plan_and_a_stale_marker_are_reported_and_the_runner_starts_an
     .expect("marker");
     std::fs::write(state.join("plan.json"), b"\x00\x01 not a plan").expect("plan");
     let mut runner = system.runner("site-1", &[]);
-    eventually("the rule ran", WAIT, || async {
-        system
-            .executions(rule)
-            .await
-            .iter()
-            .any(|e| e.1 == "completed")
-    })
-    .await;
+    system.completes(rule, "the rule ran").await;
     let status = runner.status().await.expect("status");
     assert!(
         status["last_stop"]

@@ -123,14 +123,7 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
         resctl(&system, &["rules", "run-now", &id, "--reason", "complaint"]).await;
     assert_eq!(code, Some(0), "{err}");
     assert!(answer["run_requested_at"].is_string(), "{answer}");
-    eventually("the run-now ran", WAIT, || async {
-        system
-            .executions(rule)
-            .await
-            .iter()
-            .any(|e| e.1 == "completed")
-    })
-    .await;
+    system.completes(rule, "the run-now ran").await;
     let (code, history, err) = resctl(&system, &["executions", "list", "--rule", &id]).await;
     assert_eq!(code, Some(0), "{err}");
     let run = &history["executions"][0];
@@ -326,14 +319,7 @@ async fn a_detector_failing_three_times_needs_attention_and_a_success_clears_it(
         .execute(&system.pool)
         .await
         .expect("due again");
-    eventually("the fixed rule completes", WAIT, || async {
-        system
-            .executions(rule)
-            .await
-            .iter()
-            .any(|e| e.1 == "completed")
-    })
-    .await;
+    system.completes(rule, "the fixed rule completes").await;
     let (_, described, _) = resctl(&system, &["rules", "describe", &id]).await;
     assert_eq!(described["condition"], "idle", "{described}");
     assert_eq!(described["needs_attention"], Value::Null);

@@ -180,6 +180,17 @@ impl System {
             .await
     }
 
+    /// Waits (up to 40 s) until a run of `rule` completed; `what` names it if none does.
+    pub async fn completes(&self, rule: Uuid, what: &str) {
+        eventually(what, Duration::from_secs(40), || async {
+            self.executions(rule)
+                .await
+                .iter()
+                .any(|e| e.1 == "completed")
+        })
+        .await;
+    }
+
     /// Executions of a rule, oldest first: (id, status, retry_of, offline, runner_id).
     pub async fn executions(&self, rule: Uuid) -> Vec<(Uuid, String, Option<Uuid>, bool, String)> {
         sqlx::query_as(
@@ -236,15 +247,21 @@ pub fn detector(sleep: f64, violations: u32) -> String {
     )
 }
 
-/// Requests the functions answered, from their metrics, whose labels contain `labels`.
-pub async fn answered(metrics_url: &str, labels: &str) -> u64 {
-    let text = reqwest::get(metrics_url)
+/// The functions' metrics, in the text format.
+pub async fn metrics_text(metrics_url: &str) -> String {
+    reqwest::get(metrics_url)
         .await
         .expect("the metrics answer")
         .text()
         .await
-        .expect("metrics text");
-    text.lines()
+        .expect("metrics text")
+}
+
+/// Requests the functions answered, from their metrics, whose labels contain `labels`.
+pub async fn answered(metrics_url: &str, labels: &str) -> u64 {
+    metrics_text(metrics_url)
+        .await
+        .lines()
         .filter(|l| l.starts_with("res_functions_requests_total") && l.contains(labels))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .map(|n| n as u64)

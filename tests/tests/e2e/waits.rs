@@ -9,19 +9,15 @@ use res_tests::functions::RuleSpec;
 use res_tests::processes::{eventually, free_port};
 
 use crate::WAIT;
-use crate::system::{System, answered, detector};
+use crate::system::{System, answered, detector, metrics_text};
 
 const PLAN: &str = "function=\"get-execution-plan-v2\"";
 
 /// The `res_functions_plan_requests_waiting` gauge.
 async fn waiting(metrics: &str) -> u64 {
-    let text = reqwest::get(metrics)
+    metrics_text(metrics)
         .await
-        .expect("the metrics answer")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
+        .lines()
         .find_map(|l| l.strip_prefix("res_functions_plan_requests_waiting "))
         .and_then(|v| v.trim().parse().ok())
         .expect("the waiting gauge is exported")
@@ -88,14 +84,7 @@ async fn a_runner_waiting_minutes_asks_once_stays_alive_and_serve_stops_without_
         .execute(&system.pool)
         .await
         .expect("run requested");
-    eventually("the run-now ran", WAIT, || async {
-        system
-            .executions(rule)
-            .await
-            .iter()
-            .any(|e| e.1 == "completed")
-    })
-    .await;
+    system.completes(rule, "the run-now ran").await;
 
     eventually("the runner waits again", WAIT, || async {
         waiting(&metrics).await == 1
