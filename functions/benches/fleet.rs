@@ -7,8 +7,9 @@
 //! the given time: per-function latency percentiles, errors, requests per second, p99 per
 //! 10 s, and the CPU split between PostgreSQL, the functions and the generator itself.
 //!
-//! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10`
-//! (defaults: 2,000 sites, 2 minutes). Results go to docs/benchmarks.md and docs/scaling.md.
+//! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10 [--wait 240]`
+//! (defaults: 2,000 sites, 2 minutes, plan polled every 20 s; `--wait S`: each site keeps a
+//! plan request open waiting S seconds, as res-runner does). Results go to docs/benchmarks.md and docs/scaling.md.
 
 mod support;
 
@@ -94,18 +95,27 @@ async fn run() {
     let in_flight = arg("--in-flight", 1_024) as usize;
     // `--batch 0`: one request per rule, as older runners; batches by default, as res-runner.
     let batch = arg("--batch", 1) != 0;
+    // `--wait S`: plan requests wait S seconds for a change, as res-runner's do; 0 (the
+    // default) polls a delta every 20 s, the server's worst case.
+    let wait = u32::try_from(arg("--wait", 0)).expect("--wait takes seconds");
     println!(
-        "== {sites} sites × {} rules, {minutes} min measured after {} s warm-up ==",
+        "== {sites} sites × {} rules, {minutes} min measured after {} s warm-up, plan {} ==",
         CRONS.len(),
-        WARM_UP.as_secs()
+        WARM_UP.as_secs(),
+        if wait == 0 {
+            "polled every 20 s".to_owned()
+        } else {
+            format!("requests waiting {wait} s")
+        }
     );
     let database = server().create_database().await;
     let pool = PgPool::connect(&database.url).await.expect("connect");
     db::migrate(&pool).await.expect("migrate");
     let seeding = Instant::now();
+    let site_count = sites;
     let sites = seed(&pool, sites).await;
     println!("seeded in {:.1?}", seeding.elapsed());
-    let (service, base) = support::serve(&database.url, &[]);
+    let (service, base) = support::serve(&database.url, &["--plan-wait-max-seconds", "300"]);
     support::wait_until_up(&reqwest::Client::new(), &base).await;
 
     let fleet = Fleet::new(&base, in_flight);
@@ -116,6 +126,7 @@ async fn run() {
         once: false,
         start_within: Duration::from_secs(60),
         batch,
+        wait,
     };
     let measured = Duration::from_secs(minutes * 60);
     let until = Instant::now() + WARM_UP + measured;
@@ -154,6 +165,12 @@ async fn run() {
         postgres / seconds,
         functions / seconds,
         own / seconds
+    );
+    let per_site_hour = 3_600.0 / site_count as f64 / seconds;
+    println!(
+        "per site per hour: {:.0} requests, {:.0} CPU-ms (PostgreSQL + functions)",
+        calls.len() as f64 * per_site_hour,
+        (postgres + functions) * 1_000.0 * per_site_hour
     );
     let size = database_size(&pool).await;
     let executions: i64 = sqlx::query_scalar("SELECT count(*) FROM executions")

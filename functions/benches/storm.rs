@@ -81,6 +81,7 @@ async fn storm(jitter: u32, batch: bool) -> Outcome {
         once: true,
         start_within: Duration::ZERO,
         batch,
+        wait: 0,
     };
     let lead = (storm_at - Utc::now()).to_std().unwrap_or_default();
     let until = Instant::now() + lead + Duration::from_secs(u64::from(jitter) + 120);

@@ -70,7 +70,14 @@ pub struct Behaviour {
     /// Claim, beat and report the rules due together in one request each (the batch
     /// functions), as `res-runner` does; false: one request per rule, as older runners did.
     pub batch: bool,
+    /// Plan requests wait this many seconds for a change, as `res-runner`'s do (each site
+    /// always has one open); 0: a delta every `poll` instead.
+    pub wait: u32,
 }
+
+/// The label a waiting plan request is recorded under: its time is mostly the wait, so it
+/// is reported apart and left out of the worst p99.
+const WAITING_PLAN: &str = "get-execution-plan-v2 (waiting)";
 
 /// One call.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +95,9 @@ pub struct CallRecord {
 /// what happened.
 pub struct Fleet {
     client: reqwest::Client,
+    /// For waiting plan requests: no bound on them (each site holds one) and a timeout
+    /// past the longest wait.
+    waiting_client: reqwest::Client,
     base: String,
     in_flight: Semaphore,
     started: Instant,
@@ -104,8 +114,14 @@ impl Fleet {
             .timeout(Duration::from_secs(60))
             .build()
             .expect("client");
+        let waiting_client = reqwest::Client::builder()
+            .no_gzip()
+            .timeout(Duration::from_secs(360))
+            .build()
+            .expect("client");
         Arc::new(Fleet {
             client,
+            waiting_client,
             base: base.to_owned(),
             in_flight: Semaphore::new(max_in_flight),
             started: Instant::now(),
@@ -128,10 +144,17 @@ impl Fleet {
         // Timed from before the wait for a connection: a queue in front of the service
         // is part of what a site experiences.
         let started = Instant::now();
-        let _slot = self.in_flight.acquire().await.expect("open");
-        let sent = self
-            .client
-            .post(format!("{}/{function}", self.base))
+        let waiting = function == WAITING_PLAN;
+        let _slot = match waiting {
+            true => None,
+            false => Some(self.in_flight.acquire().await.expect("open")),
+        };
+        let (client, name) = match waiting {
+            true => (&self.waiting_client, PlanRequest::NAME),
+            false => (&self.client, function),
+        };
+        let sent = client
+            .post(format!("{}/{name}", self.base))
             .bearer_auth(token)
             .json(&body)
             .send()
@@ -157,13 +180,18 @@ impl Fleet {
         &self,
         site: &Site,
         since: Option<&str>,
+        wait: u32,
     ) -> Option<(String, Vec<(Uuid, Option<DateTime<Utc>>)>)> {
         let (status, body) = self
             .post(
-                PlanRequest::NAME,
+                if wait > 0 {
+                    WAITING_PLAN
+                } else {
+                    PlanRequest::NAME
+                },
                 &site.token,
                 // The account res-runner gives with every fetch (its offline ownership too).
-                json!({"runner_id": site.runner_id, "since": since,
+                json!({"runner_id": site.runner_id, "since": since, "wait_seconds": wait,
                        "health": {"version": "bench", "outbox_depth": 0, "runs_offline": true}}),
             )
             .await;
@@ -324,9 +352,30 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
             json!({"runner_id": site.runner_id, "boot_id": Uuid::new_v4().to_string()}),
         )
         .await;
-    let Some((mut cursor, rules)) = fleet.plan(&site, None).await else {
+    let Some((mut cursor, rules)) = fleet.plan(&site, None, 0).await else {
         return;
     };
+    // Waiting: one request always open, its answers (the changed rules) handed over here.
+    let (changes_tx, mut changes) = mpsc::unbounded_channel::<Vec<(Uuid, Option<DateTime<Utc>>)>>();
+    if behaviour.wait > 0 {
+        let (fleet, site, mut cursor) = (fleet.clone(), site.clone(), cursor.clone());
+        tokio::spawn(async move {
+            // A fleet's waits end spread over the wait, as its sites started at different times.
+            let mut wait = rand::random_range(1..=behaviour.wait);
+            while Instant::now() < until {
+                match fleet.plan(&site, Some(&cursor), wait).await {
+                    Some((next, changed)) => {
+                        cursor = next;
+                        if changes_tx.send(changed).is_err() {
+                            return;
+                        }
+                    }
+                    None => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+                wait = behaviour.wait;
+            }
+        });
+    }
     let mut due: HashMap<Uuid, DateTime<Utc>> = rules
         .into_iter()
         .map(|(id, next)| (id, next.unwrap_or_else(Utc::now)))
@@ -405,14 +454,21 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
                 };
                 due.insert(rule, next);
             }
+            Some(changed) = changes.recv() => {
+                for (rule, next) in changed {
+                    if let (false, Some(next)) = (running.contains(&rule), next) {
+                        due.insert(rule, next);
+                    }
+                }
+            }
             () = tokio::time::sleep_until(wake.into()) => {}
         }
         if Instant::now() >= until {
             return;
         }
-        if Instant::now() >= next_poll {
+        if behaviour.wait == 0 && Instant::now() >= next_poll {
             next_poll += behaviour.poll;
-            if let Some((new_cursor, changed)) = fleet.plan(&site, Some(&cursor)).await {
+            if let Some((new_cursor, changed)) = fleet.plan(&site, Some(&cursor), 0).await {
                 cursor = new_cursor;
                 for (rule, next) in changed {
                     if let (false, Some(next)) = (running.contains(&rule), next) {
@@ -453,7 +509,9 @@ pub fn report_calls(calls: &[CallRecord], seconds: f64) -> Duration {
             at(0.99),
             errors
         );
-        worst = worst.max(at(0.99));
+        if function != WAITING_PLAN {
+            worst = worst.max(at(0.99));
+        }
     }
     worst
 }
@@ -461,7 +519,7 @@ pub fn report_calls(calls: &[CallRecord], seconds: f64) -> Duration {
 /// Requests and the p99 latency per `window` of the run, to show stalls and drift.
 pub fn report_timeline(calls: &[CallRecord], window: Duration) {
     let mut windows = std::collections::BTreeMap::<u64, Vec<Duration>>::new();
-    for call in calls {
+    for call in calls.iter().filter(|c| c.function != WAITING_PLAN) {
         windows
             .entry(call.at.as_secs() / window.as_secs().max(1))
             .or_default()
