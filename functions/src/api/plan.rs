@@ -8,7 +8,7 @@ use axum::Extension;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::wire::{
     ErrorBody, PLAN_FORMAT_SHARED, PlanEntry, PlanLookups, PlanRequest, PlanResponse, SharedPlan,
 };
@@ -118,6 +118,9 @@ pub(crate) async fn get_execution_plan(
         _ => (db::plan_contact::noted(&state.pool, &contact).await?, None),
     };
     let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, glance).await?;
+    let mut read_at = Instant::now();
+    // The database's time when answered: the read's, unless a wait ran out after it.
+    let mut generated_at = read.now;
     if let (Some(waiter), Some(Extension(turn))) = (&waiter, &turn) {
         while read.is_unchanged() {
             // Waiting holds neither a connection nor a turn: thousands of sites may wait.
@@ -125,10 +128,20 @@ pub(crate) async fn get_execution_plan(
             let heard = tokio::time::timeout_at(deadline, waiter.changed())
                 .await
                 .is_ok();
+            if !heard {
+                // Every commit in scope since the read would have been heard, so its empty
+                // delta and cursor still hold: no second read, an idle site's wait costs
+                // one statement. Only time moved on; what time alone changes (a lease
+                // that ran out) the next request's first read brings.
+                generated_at =
+                    read.now + TimeDelta::from_std(read_at.elapsed()).unwrap_or_default();
+                break;
+            }
             turn.take_again().await?;
-            // Read again even when the wait ran out: the answer's time and cursor are now.
             read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, None).await?;
-            if !heard || waiter.must_answer() {
+            read_at = Instant::now();
+            generated_at = read.now;
+            if waiter.must_answer() {
                 break;
             }
         }
@@ -141,7 +154,7 @@ pub(crate) async fn get_execution_plan(
         "served execution plan"
     );
     let plan = PlanResponse {
-        generated_at: read.now,
+        generated_at,
         cursor: PlanCursor::new(read.snapshot, read.now, scope_fingerprint).encode(),
         full: read.full,
         workflows: read.workflows,
