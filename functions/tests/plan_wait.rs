@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_functions::state::Settings;
-use res_shared::wire::{Call, PlanRequest, RunnerListRequest};
+use res_shared::wire::{Call, PlanRequest, RunnerListRequest, SetNextRunTimeRequest};
 use res_tests::functions::{Reply, RuleSpec, Seed, TestApp};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -392,4 +392,54 @@ async fn a_waiting_runner_takes_over_a_branch_whose_offline_owner_went_silent() 
         "its next request took the branch over: {}",
         next.body
     );
+}
+
+#[tokio::test]
+async fn a_claim_and_a_report_do_not_wake_the_wait_but_the_next_delta_holds_them() {
+    let mut site = site(waiting_up_to(60), true).await;
+    site.fresh_cursor().await;
+    let waiting = site.wait_for_delta(3);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let claim = site.app.claim(&site.token, site.rule, "site-1").await;
+    let report = site
+        .app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &site.token,
+            json!({"branch_rule_id": site.rule, "is_last_run_failed": false,
+                   "execution_id": claim.execution, "claim_token": claim.token}),
+        )
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let (reply, took) = waiting.await.expect("joined");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(
+        took >= Duration::from_millis(3_000 * 15 / 16),
+        "the site's own claim and report did not end its wait: {took:?}"
+    );
+    assert_eq!(
+        workflow_ids(&reply.body),
+        Vec::<&str>::new(),
+        "{}",
+        reply.body
+    );
+
+    // They are in the next delta, from the cursor the wait answered with.
+    let cursor = reply.body["cursor"].as_str().expect("a cursor");
+    let next = site
+        .app
+        .call(
+            PlanRequest::NAME,
+            &site.token,
+            json!({"runner_id": "site-1", "since": cursor}),
+        )
+        .await;
+    assert_eq!(next.status, 200, "{}", next.body);
+    assert_eq!(
+        workflow_ids(&next.body),
+        [site.rule.to_string()],
+        "{}",
+        next.body
+    );
+    assert_eq!(next.body["workflows"][0]["run_count"], 1, "{}", next.body);
 }

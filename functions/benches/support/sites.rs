@@ -114,8 +114,11 @@ impl Fleet {
             .timeout(Duration::from_secs(60))
             .build()
             .expect("client");
+        // Not pooled: with thousands of connections open at once, one shared pool cost the
+        // generator most of a core. A site opens a connection per wait (one per minutes).
         let waiting_client = reqwest::Client::builder()
             .no_gzip()
+            .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(360))
             .build()
             .expect("client");

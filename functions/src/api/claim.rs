@@ -208,6 +208,7 @@ async fn claim_rules(
     unique.sort_unstable();
     unique.dedup();
     let mut tx = state.pool.begin().await?;
+    db::changes::quiet_run_bookkeeping(&mut tx).await?;
     let rules: HashMap<Uuid, LockedRule> = db::claims::lock_rules(&mut tx, &unique, skip_locked)
         .await?
         .into_iter()

@@ -160,6 +160,7 @@ async fn record(
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     let rule_id = request.branch_rule_id;
     let mut tx = state.pool.begin().await?;
+    db::changes::quiet_run_bookkeeping(&mut tx).await?;
     let rule = db::branch_rules::lock(&mut tx, rule_id)
         .await?
         .filter(|rule| caller.sees_branch(rule.branch_id))
