@@ -443,7 +443,9 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
             .min()
             .and_then(|at| (at - Utc::now()).to_std().ok())
             .unwrap_or(Duration::ZERO);
-        let wake = (Instant::now() + next_due).min(next_poll).min(until);
+        // A waiting site's plan answers come through `changes`: no poll to wake for.
+        let poll = if behaviour.wait > 0 { until } else { next_poll };
+        let wake = (Instant::now() + next_due).min(poll).min(until);
         tokio::select! {
             Some((rule, next)) = done.recv() => {
                 running.remove(&rule);
