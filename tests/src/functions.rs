@@ -359,6 +359,18 @@ impl<'a> Seed<'a> {
 
     /// A rule, its workflow config, and a branch rule for `branch`.
     pub async fn branch_rule(&self, branch: Uuid, spec: RuleSpec<'_>) -> Uuid {
+        self.branch_rule_with(branch, spec, &serde_json::json!({"start_node": "detect"}))
+            .await
+    }
+
+    /// [`Seed::branch_rule`] with `workflow` as its rule's workflow config, stored before
+    /// the branch rule: a waiting runner may fetch the branch rule the moment it commits.
+    pub async fn branch_rule_with(
+        &self,
+        branch: Uuid,
+        spec: RuleSpec<'_>,
+        workflow: &Value,
+    ) -> Uuid {
         let rule: Uuid = sqlx::query_scalar(
             "INSERT INTO rules (name, status, cron_expression) VALUES ('Queue', $1, $2) RETURNING id",
         )
@@ -369,9 +381,10 @@ impl<'a> Seed<'a> {
         .expect("rule");
         sqlx::query(
             "INSERT INTO action_template_connections (rule_id, workflow_config) \
-             VALUES ($1, '{\"start_node\": \"detect\"}')",
+             VALUES ($1, $2)",
         )
         .bind(rule)
+        .bind(workflow)
         .execute(self.pool)
         .await
         .expect("connection");
@@ -502,7 +515,6 @@ impl<'a> Seed<'a> {
     /// A branch rule of `branch` whose workflow runs `script` (with `sh -c`) as a `command`
     /// detector, then records a violation when the result says `violations > 0`.
     pub async fn command_rule(&self, branch: Uuid, spec: RuleSpec<'_>, script: &str) -> Uuid {
-        let rule = self.branch_rule(branch, spec).await;
         let detect = self
             .template(
                 "Queue detector",
@@ -517,19 +529,17 @@ impl<'a> Seed<'a> {
                 &serde_json::json!({"kind": "queue_too_long"}),
             )
             .await;
-        self.workflow(
-            rule,
-            &serde_json::json!({
-                "start_node": "detect",
-                "nodes": {
-                    "detect": {"type": "detection", "action_template_id": detect},
-                    "violation": {"type": "business", "action": "create_violation", "action_template_id": violation}
-                },
-                "edges": [{"from": "detect", "to": "violation", "condition": "violations > 0"}]
-            }),
-        )
-        .await;
-        rule
+        // Complete before the branch rule exists: a runner waiting on the branch hears of it
+        // at its commit and runs it if due.
+        let workflow = serde_json::json!({
+            "start_node": "detect",
+            "nodes": {
+                "detect": {"type": "detection", "action_template_id": detect},
+                "violation": {"type": "business", "action": "create_violation", "action_template_id": violation}
+            },
+            "edges": [{"from": "detect", "to": "violation", "condition": "violations > 0"}]
+        });
+        self.branch_rule_with(branch, spec, &workflow).await
     }
 
     /// Replaces the workflow config of `branch_rule`'s rule.

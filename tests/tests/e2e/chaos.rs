@@ -32,7 +32,13 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
  {
     let mut system = System::start().await;
     // Heartbeats every 3 s: a 4 s freeze stays inside the lease, a 12 s outage does not.
-    let mut runner = system.runner("site-1", &[("LEASE_SECONDS", "9")]);
+    // Requests time out after 10 s, not the tests' 3: a plan request in flight when the host
+    // froze would otherwise be past its deadline on waking, and whether its answer or its
+    // timeout is seen first is a race that logs a zero-second outage.
+    let mut runner = system.runner(
+        "site-1",
+        &[("LEASE_SECONDS", "9"), ("REQUEST_TIMEOUT_SECONDS", "10")],
+    );
 
     // 1. The host stalls (SIGSTOP) for longer than the detector's timeout while the
     //    detector finishes in one second: the run keeps its result.
