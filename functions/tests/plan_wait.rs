@@ -66,6 +66,13 @@ impl Site {
         self.cursor = plan.body["cursor"].as_str().expect("a cursor").to_owned();
     }
 
+    /// A plan request with `body`, answered 200.
+    async fn ask(&self, body: Value) -> Reply {
+        let reply = self.app.call(PlanRequest::NAME, &self.token, body).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply
+    }
+
     /// A delta request waiting up to `wait` seconds, running in the background.
     fn wait_for_delta(&self, wait: u32) -> tokio::task::JoinHandle<(Reply, Duration)> {
         self.wait_as(json!({"runner_id": "site-1", "since": self.cursor, "wait_seconds": wait}))
@@ -195,15 +202,7 @@ async fn waiting_requests_hold_no_connection_and_no_turn() {
     let site = site(waiting_up_to(60), true).await;
     let waiters: Vec<_> = (0..40).map(|_| site.wait_for_delta(30)).collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let plan = site
-        .app
-        .call(
-            PlanRequest::NAME,
-            &site.token,
-            json!({"runner_id": "site-2"}),
-        )
-        .await;
-    assert_eq!(plan.status, 200, "{}", plan.body);
+    let plan = site.ask(json!({"runner_id": "site-2"})).await;
     let connections: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()",
     )
@@ -349,14 +348,8 @@ async fn a_waiting_runner_takes_over_a_branch_whose_offline_owner_went_silent() 
     let site = site(stale_after(2, 60), true).await;
     let offline = json!({"version": "test", "outbox_depth": 0, "runs_offline": true});
     let owner = site
-        .app
-        .call(
-            PlanRequest::NAME,
-            &site.token,
-            json!({"runner_id": "owner", "health": offline}),
-        )
+        .ask(json!({"runner_id": "owner", "health": offline}))
         .await;
-    assert_eq!(owner.status, 200, "{}", owner.body);
     assert_eq!(
         owner.body["offline_owners"][0]["runner_id"], "owner",
         "{}",
@@ -379,14 +372,8 @@ async fn a_waiting_runner_takes_over_a_branch_whose_offline_owner_went_silent() 
     );
     let cursor = reply.body["cursor"].as_str().expect("a cursor");
     let next = site
-        .app
-        .call(
-            PlanRequest::NAME,
-            &site.token,
-            json!({"runner_id": "standby", "since": cursor, "health": offline}),
-        )
+        .ask(json!({"runner_id": "standby", "since": cursor, "health": offline}))
         .await;
-    assert_eq!(next.status, 200, "{}", next.body);
     assert_eq!(
         next.body["offline_owners"][0]["runner_id"], "standby",
         "its next request took the branch over: {}",
@@ -427,14 +414,8 @@ async fn a_claim_and_a_report_do_not_wake_the_wait_but_the_next_delta_holds_them
     // They are in the next delta, from the cursor the wait answered with.
     let cursor = reply.body["cursor"].as_str().expect("a cursor");
     let next = site
-        .app
-        .call(
-            PlanRequest::NAME,
-            &site.token,
-            json!({"runner_id": "site-1", "since": cursor}),
-        )
+        .ask(json!({"runner_id": "site-1", "since": cursor}))
         .await;
-    assert_eq!(next.status, 200, "{}", next.body);
     assert_eq!(
         workflow_ids(&next.body),
         [site.rule.to_string()],
