@@ -1081,6 +1081,23 @@ async fn a_group_of_fifteen_is_paused_with_one_reason_and_each_refusal_is_listed
         "{}",
         rule_page.body
     );
+    // The rules list shows it on each of the 15 rows, escaped like every other text.
+    let listed = console.get("/console/rules?name=Camera%20check").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(
+        listed
+            .body
+            .matches("<span class=\"ack\">acknowledged by A admin until <time ")
+            .count(),
+        15,
+        "{}",
+        listed.body
+    );
+    assert!(
+        listed.body.contains(": “vendor &#60;on site&#62;”"),
+        "{}",
+        listed.body
+    );
 
     let done = console
         .post(

@@ -779,6 +779,51 @@ async fn an_acknowledged_item_is_shown_apart_until_its_time_and_a_new_flag_ends_
     assert_eq!(acked["acknowledged"]["by"], json!("A admin"), "{acked}");
     assert_eq!(described(rules[2]).await.body["acknowledged"], Value::Null);
 
+    // And rules_list, row by row; another brand's list shows none of it.
+    let listed = app
+        .call(
+            RuleListRequest::NAME,
+            &f.a.operator,
+            json!({"rule_name": "Camera check"}),
+        )
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let mut reasons: Vec<(Value, Value)> = listed.body["rules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            (
+                r["branch_rule_id"].clone(),
+                r["acknowledged"]["reason"].clone(),
+            )
+        })
+        .collect();
+    reasons.sort_by_key(|(id, _)| id.to_string());
+    let mut expected: Vec<(Value, Value)> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let reason = if i < 2 {
+                json!("vendor on site")
+            } else {
+                Value::Null
+            };
+            (json!(id), reason)
+        })
+        .collect();
+    expected.sort_by_key(|(id, _)| id.to_string());
+    assert_eq!(reasons, expected, "{}", listed.body);
+    let theirs = app
+        .call(
+            RuleListRequest::NAME,
+            &f.b.operator,
+            json!({"rule_name": "Camera check"}),
+        )
+        .await;
+    assert_eq!(theirs.body["rules"], json!([]), "{}", theirs.body);
+
     // Refused, naming why, writing nothing.
     let before = acks(app).await;
     let unknown = Uuid::new_v4();

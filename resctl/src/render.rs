@@ -5,8 +5,8 @@ pub(crate) use res_shared::schedule::relative_time as relative;
 use res_shared::wire::{
     ConfigApplyResponse, ConfigRevision, ExecutionDetail, ExecutionListResponse, ExecutionStatus,
     ExecutionSummary, FleetSummary, KeySecretResponse, KeySummary, RuleActionResponse,
-    RuleDescription, RuleListResponse, RunStats, RunnerListResponse, RunnerSummary, ServedBranch,
-    ViolationListResponse, run_report,
+    RuleDescription, RuleListResponse, RuleSummary, RunStats, RunnerListResponse, RunnerSummary,
+    ServedBranch, ViolationListResponse, run_report,
 };
 
 pub(crate) fn when(t: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
@@ -63,10 +63,7 @@ pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
                     _ => "-".to_owned(),
                 },
                 r.branch_rule_id.to_string(),
-                r.needs_attention
-                    .clone()
-                    .or_else(|| r.overdue_cause.clone())
-                    .unwrap_or_default(),
+                attention_or_cause(r, now),
             ]
         })
         .collect();
@@ -80,6 +77,19 @@ pub(crate) fn rules(page: &RuleListResponse, now: DateTime<Utc>) -> String {
         "ATTENTION OR CAUSE",
     ];
     table(&header, &rows) + &more(page.next.as_ref())
+}
+
+/// Why the rule needs someone, and whether someone said they are on it.
+fn attention_or_cause(rule: &RuleSummary, now: DateTime<Utc>) -> String {
+    let why = rule
+        .needs_attention
+        .clone()
+        .or_else(|| rule.overdue_cause.clone());
+    match (why, &rule.acknowledged) {
+        (Some(why), Some(ack)) => format!("{why} ({})", ack.describe(now)),
+        (None, Some(ack)) => ack.describe(now),
+        (why, None) => why.unwrap_or_default(),
+    }
 }
 
 fn runner_row(r: &RunnerSummary, now: DateTime<Utc>) -> Vec<String> {
@@ -614,6 +624,49 @@ mod tests {
             text.ends_with("more: --after OLD\nnewer: --before NEW\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_listed_rule_says_why_it_needs_someone_and_who_acknowledged_it() {
+        let now = Utc::now();
+        let mut rule = RuleSummary {
+            branch_rule_id: uuid::Uuid::nil(),
+            rule_name: "Stock count".into(),
+            branch_id: uuid::Uuid::nil(),
+            branch_name: "Branch 17".into(),
+            brand_id: uuid::Uuid::nil(),
+            brand_name: "Acme".into(),
+            condition: res_shared::wire::RuleCondition::NeedsAttention,
+            cron_expression: None,
+            timezone: "UTC".into(),
+            next_run_time: None,
+            overdue: false,
+            overdue_cause: None,
+            needs_attention: Some("failed 3 times in a row".into()),
+            last_status: None,
+            last_run_at: None,
+            acknowledged: None,
+        };
+        assert_eq!(attention_or_cause(&rule, now), "failed 3 times in a row");
+        rule.acknowledged = Some(res_shared::wire::Acknowledgement {
+            by: "alice".into(),
+            reason: "vendor on site".into(),
+            at: now,
+            until: now + chrono::TimeDelta::hours(3),
+        });
+        let text = attention_or_cause(&rule, now);
+        assert_eq!(
+            text,
+            "failed 3 times in a row (acknowledged by alice, ends in 3 h: vendor on site)"
+        );
+        let listed = rules(
+            &RuleListResponse {
+                rules: vec![rule],
+                next: None,
+            },
+            now,
+        );
+        assert!(listed.contains(&text), "{listed}");
     }
 
     #[test]

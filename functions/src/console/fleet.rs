@@ -19,7 +19,7 @@ use super::error::ConsoleError;
 use super::group::{GroupOutcome, MAX_GROUP};
 use super::query;
 use super::session::Signed;
-use super::view::{Badge, Chrome, When, badge, rule_badge, when, when_opt};
+use super::view::{Acked, Badge, Chrome, When, acked, badge, rule_badge, when, when_opt};
 use crate::api::operator::{channels, fleet, overview};
 use crate::extract::ApiJson;
 use crate::state::AppState;
@@ -60,6 +60,7 @@ pub(super) struct RuleLine {
     next_run: Option<When>,
     last: Option<Badge>,
     last_run: Option<When>,
+    acknowledged: Option<Acked>,
 }
 
 fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
@@ -83,6 +84,10 @@ fn rule_line(rule: &RuleSummary, now: chrono::DateTime<Utc>) -> RuleLine {
         next_run: when_opt(rule.next_run_time, &rule.timezone, now),
         last: rule.last_status.map(|s| badge(s.as_str())),
         last_run: when_opt(rule.last_run_at, &rule.timezone, now),
+        acknowledged: rule
+            .acknowledged
+            .as_ref()
+            .map(|ack| acked(ack, &rule.timezone, now)),
     }
 }
 
@@ -100,7 +105,7 @@ struct GroupLine {
     /// The group is larger than one action takes.
     capped: bool,
     /// "acknowledged by alice until …: why", when every branch of it is.
-    acknowledged: Option<(String, When, String)>,
+    acknowledged: Option<Acked>,
 }
 
 /// The fleet's totals as badges.
@@ -321,13 +326,7 @@ fn group_line(group: &AttentionGroup, now: chrono::DateTime<Utc>) -> GroupLine {
             .collect::<Vec<_>>()
             .join(","),
         capped: group.branches.len() > MAX_GROUP,
-        acknowledged: group.acknowledged.as_ref().map(|ack| {
-            (
-                format!("acknowledged by {}", ack.by),
-                when(ack.until, zone, now),
-                ack.reason.clone(),
-            )
-        }),
+        acknowledged: group.acknowledged.as_ref().map(|ack| acked(ack, zone, now)),
     }
 }
 

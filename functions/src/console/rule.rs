@@ -19,7 +19,7 @@ use super::history::{ExecutionRow, execution_row};
 use super::query::DoneQuery;
 use super::runners::{RunnerRow, runner_row};
 use super::session::Signed;
-use super::view::{Badge, Chrome, When, rule_badge, when, when_opt};
+use super::view::{Acked, Badge, Chrome, When, acked, rule_badge, when, when_opt};
 use crate::api::operator::{fleet, inspect, rules};
 use crate::auth::Actor;
 use crate::error::ApiError;
@@ -130,7 +130,7 @@ struct RulePage {
     runner_warning: Option<String>,
     marks: Vec<Mark>,
     /// Who acknowledged its attention item, until when and why.
-    acknowledged: Option<(String, When, String)>,
+    acknowledged: Option<Acked>,
     consecutive_failures: i32,
     /// The last 50 runs, oldest first, and the day's and week's figures in words.
     strip: Vec<super::strip::StripCell>,
@@ -196,13 +196,7 @@ async fn render(
             reason: m.reason.clone(),
         })
     };
-    let acknowledged = rule.acknowledged.as_ref().map(|ack| {
-        (
-            format!("by {}", ack.by),
-            when(ack.until, zone, now),
-            ack.reason.clone(),
-        )
-    });
+    let acknowledged = rule.acknowledged.as_ref().map(|ack| acked(ack, zone, now));
     let marks = [
         mark("Needs attention", &rule.needs_attention),
         mark("Paused", &rule.paused),

@@ -46,6 +46,26 @@ pub(crate) fn when_opt(at: Option<DateTime<Utc>>, zone: &str, now: DateTime<Utc>
     at.map(|at| when(at, zone, now))
 }
 
+/// An acknowledgement as pages show it: by whom, until when, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Acked {
+    pub(crate) by: String,
+    pub(crate) until: When,
+    pub(crate) why: String,
+}
+
+pub(crate) fn acked(
+    ack: &res_shared::wire::Acknowledgement,
+    zone: &str,
+    now: DateTime<Utc>,
+) -> Acked {
+    Acked {
+        by: ack.by.clone(),
+        until: when(ack.until, zone, now),
+        why: ack.reason.clone(),
+    }
+}
+
 pub(crate) use res_shared::wire::run_report::duration_in_words as duration;
 
 /// A status word, and the style class that colours it (the word is always shown, so no

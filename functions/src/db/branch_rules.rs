@@ -1,5 +1,7 @@
 //! SQL for `branch_rules`, read with the settings that decide its schedule.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use res_shared::schedule::{
     DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone,
@@ -452,20 +454,34 @@ pub(crate) async fn acknowledgement(
     pool: &sqlx::PgPool,
     id: Uuid,
 ) -> Result<Option<Acknowledgement>, sqlx::Error> {
-    let row: Option<(String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(concat!(
-        "SELECT ack.* FROM branch_rules f, LATERAL (",
+    Ok(acknowledgements(pool, &[id]).await?.remove(&id))
+}
+
+/// The live acknowledgements of these rules, by rule (rules without one are left out).
+pub(crate) async fn acknowledgements(
+    pool: &sqlx::PgPool,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Acknowledgement>, sqlx::Error> {
+    let rows: Vec<(Uuid, String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(concat!(
+        "SELECT f.id, ack.* FROM branch_rules f, LATERAL (",
         live_ack!("f"),
-        ") ack WHERE f.id = $1"
+        ") ack WHERE f.id = ANY($1)"
     ))
-    .bind(id)
-    .fetch_optional(pool)
+    .bind(ids)
+    .fetch_all(pool)
     .await?;
-    Ok(row.map(|(by, reason, at, until)| Acknowledgement {
-        by,
-        reason,
-        at,
-        until,
-    }))
+    Ok(rows
+        .into_iter()
+        .map(|(id, by, reason, at, until)| {
+            let ack = Acknowledgement {
+                by,
+                reason,
+                at,
+                until,
+            };
+            (id, ack)
+        })
+        .collect())
 }
 
 /// A rule that needs attention or is overdue, with its live acknowledgement.

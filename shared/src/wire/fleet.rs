@@ -59,8 +59,7 @@ pub struct RuleSummary {
     pub last_status: Option<ExecutionStatus>,
     #[serde(with = "super::time::option")]
     pub last_run_at: Option<DateTime<Utc>>,
-    /// An operator acknowledged that it needs attention or is overdue, until when (read by
-    /// `fleet_summary` and `rules_describe`; other lists leave it out).
+    /// An operator acknowledged that it needs attention or is overdue, until when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acknowledged: Option<super::Acknowledgement>,
 }

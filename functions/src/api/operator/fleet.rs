@@ -88,9 +88,14 @@ pub(crate) async fn rules(
             break;
         }
     }
-    let (rules, next) = pager.split(rules, limit, |r| {
+    let (mut rules, next) = pager.split(rules, limit, |r| {
         (r.branch_name.clone(), r.rule_name.clone(), r.branch_rule_id)
     });
+    let ids: Vec<uuid::Uuid> = rules.iter().map(|r| r.branch_rule_id).collect();
+    let mut acks = db::branch_rules::acknowledgements(&state.pool, &ids).await?;
+    for rule in &mut rules {
+        rule.acknowledged = acks.remove(&rule.branch_rule_id);
+    }
     Ok(Json(RuleListResponse { rules, next }))
 }
 
