@@ -457,13 +457,23 @@ pub(crate) async fn acknowledgement(
     Ok(acknowledgements(pool, &[id]).await?.remove(&id))
 }
 
+/// A rule's live acknowledgement, as read.
+#[derive(sqlx::FromRow)]
+struct AckRow {
+    branch_rule_id: Uuid,
+    key_name: String,
+    reason: String,
+    at: DateTime<Utc>,
+    until: DateTime<Utc>,
+}
+
 /// The live acknowledgements of these rules, by rule (rules without one are left out).
 pub(crate) async fn acknowledgements(
     pool: &sqlx::PgPool,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Acknowledgement>, sqlx::Error> {
-    let rows: Vec<(Uuid, String, String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(concat!(
-        "SELECT f.id, ack.* FROM branch_rules f, LATERAL (",
+    let rows: Vec<AckRow> = sqlx::query_as(concat!(
+        "SELECT f.id AS branch_rule_id, ack.* FROM branch_rules f, LATERAL (",
         live_ack!("f"),
         ") ack WHERE f.id = ANY($1)"
     ))
@@ -472,14 +482,14 @@ pub(crate) async fn acknowledgements(
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(id, by, reason, at, until)| {
+        .map(|row| {
             let ack = Acknowledgement {
-                by,
-                reason,
-                at,
-                until,
+                by: row.key_name,
+                reason: row.reason,
+                at: row.at,
+                until: row.until,
             };
-            (id, ack)
+            (row.branch_rule_id, ack)
         })
         .collect())
 }
