@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 use res_shared::wire::{
-    ChannelKind, ExecutionStatus, OutputStream, RuleCondition, RunnerState, Trigger,
+    AttentionKind, ChannelKind, ExecutionStatus, OutputStream, RuleCondition, RunnerState, Trigger,
 };
 use uuid::Uuid;
 
@@ -266,11 +266,11 @@ pub(crate) enum RuleCommand {
     /// Rules with their state, next run and last run; needs-attention and overdue marked.
     List(RuleListArgs),
     /// Run the rule as soon as a runner of its branch claims it, even outside its window.
-    RunNow(RuleAction),
+    RunNow(GroupableAction),
     /// No new run starts; a live run finishes.
-    Pause(RuleAction),
+    Pause(GroupableAction),
     /// Clear a pause, a force-stop or "needs attention"; the next run comes from the schedule.
-    Resume(RuleAction),
+    Resume(GroupableAction),
     /// No new run starts and the live run is cancelled.
     ForceStop(RuleAction),
     /// Acknowledge that the rule needs attention (or is overdue): `fleet` and the console
@@ -278,7 +278,7 @@ pub(crate) enum RuleCommand {
     /// flagged anew.
     Acknowledge {
         #[command(flatten)]
-        action: RuleAction,
+        action: GroupableAction,
         /// How long, 1 to 168 hours.
         #[arg(long, default_value_t = 4)]
         hours: u32,
@@ -310,6 +310,17 @@ pub(crate) struct RuleAction {
     /// Why (kept with your key's name and shown in the rule's history).
     #[arg(long)]
     pub(crate) reason: String,
+}
+
+/// A rule action at one branch, or at every branch of one of `fleet`'s groups.
+#[derive(Debug, Args)]
+pub(crate) struct GroupableAction {
+    #[command(flatten)]
+    pub(crate) action: RuleAction,
+    /// Act at every branch where `fleet` groups the rule for this reason (needs_attention
+    /// or overdue), with one reason; the rule is its name or its brand rule id.
+    #[arg(long, value_parser = parse_attention_kind, conflicts_with = "branch")]
+    pub(crate) group: Option<AttentionKind>,
 }
 
 #[derive(Debug, Args)]
@@ -459,6 +470,11 @@ fn parse_trigger(text: &str) -> Result<Trigger, String> {
 
 fn parse_condition(text: &str) -> Result<RuleCondition, String> {
     RuleCondition::parse(text).ok_or_else(|| format!("no rule state '{text}'"))
+}
+
+fn parse_attention_kind(text: &str) -> Result<AttentionKind, String> {
+    AttentionKind::parse(text)
+        .ok_or_else(|| format!("no attention group '{text}': needs_attention or overdue"))
 }
 
 fn parse_runner_state(text: &str) -> Result<RunnerState, String> {

@@ -4,16 +4,16 @@ use chrono::Utc;
 use res_client::{CloudError, FunctionsClient};
 use res_shared::untrusted::Untrusted;
 use res_shared::wire::{
-    AcknowledgeRequest, CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest,
-    ChannelListRequest, ChannelTestRequest, ConfigApplyRequest, ConfigExportRequest,
-    ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest,
-    FleetSummaryRequest, ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
-    KeyRotateRequest, PauseRuleRequest, ResumeRuleRequest, RuleListRequest, RunNowRequest,
-    RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
+    CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest, ChannelListRequest,
+    ChannelTestRequest, ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest,
+    ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, FleetSummaryRequest,
+    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    RuleListRequest, RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
 
+use crate::action::{self, Act};
 use crate::channels;
 use crate::cli::{
     ChannelCommand, Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand,
@@ -50,52 +50,12 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || render::rules(&answer, now))
             }
-            RuleCommand::RunNow(a) => {
-                let request = RunNowRequest {
-                    branch_rule_id: resolve::rule(client, &a.rule).await?,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(json, &answer, || {
-                    render::rule_action("run requested", &answer, now)
-                })
-            }
-            RuleCommand::Pause(a) => {
-                let request = PauseRuleRequest {
-                    branch_rule_id: resolve::rule(client, &a.rule).await?,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(json, &answer, || {
-                    render::rule_action("paused", &answer, now)
-                })
-            }
+            RuleCommand::RunNow(a) => action::run(client, Act::RunNow, a, json, now).await,
+            RuleCommand::Pause(a) => action::run(client, Act::Pause, a, json, now).await,
             RuleCommand::Acknowledge { action: a, hours } => {
-                let request = AcknowledgeRequest {
-                    branch_rule_id: resolve::rule(client, &a.rule).await?,
-                    reason: a.reason.clone(),
-                    until: now + chrono::TimeDelta::hours(i64::from(*hours)),
-                };
-                let answer = client.call(&request).await?;
-                emit(json, &answer, || {
-                    let ack = &answer.acknowledged;
-                    format!(
-                        "acknowledged: {}\n{}\n",
-                        answer.branch_rule_id,
-                        ack.describe(now)
-                    )
-                })
+                action::run(client, Act::Acknowledge { hours: *hours }, a, json, now).await
             }
-            RuleCommand::Resume(a) => {
-                let request = ResumeRuleRequest {
-                    branch_rule_id: resolve::rule(client, &a.rule).await?,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(json, &answer, || {
-                    render::rule_action("resumed", &answer, now)
-                })
-            }
+            RuleCommand::Resume(a) => action::run(client, Act::Resume, a, json, now).await,
             RuleCommand::ForceStop(a) => {
                 let request = ForceStopRuleRequest {
                     branch_rule_id: resolve::rule(client, &a.rule).await?,
@@ -416,7 +376,7 @@ async fn branch(client: &FunctionsClient, text: Option<&str>) -> Result<Option<U
 }
 
 /// The answer as JSON with `--json`, else as text for people.
-fn emit<T: Serialize>(
+pub(crate) fn emit<T: Serialize>(
     json: bool,
     answer: &T,
     text: impl FnOnce() -> String,

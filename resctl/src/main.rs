@@ -1,5 +1,6 @@
 //! `resctl`: operate RES from a terminal through the functions.
 
+mod action;
 mod channels;
 mod cli;
 mod commands;
@@ -40,6 +41,13 @@ impl Failure {
         match error {
             Unresolved::NotFound(_) => Failure::NotFound,
             Unresolved::Ambiguous(_) => Failure::Refused,
+            Unresolved::Partly { unreachable, .. } => {
+                if *unreachable {
+                    Failure::Unreachable
+                } else {
+                    Failure::Refused
+                }
+            }
             Unresolved::Cloud(CloudError::Rejected { status: 401, .. }) => Failure::Unauthorized,
             Unresolved::Cloud(CloudError::Rejected { status: 404, .. }) => Failure::NotFound,
             Unresolved::Cloud(CloudError::Rejected {
@@ -131,6 +139,10 @@ fn main() -> ExitCode {
             match error {
                 Unresolved::NotFound(message) | Unresolved::Ambiguous(message) => {
                     eprintln!("error: {message}");
+                }
+                Unresolved::Partly { output, why, .. } => {
+                    print!("{output}");
+                    eprintln!("error: {why}");
                 }
                 Unresolved::Cloud(CloudError::Rejected { body, .. })
                     if body["problems"].is_array() =>

@@ -14,6 +14,14 @@ pub(crate) enum Unresolved {
     NotFound(String),
     /// Several things do; the message lists them.
     Ambiguous(String),
+    /// Done at some of a group's branches, not all: what was done (printed as usual),
+    /// and why not the rest.
+    Partly {
+        output: String,
+        why: String,
+        /// The service stopped answering (rather than refusing some branches).
+        unreachable: bool,
+    },
     Cloud(CloudError),
 }
 

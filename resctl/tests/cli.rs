@@ -699,3 +699,171 @@ async fn fleet_prints_totals_and_a_rule_failing_at_fifteen_branches_as_one_line(
         text(&walled)
     );
 }
+
+async fn paused_with(app: &TestApp, rules: &[Uuid], reason: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM branch_rules WHERE id = ANY($1) AND paused_at IS NOT NULL \
+           AND pause_reason = $2",
+    )
+    .bind(rules)
+    .bind(reason)
+    .fetch_one(&app.pool)
+    .await
+    .expect("paused count")
+}
+
+/// A group action from the terminal: one command and one reason act at every branch of the
+/// fleet's group, each refusal listed by branch (exit 3); a bad reason is refused once with
+/// nothing done; another brand's rule of the same name is neither touched nor findable by id;
+/// an all-brands key must say which brand's rule it means.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_action_acts_at_every_branch_of_the_group_and_lists_each_refusal() {
+    let (app, brand, _) = one_rule().await;
+    let seed = Seed::new(&app.pool);
+    let failing = seed.failing_rule(brand, "Camera check", 15).await;
+    let other = seed.brand("UTC").await;
+    let theirs = seed.failing_rule(other, "Camera check", 3).await;
+    let operator = app.brand_token("ops", Role::Operator, brand).await;
+    let run = |args: &[&str]| resctl(&app.base, &operator, args);
+
+    // Two branches already have a run waiting: run-now is refused there and done elsewhere.
+    sqlx::query("UPDATE branch_rules SET run_requested_at = now() WHERE id = ANY($1)")
+        .bind(&failing[1..3])
+        .execute(&app.pool)
+        .await
+        .expect("run requested");
+    let asked = run(&[
+        "rules",
+        "run-now",
+        "Camera check",
+        "--group",
+        "needs_attention",
+        "--reason",
+        "after the firmware",
+    ]);
+    let out = text(&asked);
+    assert_eq!(asked.status.code(), Some(3), "{out}");
+    assert!(
+        out.starts_with(
+            "run requested at 13 of 15 branches: Camera check of Brand (needs_attention)\n"
+        ),
+        "{out}"
+    );
+    for (n, id) in [(2, failing[1]), (3, failing[2])] {
+        assert!(
+            out.contains(&format!(
+                "refused at Branch {n:02} ({id}): 409 run_requested: a run-now request of this \
+                 rule is already waiting for a runner\n"
+            )),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains("error: 2 of the group's branches refused"),
+        "{out}"
+    );
+
+    let their_rule: Uuid = sqlx::query_scalar("SELECT rule_id FROM branch_rules WHERE id = $1")
+        .bind(theirs[0])
+        .fetch_one(&app.pool)
+        .await
+        .expect("their rule");
+    // An all-brands key sees two brands' "Camera check" and must give the rule id.
+    let everyone = app
+        .token(
+            "root",
+            Role::Operator,
+            &KeyScope {
+                all_brands: true,
+                ..KeyScope::default()
+            },
+        )
+        .await;
+    let ambiguous = resctl(
+        &app.base,
+        &everyone,
+        &[
+            "rules",
+            "resume",
+            "Camera check",
+            "--group",
+            "needs_attention",
+            "--reason",
+            "x",
+        ],
+    );
+    assert_eq!(ambiguous.status.code(), Some(3), "{}", text(&ambiguous));
+    assert!(
+        text(&ambiguous).contains(&their_rule.to_string()),
+        "{}",
+        text(&ambiguous)
+    );
+
+    // A blank reason is refused once, naming the field, and nothing is paused.
+    let blank = run(&[
+        "rules",
+        "pause",
+        "Camera check",
+        "--group",
+        "needs_attention",
+        "--reason",
+        " ",
+    ]);
+    assert_eq!(blank.status.code(), Some(2), "{}", text(&blank));
+    assert!(text(&blank).contains("reason"), "{}", text(&blank));
+    let all: Vec<Uuid> = failing.iter().chain(&theirs).copied().collect();
+    assert_eq!(paused_with(&app, &all, " ").await, 0);
+
+    // Paused at all 15 with one reason, as JSON; the other brand's copies are untouched.
+    let paused = run(&[
+        "--json",
+        "rules",
+        "pause",
+        "Camera check",
+        "--group",
+        "needs_attention",
+        "--reason",
+        "camera firmware",
+    ]);
+    assert!(paused.status.success(), "{}", text(&paused));
+    let answer: serde_json::Value = serde_json::from_slice(&paused.stdout).expect("a JSON outcome");
+    assert_eq!(
+        answer["done"].as_array().map(Vec::len),
+        Some(15),
+        "{answer}"
+    );
+    assert_eq!(answer["refused"], serde_json::json!([]), "{answer}");
+    assert_eq!(paused_with(&app, &failing, "camera firmware").await, 15);
+    assert_eq!(paused_with(&app, &theirs, "camera firmware").await, 0);
+
+    // The other brand's rule by its id answers as a rule nobody has; an unknown kind and a
+    // branch beside a group are usage errors.
+    let unknown = Uuid::new_v4();
+    let mut answers = Vec::new();
+    for rule in [their_rule, unknown] {
+        let id = rule.to_string();
+        let refused = run(&[
+            "rules",
+            "resume",
+            &id,
+            "--group",
+            "needs_attention",
+            "--reason",
+            "x",
+        ]);
+        assert_eq!(refused.status.code(), Some(4), "{}", text(&refused));
+        answers.push(text(&refused).replace(&id, "ID"));
+    }
+    assert_eq!(answers[0], answers[1]);
+    for bad in [
+        ["--group", "late", "--reason", "x"],
+        ["--group", "overdue", "--branch", "Branch 01"],
+    ] {
+        let mut args = vec!["rules", "pause", "Camera check"];
+        args.extend(bad);
+        args.extend(["--reason", "x"]);
+        let refused = run(&args);
+        assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    }
+    assert_eq!(paused_with(&app, &theirs, "x").await, 0);
+}

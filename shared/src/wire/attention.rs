@@ -53,6 +53,24 @@ pub enum AttentionKind {
     Overdue,
 }
 
+impl AttentionKind {
+    /// Every kind.
+    pub const ALL: [AttentionKind; 2] = [AttentionKind::NeedsAttention, AttentionKind::Overdue];
+
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttentionKind::NeedsAttention => "needs_attention",
+            AttentionKind::Overdue => "overdue",
+        }
+    }
+
+    /// Parses a name as [`AttentionKind::as_str`] spells it.
+    pub fn parse(name: &str) -> Option<AttentionKind> {
+        AttentionKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
 /// One brand rule needing attention for one reason at some of its branches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -133,5 +151,20 @@ impl Acknowledgement {
     pub fn describe(&self, now: DateTime<Utc>) -> String {
         let ends = crate::schedule::relative_time(self.until, now);
         format!("acknowledged by {}, ends {ends}: {}", self.by, self.reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_spelled_as_serde_spells_it() {
+        for kind in AttentionKind::ALL {
+            let wire = serde_json::to_value(kind).ok();
+            assert_eq!(wire, Some(serde_json::json!(kind.as_str())));
+            assert_eq!(AttentionKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(AttentionKind::parse("late"), None);
     }
 }

@@ -468,6 +468,7 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "rules: 1 running, 1 idle (0 overdue) at 1 branch\n",
         "nothing needs attention and nothing is overdue",
         "acknowledged by alice, ends in 3 h: vendor replacing the camera",
+        "acknowledged at 1 of 1 branches: Stock count of ",
         "queue_too_long",
         "connecting to camera 3\ncamera 3 did not answer",
         "signing secret (shown once; verify res-signature with it): whsec_",
