@@ -381,7 +381,7 @@ pub(crate) async fn list(
 
 /// Branch rules in scope counted per branch and per everything their condition and
 /// overdue flag are judged from: a few rows a branch however many rules it has.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub(crate) struct FleetTally {
     pub(crate) branch_id: Uuid,
     pub(crate) branch_name: String,
@@ -397,6 +397,39 @@ pub(crate) struct FleetTally {
     pub(crate) rules: i64,
 }
 
+/// A tally as counted: its six flags as the bits of one number, in [`FleetTally`]'s order
+/// (enabled is bit 0).
+#[derive(sqlx::FromRow)]
+struct TallyRow {
+    branch_id: Uuid,
+    branch_name: String,
+    brand_id: Uuid,
+    brand_name: String,
+    timezone: String,
+    flags: i32,
+    rules: i64,
+}
+
+impl From<TallyRow> for FleetTally {
+    fn from(row: TallyRow) -> Self {
+        let bit = |n: u32| row.flags & (1 << n) != 0;
+        FleetTally {
+            enabled: bit(0),
+            force_stopped: bit(1),
+            paused: bit(2),
+            held: bit(3),
+            needs_attention: bit(4),
+            overdue: bit(5),
+            branch_id: row.branch_id,
+            branch_name: row.branch_name,
+            brand_id: row.brand_id,
+            brand_name: row.brand_name,
+            timezone: row.timezone,
+            rules: row.rules,
+        }
+    }
+}
+
 /// Counts the rules in scope per branch and condition input (the fleet page's lines),
 /// joining each rule's holder as [`fleet_flagged`] does.
 pub(crate) async fn fleet_tally(
@@ -404,28 +437,35 @@ pub(crate) async fn fleet_tally(
     scope: Scope<'_>,
 ) -> Result<Vec<FleetTally>, sqlx::Error> {
     let (all, branches) = scope.as_params();
-    sqlx::query_as(concat!(
-        "SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
-                bd.name AS brand_name, COALESCE(b.timezone, bd.timezone) AS timezone, ",
+    // Counted on two keys, the branch id and the six flags as one number, then named: at
+    // 100,000 rules, grouping by names as well sorted on disk (187 ms a page), by the six
+    // flags apart 80 ms, as one number 48 ms (docs/benchmarks.md).
+    let rows: Vec<TallyRow> = sqlx::query_as(concat!(
+        "WITH t AS (SELECT br.branch_id, (",
         enabled!(),
-        " AS enabled, br.is_force_stopped AS force_stopped, br.paused_at IS NOT NULL AS paused, ",
+        ")::int | (br.is_force_stopped::int << 1) | ((br.paused_at IS NOT NULL)::int << 2) \
+          | ((",
         held!(),
-        " AS held, br.needs_attention_at IS NOT NULL AS needs_attention, ",
+        ")::int << 3) | ((br.needs_attention_at IS NOT NULL)::int << 4) | ((",
         overdue!(),
-        " AS overdue, count(*) AS rules \
+        ")::int << 5) AS flags, count(*) AS rules \
          FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \
-         JOIN brands bd ON bd.id = b.brand_id \
          JOIN rules r ON r.id = br.rule_id \
          LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
              AND latest.status IN ('scheduled', 'running', 'paused') \
          WHERE ($1 OR br.branch_id = ANY($2)) \
-         GROUP BY b.id, bd.id, 6, 7, 8, 9, 10, 11"
+         GROUP BY 1, 2) \
+         SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
+                bd.name AS brand_name, COALESCE(b.timezone, bd.timezone) AS timezone, \
+                t.flags, t.rules \
+         FROM t JOIN branches b ON b.id = t.branch_id JOIN brands bd ON bd.id = b.brand_id"
     ))
     .bind(all)
     .bind(branches)
     .fetch_all(pool)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(FleetTally::from).collect())
 }
 
 /// The latest acknowledgement of rule `$rule` (an alias with `id` and `needs_attention_at`)

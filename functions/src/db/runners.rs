@@ -111,11 +111,12 @@ pub(crate) struct RunnerFilter {
 }
 
 /// Runners whose live key serves a branch in scope, by runner id; each with only the
-/// branches the scope shows, so another brand's branches never appear. A runner key's
-/// branches are looked up by id (an `OR` with the service key's case read every branch
-/// for every runner: 105 ms for 1,000 runners of 1,000 branches). Only runner and
-/// service keys call the site functions; a runner calling with a service key (which sees
-/// every branch) is listed to callers who see every branch too.
+/// branches the scope shows, so another brand's branches never appear. Every runner's
+/// branches are found in one join (its key's ids unnested, or every branch for a service
+/// key) and aggregated per runner: looked up runner by runner, PostgreSQL scanned the
+/// branches once per runner (75 ms for 1,000 runners of 1,000 branches; 7 ms joined).
+/// Only runner and service keys call the site functions; a runner calling with a service
+/// key (which sees every branch) is listed to callers who see every branch too.
 pub(crate) async fn page(
     pool: &PgPool,
     scope: Scope<'_>,
@@ -132,21 +133,28 @@ pub(crate) async fn page(
                 floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
          FROM runners r \
          JOIN api_keys k ON k.id = r.key_id AND k.revoked_at IS NULL \
-         CROSS JOIN LATERAL ( \
-             SELECT array_agg(b.id ORDER BY b.name, b.id) AS ids, \
+         JOIN ( \
+             SELECT s.key_id, s.runner_id, \
+                    array_agg(b.id ORDER BY b.name, b.id) AS ids, \
                     array_agg(b.name ORDER BY b.name, b.id) AS names, \
                     array_agg(o.branch_id IS NOT NULL ORDER BY b.name, b.id) AS owned \
              FROM ( \
-                 SELECT id, name, brand_id FROM branches WHERE id = ANY(k.branch_ids) \
+                 SELECT rk.key_id, rk.runner_id, kb.id AS branch_id \
+                 FROM runners rk JOIN api_keys kk ON kk.id = rk.key_id, \
+                      unnest(kk.branch_ids) AS kb(id) \
                  UNION \
-                 SELECT id, name, brand_id FROM branches WHERE k.role = 'service' AND $1) b \
+                 SELECT rk.key_id, rk.runner_id, every.id \
+                 FROM runners rk JOIN api_keys kk ON kk.id = rk.key_id \
+                      AND kk.role = 'service' AND $1, branches every) s \
+             JOIN branches b ON b.id = s.branch_id \
              LEFT JOIN branch_offline_owners o \
-                    ON o.branch_id = b.id AND o.key_id = r.key_id AND o.runner_id = r.runner_id \
+                    ON o.branch_id = b.id AND o.key_id = s.key_id AND o.runner_id = s.runner_id \
              WHERE ($1 OR b.id = ANY($2)) \
                AND ($3::uuid IS NULL OR b.brand_id = $3) \
-               AND ($4::uuid IS NULL OR b.id = $4)) served \
-         WHERE served.ids IS NOT NULL \
-           AND ($5::bigint IS NULL OR r.last_seen_at <= now() - make_interval(secs => $5)) \
+               AND ($4::uuid IS NULL OR b.id = $4) \
+             GROUP BY s.key_id, s.runner_id) served \
+             ON served.key_id = r.key_id AND served.runner_id = r.runner_id \
+         WHERE ($5::bigint IS NULL OR r.last_seen_at <= now() - make_interval(secs => $5)) \
            AND ($6::bigint IS NULL OR r.last_seen_at > now() - make_interval(secs => $6)) \
            AND ($7::text IS NULL OR (r.runner_id, r.key_id) > ($7, $8)) \
          ORDER BY r.runner_id, r.key_id \
