@@ -439,7 +439,7 @@ pub(crate) async fn fleet_tally(
     let (all, branches) = scope.as_params();
     // Counted on two keys, the branch id and the six flags as one number, then named: at
     // 100,000 rules, grouping by names as well sorted on disk (187 ms a page), by the six
-    // flags apart 80 ms, as one number 48 ms (docs/benchmarks.md).
+    // flags apart 80 ms, as one number 48 ms (with a parallel worker; docs/benchmarks.md).
     let rows: Vec<TallyRow> = sqlx::query_as(concat!(
         "WITH t AS (SELECT br.branch_id, (",
         enabled!(),
