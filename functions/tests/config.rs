@@ -73,16 +73,7 @@ async fn fleet() -> Fleet {
             },
         )
         .await;
-    let platform = app
-        .token(
-            "platform",
-            Role::Admin,
-            &KeyScope {
-                all_brands: true,
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let platform = app.all_brands_token("platform", Role::Admin).await;
     Fleet {
         app,
         brand_a,

@@ -18,11 +18,7 @@ struct Platform {
 
 async fn platform() -> Platform {
     let app = TestApp::start().await;
-    let all = KeyScope {
-        all_brands: true,
-        ..KeyScope::default()
-    };
-    let platform = app.token("platform", Role::Admin, &all).await;
+    let platform = app.all_brands_token("platform", Role::Admin).await;
     Platform { app, platform }
 }
 

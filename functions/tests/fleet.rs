@@ -465,16 +465,7 @@ async fn keys_list_shows_only_keys_inside_the_callers_scope_and_never_a_secret()
             },
         )
         .await;
-    let everyone = app
-        .token(
-            "platform",
-            Role::Operator,
-            &KeyScope {
-                all_brands: true,
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let everyone = app.all_brands_token("platform", Role::Operator).await;
     let key_names = |reply: &Value| -> Vec<String> {
         let mut names: Vec<String> = names(&reply["keys"], "name")
             .into_iter()

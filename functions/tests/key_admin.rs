@@ -236,16 +236,7 @@ async fn only_admin_and_service_keys_manage_keys() {
     }
     assert_eq!(keys_fingerprint(app).await, before);
     // The platform (all brands) admin makes a key for every brand; the service key too.
-    let platform = app
-        .token(
-            "platform",
-            Role::Admin,
-            &KeyScope {
-                all_brands: true,
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let platform = app.all_brands_token("platform", Role::Admin).await;
     for token in [&platform, &app.service] {
         let reply = app
             .call(

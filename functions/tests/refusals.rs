@@ -457,14 +457,7 @@ async fn an_array_or_a_scalar_is_not_a_request_object_on_any_function() {
     let (branch, rule) = seed.due_rule(RuleSpec::default()).await;
     let runner = app.runner_token(&[branch]).await;
     let operator = app
-        .token(
-            "array admin",
-            res_functions::auth::Role::Admin,
-            &res_functions::db::api_keys::KeyScope {
-                all_brands: true,
-                ..Default::default()
-            },
-        )
+        .all_brands_token("array admin", res_functions::auth::Role::Admin)
         .await;
     let before = app.fingerprint().await;
     let positional = json!([rule, "by position"]).to_string();

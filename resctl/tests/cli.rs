@@ -430,16 +430,7 @@ async fn an_admin_exports_its_brand_as_yaml_that_validates_and_the_catalogue_nee
             },
         )
         .await;
-    let platform = app
-        .token(
-            "platform",
-            Role::Admin,
-            &KeyScope {
-                all_brands: true,
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let platform = app.all_brands_token("platform", Role::Admin).await;
     let url = app.base.clone();
     let brand_id = brand.to_string();
     let (exported, catalogue, refused, json) = tokio::task::spawn_blocking(move || {
@@ -769,16 +760,7 @@ async fn a_group_action_acts_at_every_branch_of_the_group_and_lists_each_refusal
         .await
         .expect("their rule");
     // An all-brands key sees two brands' "Camera check" and must give the rule id.
-    let everyone = app
-        .token(
-            "root",
-            Role::Operator,
-            &KeyScope {
-                all_brands: true,
-                ..KeyScope::default()
-            },
-        )
-        .await;
+    let everyone = app.all_brands_token("root", Role::Operator).await;
     let ambiguous = resctl(
         &app.base,
         &everyone,

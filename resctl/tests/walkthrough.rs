@@ -154,11 +154,7 @@ async fn the_configure_walkthrough_runs_as_written() {
     let steps = steps(&page);
     assert!(steps.len() >= 10, "found {} steps", steps.len());
     let app = TestApp::start().await;
-    let all = KeyScope {
-        all_brands: true,
-        ..KeyScope::default()
-    };
-    let platform = app.token("platform", Role::Admin, &all).await;
+    let platform = app.all_brands_token("platform", Role::Admin).await;
     let dir = std::env::temp_dir().join(format!("res-walkthrough-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("a directory");
     std::os::unix::fs::symlink(repo().join("docs"), dir.join("docs")).expect("docs");

@@ -149,6 +149,15 @@ impl TestApp {
         self.token(name, role, &scope).await
     }
 
+    /// A token of `role` over every brand (a platform key), named `name`.
+    pub async fn all_brands_token(&self, name: &str, role: Role) -> String {
+        let scope = KeyScope {
+            all_brands: true,
+            ..KeyScope::default()
+        };
+        self.token(name, role, &scope).await
+    }
+
     /// A token of any role and scope, named `name` (the "who" of operator actions).
     pub async fn token(&self, name: &str, role: Role, scope: &KeyScope) -> String {
         let token = generate_token();

@@ -160,15 +160,18 @@ pub(super) async fn render(
     signed: &Signed,
     outcome: Option<GroupOutcome>,
 ) -> Result<Response, ConsoleError> {
-    let fleet = overview::overview(state, &signed.reader(), None).await?;
+    // The channels are read beside the fleet, not after it.
+    let reader = signed.reader();
+    let (fleet, listed) = tokio::try_join!(
+        overview::overview(state, &reader, None),
+        channels::list(
+            State(state.clone()),
+            signed.reader(),
+            ApiJson(ChannelListRequest::default()),
+        ),
+    )?;
+    let listed = listed.0;
     let now = Utc::now();
-    let listed = channels::list(
-        State(state.clone()),
-        signed.reader(),
-        ApiJson(ChannelListRequest::default()),
-    )
-    .await?
-    .0;
     let channels = listed
         .channels
         .into_iter()

@@ -273,7 +273,8 @@ async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
 
 /// Every `sh` example in docs/operate.md, in order, against a system whose state the
 /// examples expect: "Queue length" at "Branch 17" with a failed run, "Stock count" running
-/// with a violation, a registered runner, and the metrics on their own port.
+/// with a violation, "Camera health" failing (a group on `fleet`), a registered runner, and
+/// the metrics on their own port.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_examples_in_docs_operate_md_run_as_written() {
     let metrics_port = res_tests::processes::free_port().to_string();
@@ -283,20 +284,24 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
     let due = Some(chrono::Utc::now() - chrono::TimeDelta::minutes(1));
     let detector = super::system::detector(0.0, 0);
     let mut rules = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let spec = RuleSpec {
             next_run_time: due,
             ..RuleSpec::default()
         };
         rules.push(system.rule(spec, &detector).await);
     }
-    let (queue, stock) = (rules[0], rules[1]);
+    let (queue, stock, camera) = (rules[0], rules[1], rules[2]);
     sqlx::query("UPDATE branches SET name = 'Branch 17' WHERE id = $1")
         .bind(system.branch)
         .execute(&system.pool)
         .await
         .expect("branch name");
-    for (rule, name) in [(queue, "Queue length"), (stock, "Stock count")] {
+    for (rule, name) in [
+        (queue, "Queue length"),
+        (stock, "Stock count"),
+        (camera, "Camera health"),
+    ] {
         res_tests::functions::Seed::new(&system.pool)
             .name_rule(rule, name)
             .await;
@@ -362,16 +367,20 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
     )
     .await;
 
-    // Stock count's runs keep failing: flagged, so the acknowledge example has an item.
+    // Stock count's and Camera health's runs keep failing: flagged, so the acknowledge
+    // examples have items (Camera health, not running, is a group on `fleet`).
     sqlx::query(
         "UPDATE branch_rules SET needs_attention_at = now(), consecutive_failures = 3, \
-             needs_attention_reason = 'failed 3 times in a row (last: shelf camera dark)' \
-         WHERE id = $1",
+             needs_attention_reason = 'failed 3 times in a row (last: shelf camera dark)', \
+             next_run_time = CASE WHEN id = $2 THEN $3 ELSE next_run_time END \
+         WHERE id = ANY($1)",
     )
-    .bind(stock)
+    .bind([stock, camera])
+    .bind(camera)
+    .bind(tomorrow)
     .execute(&system.pool)
     .await
-    .expect("flag stock count");
+    .expect("flag stock count and camera health");
 
     // An admin key of the brand, for the notification channel examples.
     let brand: uuid::Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
@@ -465,10 +474,10 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         "cancel requested",
         "camera 3 did not answer",
         "last 24 hours: 1 run, 0.0 % succeeded",
-        "rules: 1 running, 1 idle (0 overdue) at 1 branch\n",
-        "nothing needs attention and nothing is overdue",
+        "rules: 1 running, 1 idle, 1 needs attention (0 overdue) at 1 branch\n",
+        "Camera health at Branch 17 of ",
         "acknowledged by alice, ends in 3 h: vendor replacing the camera",
-        "acknowledged at 1 of 1 branches: Stock count of ",
+        "acknowledged at 1 of 1 branches: Camera health of ",
         "queue_too_long",
         "connecting to camera 3\ncamera 3 did not answer",
         "signing secret (shown once; verify res-signature with it): whsec_",
