@@ -817,6 +817,12 @@ async fn a_group_action_acts_at_every_branch_of_the_group_and_lists_each_refusal
     assert_eq!(answer["refused"], serde_json::json!([]), "{answer}");
     assert_eq!(paused_with(&app, &failing, "camera firmware").await, 15);
     assert_eq!(paused_with(&app, &theirs, "camera firmware").await, 0);
+    // Paused, the rule leaves the group: the brand's fleet has nothing left to show.
+    let quiet = text(&run(&["fleet"]));
+    assert!(
+        quiet.contains("nothing needs attention and nothing is overdue"),
+        "{quiet}"
+    );
 
     // The other brand's rule by its id answers as a rule nobody has; an unknown kind and a
     // branch beside a group are usage errors.

@@ -166,7 +166,7 @@ pub(super) async fn render(
         overview::overview(state, &reader, None),
         channels::list(
             State(state.clone()),
-            signed.reader(),
+            reader.clone(),
             ApiJson(ChannelListRequest::default()),
         ),
     )?;
