@@ -246,25 +246,31 @@ pub(crate) async fn branch_runner_seen(
 /// A [`DescribedRule`]'s query, without its WHERE clause.
 macro_rules! described_from {
     () => {
-        described_from!(
+        $crate::db::branch_rules::described_from!(
             "LEFT JOIN LATERAL (SELECT e.id, e.status, e.lease_expires_at, e.resume_at, \
                                        e.scheduled_at \
                                 FROM executions e WHERE e.branch_rule_id = br.id \
                                 ORDER BY e.scheduled_at DESC LIMIT 1) latest ON true",
-            concat!("CASE WHEN ", overdue!(), " THEN ", branch_runner_seen!(), " END")
+            concat!(
+                "CASE WHEN ",
+                $crate::db::branch_rules::overdue!(),
+                " THEN ",
+                $crate::db::branch_rules::runner_seen_sql!(),
+                " END"
+            )
         )
     };
     // `$latest` joins the execution judged as `latest`; `$seen` is the overdue rule's
     // `branch_runner_seen_at`.
     ($latest:literal, $seen:expr) => {
-        rule_from!(
+        $crate::db::branch_rules::rule_from!(
             concat!(", br.rule_id, r.name AS rule_name, b.name AS branch_name, b.brand_id, bd.name AS brand_name, \
                br.paused_by, \
                br.pause_reason, br.force_stopped_at, br.force_stopped_by, br.force_stop_reason, \
                br.needs_attention_reason, latest.id AS latest_id, latest.status AS latest_status, \
                latest.lease_expires_at AS latest_lease_expires_at, \
                latest.resume_at AS latest_resume_at, latest.scheduled_at AS latest_scheduled_at, ",
-            overdue!(),
+            $crate::db::branch_rules::overdue!(),
             " AS overdue, ",
             $seen,
             " AS branch_runner_seen_at"),
@@ -272,6 +278,7 @@ macro_rules! described_from {
         )
     };
 }
+pub(crate) use described_from;
 
 /// Locks a branch rule row (serialising claims and reports on it) and reads its settings.
 pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<LockedRule>, sqlx::Error> {
@@ -379,95 +386,6 @@ pub(crate) async fn list(
     .await
 }
 
-/// Branch rules in scope counted per branch and per everything their condition and
-/// overdue flag are judged from: a few rows a branch however many rules it has.
-#[derive(Debug, Clone)]
-pub(crate) struct FleetTally {
-    pub(crate) branch_id: Uuid,
-    pub(crate) branch_name: String,
-    pub(crate) brand_id: Uuid,
-    pub(crate) brand_name: String,
-    pub(crate) timezone: String,
-    pub(crate) enabled: bool,
-    pub(crate) force_stopped: bool,
-    pub(crate) paused: bool,
-    pub(crate) held: bool,
-    pub(crate) needs_attention: bool,
-    pub(crate) overdue: bool,
-    pub(crate) rules: i64,
-}
-
-/// A tally as counted: its six flags as the bits of one number, in [`FleetTally`]'s order
-/// (enabled is bit 0).
-#[derive(sqlx::FromRow)]
-struct TallyRow {
-    branch_id: Uuid,
-    branch_name: String,
-    brand_id: Uuid,
-    brand_name: String,
-    timezone: String,
-    flags: i32,
-    rules: i64,
-}
-
-impl From<TallyRow> for FleetTally {
-    fn from(row: TallyRow) -> Self {
-        let bit = |n: u32| row.flags & (1 << n) != 0;
-        FleetTally {
-            enabled: bit(0),
-            force_stopped: bit(1),
-            paused: bit(2),
-            held: bit(3),
-            needs_attention: bit(4),
-            overdue: bit(5),
-            branch_id: row.branch_id,
-            branch_name: row.branch_name,
-            brand_id: row.brand_id,
-            brand_name: row.brand_name,
-            timezone: row.timezone,
-            rules: row.rules,
-        }
-    }
-}
-
-/// Counts the rules in scope per branch and condition input (the fleet page's lines),
-/// joining each rule's holder as [`fleet_flagged`] does.
-pub(crate) async fn fleet_tally(
-    pool: &sqlx::PgPool,
-    scope: Scope<'_>,
-) -> Result<Vec<FleetTally>, sqlx::Error> {
-    let (all, branches) = scope.as_params();
-    // Counted on two keys, the branch id and the six flags as one number, then named: at
-    // 100,000 rules, grouping by names as well sorted on disk (187 ms a page), by the six
-    // flags apart 80 ms, as one number 48 ms (with a parallel worker; docs/benchmarks.md).
-    let rows: Vec<TallyRow> = sqlx::query_as(concat!(
-        "WITH t AS (SELECT br.branch_id, (",
-        enabled!(),
-        ")::int | (br.is_force_stopped::int << 1) | ((br.paused_at IS NOT NULL)::int << 2) \
-          | ((",
-        held!(),
-        ")::int << 3) | ((br.needs_attention_at IS NOT NULL)::int << 4) | ((",
-        overdue!(),
-        ")::int << 5) AS flags, count(*) AS rules \
-         FROM branch_rules br \
-         JOIN branches b ON b.id = br.branch_id \
-         JOIN rules r ON r.id = br.rule_id \
-         LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-             AND latest.status IN ('scheduled', 'running', 'paused') \
-         WHERE ($1 OR br.branch_id = ANY($2)) \
-         GROUP BY 1, 2) \
-         SELECT b.id AS branch_id, b.name AS branch_name, bd.id AS brand_id, \
-                bd.name AS brand_name, COALESCE(b.timezone, bd.timezone) AS timezone, \
-                t.flags, t.rules \
-         FROM t JOIN branches b ON b.id = t.branch_id JOIN brands bd ON bd.id = b.brand_id"
-    ))
-    .bind(all)
-    .bind(branches)
-    .fetch_all(pool)
-    .await?;
-    Ok(rows.into_iter().map(FleetTally::from).collect())
-}
-
 /// The latest acknowledgement of rule `$rule` (an alias with `id` and `needs_attention_at`)
 /// that has not run out and, for a flagged rule, came after the flag.
 macro_rules! live_ack {
@@ -532,48 +450,6 @@ pub(crate) async fn acknowledgements(
             (row.branch_rule_id, ack)
         })
         .collect())
-}
-
-/// A rule that needs attention or is overdue, with its live acknowledgement.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct FlaggedRow {
-    #[sqlx(flatten)]
-    pub(crate) described: DescribedRule,
-    pub(crate) ack_by: Option<String>,
-    pub(crate) ack_reason: Option<String>,
-    pub(crate) ack_at: Option<DateTime<Utc>>,
-    pub(crate) ack_until: Option<DateTime<Utc>>,
-}
-
-/// The rules in scope that need attention or are overdue, described in full, each with
-/// its latest acknowledgement that has not run out (and, for a flagged rule, came after
-/// the flag). Their `latest_*` columns are the execution that *holds* the rule (live or
-/// paused; at most one, by `executions_one_live_per_rule`), not its latest run: the
-/// condition depends only on the holder, and a hash join with the few live executions
-/// costs far less.
-pub(crate) async fn fleet_flagged(
-    pool: &sqlx::PgPool,
-    scope: Scope<'_>,
-) -> Result<Vec<FlaggedRow>, sqlx::Error> {
-    let (all, branches) = scope.as_params();
-    sqlx::query_as(concat!(
-        "SELECT f.*, ack.key_name AS ack_by, ack.reason AS ack_reason, ack.at AS ack_at, \
-                ack.until AS ack_until FROM (",
-        described_from!(
-            "LEFT JOIN executions latest ON latest.branch_rule_id = br.id \
-                 AND latest.status IN ('scheduled', 'running', 'paused')",
-            "NULL::timestamptz"
-        ),
-        " WHERE ($1 OR br.branch_id = ANY($2)) AND (br.needs_attention_at IS NOT NULL OR ",
-        overdue!(),
-        ")) f LEFT JOIN LATERAL (",
-        live_ack!("f"),
-        ") ack ON true"
-    ))
-    .bind(all)
-    .bind(branches)
-    .fetch_all(pool)
-    .await
 }
 
 /// Sets whether the rule is running (a claim or resume took it; a pause released it).

@@ -13,6 +13,7 @@ pub(crate) mod config_catalogue;
 pub(crate) mod config_history;
 pub(crate) mod executions;
 pub(crate) mod fleet;
+pub(crate) mod fleet_tally;
 pub(crate) mod history;
 pub(crate) mod operator;
 pub(crate) mod output;

@@ -20,7 +20,8 @@ use super::inspect::overdue_cause_from;
 use crate::access::Scope;
 use crate::auth::Reader;
 use crate::db;
-use crate::db::branch_rules::{DescribedRule, FlaggedRow, FleetTally};
+use crate::db::branch_rules::DescribedRule;
+use crate::db::fleet_tally::{FlaggedRow, FleetRules, FleetTally};
 use crate::db::runners::RunnerFilter;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
@@ -109,8 +110,8 @@ pub(crate) async fn overview(
     let thresholds = state.settings.runner_thresholds;
     // Three independent reads, each on its own connection at once: the page waits for the
     // slowest rather than for their sum (measured in docs/benchmarks.md).
-    let ((tallies, flagged_rows), runners, day) = tokio::try_join!(
-        tally_then_flagged(&state.pool, scope),
+    let (FleetRules { tallies, flagged }, runners, day) = tokio::try_join!(
+        db::fleet_tally::read(&state.pool, scope),
         all_runners(&state.pool, scope, thresholds),
         db::run_stats::of_fleet(&state.pool, scope),
     )?;
@@ -119,7 +120,7 @@ pub(crate) async fn overview(
         fleet.add_tally(tally);
     }
     let stale_after = thresholds.stale_after_seconds;
-    for flagged in flagged_rows {
+    for flagged in flagged {
         let row = &flagged.described;
         let mut rule = summary(row, stale_after);
         // The overview reads each rule's holder, not its last run: it does not know that.
@@ -173,28 +174,6 @@ pub(crate) async fn overview(
     fleet.totals.branches = u32::try_from(fleet.branches.len()).unwrap_or(u32::MAX);
     fleet.totals.day = day;
     Ok(fleet)
-}
-
-/// The rules counted in SQL (a few rows a branch, judged here), then in full only those
-/// that need someone, read at the branches the count found them at rather than everywhere.
-async fn tally_then_flagged(
-    pool: &sqlx::PgPool,
-    scope: Scope<'_>,
-) -> Result<(Vec<FleetTally>, Vec<FlaggedRow>), sqlx::Error> {
-    let tallies = db::branch_rules::fleet_tally(pool, scope).await?;
-    let mut at: Vec<Uuid> = tallies
-        .iter()
-        .filter(|t| t.needs_attention || t.overdue)
-        .map(|t| t.branch_id)
-        .collect();
-    at.sort_unstable();
-    at.dedup();
-    if at.is_empty() {
-        return Ok((tallies, Vec::new()));
-    }
-    // These branches are the scope's own: the tally read nothing outside it.
-    let flagged = db::branch_rules::fleet_flagged(pool, Scope::Branches(&at)).await?;
-    Ok((tallies, flagged))
 }
 
 /// Every runner serving a branch of `scope`, a page at a time.
