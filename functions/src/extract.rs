@@ -9,8 +9,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// The largest request body a function reads.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub use res_shared::wire::MAX_BODY_BYTES;
 
 /// A JSON request body of at most `LIMIT` bytes.
 #[derive(Debug, Clone)]

@@ -109,11 +109,16 @@ where
     B::Item: Clone + Send + Sync + 'static,
     <B::Item as Call>::Response: Send + 'static,
 {
-    async fn send(&self, mut waiting: Vec<Waiting<B>>) {
-        while !waiting.is_empty() {
-            let rest = waiting.split_off(waiting.len().min(MAX_BATCH_ITEMS));
-            self.send_one_batch(waiting).await;
-            waiting = rest;
+    async fn send(&self, waiting: Vec<Waiting<B>>) {
+        // An item that cannot be measured goes alone, and meets its single call's handling.
+        let sizes: Vec<usize> = waiting
+            .iter()
+            .map(|(item, _)| serde_json::to_vec(item).map_or(usize::MAX, |body| body.len()))
+            .collect();
+        let mut waiting = waiting.into_iter();
+        for len in batch_lengths(&sizes, MAX_BATCH_ITEMS, B::BODY_LIMIT) {
+            self.send_one_batch(waiting.by_ref().take(len).collect())
+                .await;
         }
     }
 
@@ -155,6 +160,32 @@ where
     }
 }
 
+/// Room left in a batch body for what surrounds its items (`{"reports":[…]}`).
+const ENVELOPE_BYTES: usize = 64;
+
+/// How many items, in order, each batch carries: at most `max_items`, and no more than fit
+/// in `max_bytes` as JSON — a batch over the functions' body limit would be refused whole.
+/// An item too large to share a batch goes alone.
+fn batch_lengths(sizes: &[usize], max_items: usize, max_bytes: usize) -> Vec<usize> {
+    let budget = max_bytes.saturating_sub(ENVELOPE_BYTES);
+    let mut lengths = Vec::new();
+    let (mut items, mut bytes) = (0_usize, 0_usize);
+    for &size in sizes {
+        // Each item after the first adds a comma.
+        let with = bytes.saturating_add(size).saturating_add(1);
+        if items > 0 && (items == max_items || with > budget) {
+            lengths.push(items);
+            (items, bytes) = (0, 0);
+        }
+        items += 1;
+        bytes = bytes.saturating_add(size).saturating_add(1);
+    }
+    if items > 0 {
+        lengths.push(items);
+    }
+    lengths
+}
+
 /// The runner's hot calls, each gathered into batches.
 #[derive(Debug)]
 pub(crate) struct Batched {
@@ -187,5 +218,33 @@ fn claim_batch(claims: Vec<ClaimRequest>) -> ClaimBatchRequest {
             .unwrap_or_default(),
         lease_seconds: first.as_ref().and_then(|c| c.lease_seconds),
         boot_id: first.and_then(|c| c.boot_id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use res_shared::wire::MAX_REPORT_BODY_BYTES;
+
+    #[test]
+    fn batches_are_cut_by_count() {
+        assert_eq!(batch_lengths(&[10; 250], 100, 1 << 20), vec![100, 100, 50]);
+        assert_eq!(batch_lengths(&[], 100, 1 << 20), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn batches_are_cut_before_the_body_limit() {
+        // Reports of a run's full output: three fit under 5 MiB, a fourth would not.
+        let report = 1_500_000;
+        let lengths = batch_lengths(&[report; 7], 100, MAX_REPORT_BODY_BYTES);
+        assert_eq!(lengths, vec![3, 3, 1]);
+        assert!(3 * (report + 1) + ENVELOPE_BYTES <= MAX_REPORT_BODY_BYTES);
+    }
+
+    #[test]
+    fn an_item_too_large_for_any_batch_goes_alone_and_the_rest_carry_on() {
+        let lengths = batch_lengths(&[10, 10, 6_000_000, 10, usize::MAX, 10], 100, 1 << 20);
+        assert_eq!(lengths, vec![2, 1, 1, 1, 1]);
+        assert_eq!(lengths.iter().sum::<usize>(), 6, "every item is sent");
     }
 }

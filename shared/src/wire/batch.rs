@@ -11,6 +11,14 @@ use super::{Call, ClaimRequest, HeartbeatRequest, SetNextRunTimeRequest};
 /// The most items one batch may carry.
 pub const MAX_BATCH_ITEMS: usize = 100;
 
+/// The largest request body the functions read (a report's is larger).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The largest report or batch of reports the functions read: a run's output (at most
+/// 512 KiB of text, up to six times that as JSON escapes) beside the result; below
+/// Lambda's 6 MB request limit.
+pub const MAX_REPORT_BODY_BYTES: usize = 5 * 1024 * 1024;
+
 /// `branch_rules_claim_batch` request: claim each rule as `branch_rules_claim` would, in one
 /// transaction that skips rules another request holds at this moment (answered `busy`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +77,10 @@ pub trait Batch: Call<Response = BatchResponse> {
     /// The single call each item stands for.
     type Item: Call;
 
+    /// The largest body the functions read for this batch: a sender splits its items to
+    /// stay under it.
+    const BODY_LIMIT: usize = MAX_BODY_BYTES;
+
     /// How many items the request carries (the answer has as many).
     fn len(&self) -> usize;
 
@@ -94,6 +106,7 @@ impl Batch for HeartbeatBatchRequest {
 
 impl Batch for SetNextRunTimeBatchRequest {
     type Item = SetNextRunTimeRequest;
+    const BODY_LIMIT: usize = MAX_REPORT_BODY_BYTES;
     fn len(&self) -> usize {
         self.reports.len()
     }

@@ -39,7 +39,7 @@ pub use attention::{
 };
 pub use batch::{
     Batch, BatchItem, BatchResponse, ClaimBatchRequest, HeartbeatBatchRequest, MAX_BATCH_ITEMS,
-    SetNextRunTimeBatchRequest,
+    MAX_BODY_BYTES, MAX_REPORT_BODY_BYTES, SetNextRunTimeBatchRequest,
 };
 pub use call::{Call, FUNCTION_NAMES, FUNCTIONS_PREFIX};
 pub use channels::{

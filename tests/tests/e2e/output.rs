@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use res_tests::browser::Browser;
-use res_tests::processes::eventually;
+use res_tests::processes::{eventually, free_port};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::console::{console_url, sign_in};
 use super::due;
 use super::offline::{offline_runs, owner_seen_by};
-use crate::system::System;
+use crate::system::{System, answered};
 
 const LONG_WAIT: Duration = Duration::from_secs(90);
 /// 65,536 lines of 16 bytes on stderr (1 MiB), a line of chatter and the result on stdout.
@@ -143,4 +143,77 @@ async fn a_detector_printing_a_mebibyte_shows_its_last_64_kib_online_and_after_a
         .find_map(|(id, offline)| offline.then_some(id))
         .expect("an offline run");
     assert_tail(&system, offline_run).await;
+}
+
+/// 64 KiB of a control character on stdout and on stderr, then the result: a report whose
+/// output, escaped as JSON (`\u0001`), is about 790 KB.
+const ESCAPED: &str = "cat >/dev/null; head -c 65536 /dev/zero | tr '\\000' '\\001'; \
+     head -c 65536 /dev/zero | tr '\\000' '\\001' >&2; echo; \
+     echo '{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 0}'";
+
+/// Eight rules' offline reports wait in the outbox, about 6.3 MB as JSON together: more
+/// than the functions read in one batch of reports. The runner sends them in batches cut
+/// under that limit, so none is refused whole, and every run is recorded with its output.
+#[tokio::test(flavor = "multi_thread")]
+async fn reports_waiting_with_large_output_go_in_batches_under_the_body_limit() {
+    let metrics_port = free_port();
+    let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let mut system =
+        System::start_with(&["--metrics-bind", &format!("127.0.0.1:{metrics_port}")]).await;
+    let mut rules = Vec::new();
+    for _ in 0..8 {
+        rules.push(system.rule(due("*/4 * * * * *"), ESCAPED).await);
+    }
+    let runner = system.runner("site-a", &[("WORKERS", "8")]);
+    eventually(
+        "site-a is the branch's offline owner",
+        LONG_WAIT,
+        || async { owner_seen_by(&runner, system.branch).await == Some(("site-a".into(), false)) },
+    )
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    eventually("every rule ran offline", LONG_WAIT, || async {
+        offline_runs(&runner) >= 8
+    })
+    .await;
+    system.functions.restart().await;
+    let mut recorded = Vec::new();
+    for rule in &rules {
+        eventually(
+            "the rule's offline runs are recorded",
+            LONG_WAIT,
+            || async {
+                completed(&system, *rule)
+                    .await
+                    .iter()
+                    .any(|(_, offline)| *offline)
+            },
+        )
+        .await;
+        recorded.extend(
+            completed(&system, *rule)
+                .await
+                .into_iter()
+                .filter_map(|(id, offline)| offline.then_some(id)),
+        );
+    }
+    let batch = "function=\"branch_rules_set_NextRunTime_batch\"";
+    let refused = answered(&metrics_url, &format!("{batch},status=\"413\"")).await;
+    assert_eq!(refused, 0, "no batch of reports went over the body limit");
+    let batches = answered(&metrics_url, &format!("{batch},status=\"200\"")).await;
+    assert!(
+        batches >= 2,
+        "eight reports of ~790 KB take at least two batches: {batches}"
+    );
+    // Each run's output arrived whole: stdout's last 64 KiB, the result line included.
+    let (code, json, err) = logs(&system, recorded[0], &["--node", "detect", "--json"]).await;
+    assert_eq!(code, Some(0), "{err}");
+    let json: Value = serde_json::from_str(&json).unwrap_or(Value::Null);
+    assert_eq!(
+        json[0]["text"].as_str().map(str::len),
+        Some(65_536),
+        "{}",
+        json[0]["stream"]
+    );
+    assert_eq!(json[1]["text"].as_str().map(str::len), Some(65_536));
 }

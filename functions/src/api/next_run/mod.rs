@@ -5,8 +5,8 @@ use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{AfterRun, Rescheduled, after_run, reschedule_run};
 use res_shared::wire::{
-    BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, SetNextRunTimeBatchRequest,
-    SetNextRunTimeRequest, SetNextRunTimeResponse,
+    Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
+    SetNextRunTimeBatchRequest, SetNextRunTimeRequest, SetNextRunTimeResponse,
 };
 use tracing::Instrument;
 use uuid::Uuid;
@@ -29,10 +29,6 @@ use crate::extract::ApiJson;
 use crate::logging::Untrusted;
 use crate::metrics::Metrics;
 use crate::state::AppState;
-
-/// The largest report read: its programs' output (at most 512 KiB of text, up to six times
-/// that as JSON escapes) beside the result; below Lambda's 6 MB request limit.
-const MAX_REPORT_BODY_BYTES: usize = 5 * 1024 * 1024;
 
 /// Finish an execution (or, with a service token, just the rule) and set the next run.
 #[utoipa::path(
@@ -83,7 +79,10 @@ pub(crate) async fn set_next_run_time(
 pub(crate) async fn set_next_run_time_batch(
     State(state): State<AppState>,
     SiteCaller(caller): SiteCaller,
-    ApiJson(request): ApiJson<SetNextRunTimeBatchRequest, MAX_REPORT_BODY_BYTES>,
+    ApiJson(request): ApiJson<
+        SetNextRunTimeBatchRequest,
+        { SetNextRunTimeBatchRequest::BODY_LIMIT },
+    >,
 ) -> Result<Json<BatchResponse>, ApiError> {
     batch::require_items("reports", request.reports.len())?;
     let mut answers = Vec::with_capacity(request.reports.len());
