@@ -6,13 +6,12 @@
 
 use std::time::Duration;
 
-use chrono::{TimeDelta, Utc};
 use res_tests::browser::Browser;
 use res_tests::functions::{RuleSpec, Seed};
 use res_tests::processes::eventually;
 use uuid::Uuid;
 
-use super::system::{System, detector, functions_cli};
+use super::system::{System, functions_cli};
 
 const WAIT: Duration = Duration::from_secs(40);
 const SCRIPT_NAME: &str = "<script>alert(1)</script>";
@@ -21,18 +20,9 @@ pub(super) fn console_url(system: &System) -> String {
     system.functions.url().replace("/functions/v1", "/console")
 }
 
-/// A rule due tomorrow (only run-now runs it today) whose detector takes `seconds`.
+/// A rule due tomorrow (only run-now runs it today), named, whose detector takes `seconds`.
 async fn tomorrows_rule(system: &System, name: &str, seconds: f64) -> Uuid {
-    let rule = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
-                ..RuleSpec::default()
-            },
-            &detector(seconds, 0),
-        )
-        .await;
+    let rule = system.tomorrows_rule(seconds).await;
     Seed::new(&system.pool).name_rule(rule, name).await;
     rule
 }

@@ -180,6 +180,16 @@ impl System {
             .await
     }
 
+    /// A rule due tomorrow (only a run-now runs it today) whose detector takes `seconds`.
+    pub async fn tomorrows_rule(&self, seconds: f64) -> Uuid {
+        let spec = RuleSpec {
+            cron: Some("0 3 * * *"),
+            next_run_time: Some(Utc::now() + chrono::TimeDelta::days(1)),
+            ..RuleSpec::default()
+        };
+        self.rule(spec, &detector(seconds, 0)).await
+    }
+
     /// Waits (up to 40 s) until a run of `rule` completed; `what` names it if none does.
     pub async fn completes(&self, rule: Uuid, what: &str) {
         eventually(what, Duration::from_secs(40), || async {

@@ -4,12 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{TimeDelta, Utc};
-use res_tests::functions::RuleSpec;
 use res_tests::processes::{eventually, free_port};
 
 use crate::WAIT;
-use crate::system::{System, answered, detector, metrics_text};
+use crate::system::{System, answered, metrics_text};
 
 const PLAN: &str = "function=\"get-execution-plan-v2\"";
 
@@ -37,16 +35,7 @@ async fn a_runner_waiting_minutes_asks_once_stays_alive_and_serve_stops_without_
     ])
     .await;
     // Due tomorrow: only a Run now makes it run today.
-    let rule = system
-        .rule(
-            RuleSpec {
-                cron: Some("0 3 * * *"),
-                next_run_time: Some(Utc::now() + TimeDelta::days(1)),
-                ..RuleSpec::default()
-            },
-            &detector(0.0, 0),
-        )
-        .await;
+    let rule = system.tomorrows_rule(0.0).await;
     let mut runner = system.runner("site-1", &[("PLAN_WAIT_SECONDS", "240")]);
     eventually("the runner waits on its plan", WAIT, || async {
         waiting(&metrics).await == 1
