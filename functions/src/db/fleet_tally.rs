@@ -158,8 +158,11 @@ pub(crate) async fn read(pool: &sqlx::PgPool, scope: Scope<'_>) -> Result<FleetR
         .copied()
         .collect();
     let by_id = judge_by_id(odd.len(), counts.iter().map(|c| c.rules).sum());
-    let flags: Vec<FlagCount> = if by_id {
-        sqlx::query_as(judged!(
+    // `$3`, the ids set aside, narrows both reads below when judging by id; judging every
+    // rule, the queries leave it unused and it is sent empty.
+    let ids: &[Uuid] = if by_id { &odd } else { &[] };
+    let judging = if by_id {
+        judged!(
             "AND br.id = ANY($3 || ARRAY( \
                 SELECT e.branch_rule_id FROM executions e \
                  WHERE e.status IN ('scheduled', 'running', 'paused') \
@@ -167,36 +170,32 @@ pub(crate) async fn read(pool: &sqlx::PgPool, scope: Scope<'_>) -> Result<FleetR
                  WHERE NOT xb.is_active \
                 UNION ALL SELECT x.id FROM rules xr JOIN branch_rules x ON x.rule_id = xr.id \
                  WHERE xr.status <> 'active'))"
-        ))
+        )
+    } else {
+        judged!("")
+    };
+    let flags: Vec<FlagCount> = sqlx::query_as(judging)
         .bind(all)
         .bind(&branches)
-        .bind(&odd)
+        .bind(ids)
         .fetch_all(&mut *tx)
-        .await?
-    } else {
-        sqlx::query_as(judged!(""))
-            .bind(all)
-            .bind(&branches)
-            .fetch_all(&mut *tx)
-            .await?
-    };
+        .await?;
     let tallies = lines(counts, flags);
-    let flagged = if !tallies.iter().any(|t| t.needs_attention || t.overdue) {
-        Vec::new()
-    } else if by_id {
-        // Both marks set a rule aside in the scan: only those can be flagged.
-        sqlx::query_as(flagged!("AND br.id = ANY($3)"))
+    let flagged = if tallies.iter().any(|t| t.needs_attention || t.overdue) {
+        // Both marks set a rule aside in the scan: by id, only those can be flagged.
+        let reading = if by_id {
+            flagged!("AND br.id = ANY($3)")
+        } else {
+            flagged!("")
+        };
+        sqlx::query_as(reading)
             .bind(all)
             .bind(&branches)
-            .bind(&odd)
+            .bind(ids)
             .fetch_all(&mut *tx)
             .await?
     } else {
-        sqlx::query_as(flagged!(""))
-            .bind(all)
-            .bind(&branches)
-            .fetch_all(&mut *tx)
-            .await?
+        Vec::new()
     };
     tx.commit().await?;
     Ok(FleetRules { tallies, flagged })
