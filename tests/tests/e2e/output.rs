@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use res_tests::browser::Browser;
-use res_tests::processes::{eventually, free_port};
+use res_tests::processes::{Runner, eventually, free_port};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -42,6 +42,23 @@ async fn logs(system: &System, id: Uuid, args: &[&str]) -> (Option<i32>, String,
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Once `runner` (site-a) is its branch's offline owner, the functions stop until it has
+/// finished `runs` runs offline, then start again.
+async fn through_an_outage(system: &mut System, runner: &Runner, runs: usize) {
+    eventually(
+        "site-a is the branch's offline owner",
+        LONG_WAIT,
+        || async { owner_seen_by(runner, system.branch).await == Some(("site-a".into(), false)) },
+    )
+    .await;
+    assert!(system.functions.stop(), "the functions stop cleanly");
+    eventually("the runner ran offline", LONG_WAIT, || async {
+        offline_runs(runner) >= runs
+    })
+    .await;
+    system.functions.restart().await;
 }
 
 /// The stderr tail of execution `id` reads as the detector's last 64 KiB, cut marked.
@@ -118,18 +135,7 @@ async fn a_detector_printing_a_mebibyte_shows_its_last_64_kib_online_and_after_a
 
     // The functions go away; the runner, its branch's offline owner, runs on its own and
     // keeps the report with its output in the outbox until they are back.
-    eventually(
-        "site-a is the branch's offline owner",
-        LONG_WAIT,
-        || async { owner_seen_by(&runner, system.branch).await == Some(("site-a".into(), false)) },
-    )
-    .await;
-    assert!(system.functions.stop(), "the functions stop cleanly");
-    eventually("the runner ran the rule offline", LONG_WAIT, || async {
-        offline_runs(&runner) >= 1
-    })
-    .await;
-    system.functions.restart().await;
+    through_an_outage(&mut system, &runner, 1).await;
     eventually("the offline run is recorded", LONG_WAIT, || async {
         completed(&system, rule)
             .await
@@ -165,18 +171,7 @@ async fn reports_waiting_with_large_output_go_in_batches_under_the_body_limit() 
         rules.push(system.rule(due("*/4 * * * * *"), ESCAPED).await);
     }
     let runner = system.runner("site-a", &[("WORKERS", "8")]);
-    eventually(
-        "site-a is the branch's offline owner",
-        LONG_WAIT,
-        || async { owner_seen_by(&runner, system.branch).await == Some(("site-a".into(), false)) },
-    )
-    .await;
-    assert!(system.functions.stop(), "the functions stop cleanly");
-    eventually("every rule ran offline", LONG_WAIT, || async {
-        offline_runs(&runner) >= 8
-    })
-    .await;
-    system.functions.restart().await;
+    through_an_outage(&mut system, &runner, 8).await;
     let mut recorded = Vec::new();
     for rule in &rules {
         eventually(
