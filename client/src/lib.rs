@@ -66,6 +66,13 @@ impl CloudError {
             if message.contains(&format!("unknown field `{field}`")))
     }
 
+    /// Whether functions older than the caller refused a value of `field` they do not know
+    /// yet (422 `invalid_field`, the message naming the field first).
+    pub fn refuses_value(&self, field: &str) -> bool {
+        matches!(self, CloudError::Rejected { status: 422, code, message, .. }
+            if code == "invalid_field" && message.starts_with(&format!("{field} ")))
+    }
+
     /// Whether the functions have no such function (they are older than the caller).
     pub fn is_unknown_function(&self) -> bool {
         matches!(self, CloudError::Rejected { status: 404, message, .. }

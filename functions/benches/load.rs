@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db;
-use res_shared::wire::{PLAN_FORMAT_SHARED, PlanResponse};
+use res_shared::wire::{PLAN_FORMAT_COLUMNS, PLAN_FORMAT_SHARED, PlanResponse};
 use res_tests::postgres::server;
 use serde_json::{Value, json};
 use sqlx::PgPool;
@@ -80,6 +80,11 @@ async fn run() {
         full_plans(&client, &plan_url, &token, &shared_format, false).await;
     let (mut shared_gzipped, shared_gzipped_bytes, _) =
         full_plans(&client, &plan_url, &token, &shared_format, true).await;
+    let columns_format = json!({"runner_id": "bench", "format": PLAN_FORMAT_COLUMNS});
+    let (mut columns, columns_bytes, _) =
+        full_plans(&client, &plan_url, &token, &columns_format, false).await;
+    let (mut columns_gzipped, columns_gzipped_bytes, _) =
+        full_plans(&client, &plan_url, &token, &columns_format, true).await;
     // Unchanged delta.
     let delta_body = json!({"runner_id": "bench", "since": cursor});
     let mut deltas = Vec::new();
@@ -97,19 +102,42 @@ async fn run() {
         assert_eq!(plan["full"], false);
         assert_eq!(plan["workflows"].as_array().map(Vec::len), Some(0));
     }
-    report("full plan (10,000 rules), identity", &mut plain);
-    report("full plan (10,000 rules), gzip", &mut gzipped);
-    report("full plan (10,000 rules), format 2, identity", &mut shared);
+    report("full plan (10,000 rules), identity", &mut plain.latencies);
+    report("full plan (10,000 rules), gzip", &mut gzipped.latencies);
+    report(
+        "full plan (10,000 rules), format 2, identity",
+        &mut shared.latencies,
+    );
     report(
         "full plan (10,000 rules), format 2, gzip",
-        &mut shared_gzipped,
+        &mut shared_gzipped.latencies,
     );
+    report(
+        "full plan (10,000 rules), format 3, identity",
+        &mut columns.latencies,
+    );
+    report(
+        "full plan (10,000 rules), format 3, gzip",
+        &mut columns_gzipped.latencies,
+    );
+    for (format, decodes) in [
+        (1, &mut plain.decodes),
+        (2, &mut shared.decodes),
+        (3, &mut columns.decodes),
+    ] {
+        report(&format!("reading the full plan, format {format}"), decodes);
+    }
     report("unchanged delta", &mut deltas);
     println!("full plan payload: {plain_bytes} bytes, {gzipped_bytes} bytes gzipped");
     println!(
         "full plan payload, format 2: {shared_bytes} bytes ({:.2} of format 1), {shared_gzipped_bytes} bytes gzipped ({:.2})",
         shared_bytes as f64 / plain_bytes as f64,
         shared_gzipped_bytes as f64 / gzipped_bytes as f64
+    );
+    println!(
+        "full plan payload, format 3: {columns_bytes} bytes ({:.2} of format 1), {columns_gzipped_bytes} bytes gzipped ({:.2})",
+        columns_bytes as f64 / plain_bytes as f64,
+        columns_gzipped_bytes as f64 / gzipped_bytes as f64
     );
 
     let (cycles, mut latencies) = cycle_load(&client, &base, &token, &pool).await;
@@ -148,14 +176,24 @@ async fn run() {
 
 /// `FULL_PLAN_REQUESTS` full plans asked with `body` (gzip or identity): their latencies,
 /// the body's size as sent and a cursor.
+/// A series of full plan requests: how long each took to answer and, read as a runner reads
+/// it (identity only), to decode.
+struct PlanTimes {
+    latencies: Vec<std::time::Duration>,
+    decodes: Vec<std::time::Duration>,
+}
+
 async fn full_plans(
     client: &reqwest::Client,
     url: &str,
     token: &str,
     body: &Value,
     gzip: bool,
-) -> (Vec<std::time::Duration>, usize, String) {
-    let mut latencies = Vec::new();
+) -> (PlanTimes, usize, String) {
+    let mut times = PlanTimes {
+        latencies: Vec::new(),
+        decodes: Vec::new(),
+    };
     let (mut size, mut cursor) = (0, String::new());
     for _ in 0..FULL_PLAN_REQUESTS {
         let started = Instant::now();
@@ -165,17 +203,24 @@ async fn full_plans(
         }
         let response = request.send().await.expect("plan");
         let bytes = response.bytes().await.expect("body");
-        latencies.push(started.elapsed());
+        times.latencies.push(started.elapsed());
         size = bytes.len();
         if !gzip {
+            // The format asked for, not a fallback.
+            if let Some(format) = body["format"].as_u64() {
+                let head = format!("{{\"format\":{format},");
+                assert!(bytes.starts_with(head.as_bytes()), "not format {format}");
+            }
             // Read as a runner reads it: the entries are all there.
+            let decoding = Instant::now();
             let plan: PlanResponse = serde_json::from_slice(&bytes).expect("a plan");
+            times.decodes.push(decoding.elapsed());
             assert_eq!(plan.workflows.len(), (BRANCHES * RULES_PER_BRANCH) as usize);
             assert!(plan.workflows.iter().all(|w| w.workflow_config.is_some()));
             cursor = plan.cursor;
         }
     }
-    (latencies, size, cursor)
+    (times, size, cursor)
 }
 
 /// The same three steps as SQL in one pgbench script (`cycle.sql`), as the runner key

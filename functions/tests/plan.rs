@@ -557,7 +557,7 @@ async fn typed_plan(w: &World, since: Option<&str>, format: Option<u32>) -> (Val
 }
 
 #[tokio::test]
-async fn the_shared_format_says_what_the_first_says_in_full_and_in_a_delta() {
+async fn every_format_says_what_the_first_says_in_full_and_in_a_delta() {
     let w = world().await;
     let seed = Seed::new(&w.app.pool);
     // Every value the window allows, 24:00 included, through both formats.
@@ -573,8 +573,20 @@ async fn the_shared_format_says_what_the_first_says_in_full_and_in_a_delta() {
     let first = w.plan(None).await;
     let (plain, plain_bytes) = typed_plan(&w, None, None).await;
     let (shared, shared_bytes) = typed_plan(&w, None, Some(2)).await;
-    assert_eq!(plain, shared, "a full plan reads the same in both formats");
+    let (columns, columns_bytes) = typed_plan(&w, None, Some(3)).await;
+    assert_eq!(
+        plain, shared,
+        "a full plan reads the same in formats 1 and 2"
+    );
+    assert_eq!(
+        plain, columns,
+        "a full plan reads the same in formats 1 and 3"
+    );
     assert!(shared_bytes < plain_bytes, "{shared_bytes} < {plain_bytes}");
+    assert!(
+        columns_bytes < shared_bytes,
+        "{columns_bytes} < {shared_bytes}"
+    );
     let ids: Vec<&str> = shared["workflows"]
         .as_array()
         .expect("workflows")
@@ -598,10 +610,15 @@ async fn the_shared_format_says_what_the_first_says_in_full_and_in_a_delta() {
     let since = cursor(&first);
     let (plain_delta, _) = typed_plan(&w, Some(&since), None).await;
     let (shared_delta, _) = typed_plan(&w, Some(&since), Some(2)).await;
+    let (columns_delta, _) = typed_plan(&w, Some(&since), Some(3)).await;
     assert_eq!(plain_delta["full"], false);
     assert_eq!(
         plain_delta, shared_delta,
-        "a delta reads the same in both formats"
+        "a delta reads the same in formats 1 and 2"
+    );
+    assert_eq!(
+        plain_delta, columns_delta,
+        "a delta reads the same in formats 1 and 3"
     );
     let window = |plan: &Value| {
         plan["workflows"]
@@ -624,8 +641,9 @@ async fn the_shared_format_says_what_the_first_says_in_full_and_in_a_delta() {
         "the 24:00 rule is in the delta with its window: {shared_delta}"
     );
     assert_eq!(all_day_window, window(&plain_delta));
+    assert_eq!(all_day_window, window(&columns_delta));
 
-    for format in [0, 3] {
+    for format in [0, 4] {
         let refused = w
             .app
             .call(

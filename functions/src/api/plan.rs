@@ -10,7 +10,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::wire::{
-    ErrorBody, PLAN_FORMAT_SHARED, PlanEntry, PlanLookups, PlanRequest, PlanResponse, SharedPlan,
+    ColumnarPlan, ErrorBody, PLAN_FORMAT_COLUMNS, PLAN_FORMAT_SHARED, PlanEntry, PlanLookups,
+    PlanRequest, PlanResponse, SharedPlan,
 };
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -55,11 +56,11 @@ pub(crate) async fn get_execution_plan(
     }
     if let Some(format) = request
         .format
-        .filter(|f| !(1..=PLAN_FORMAT_SHARED).contains(f))
+        .filter(|f| !(1..=PLAN_FORMAT_COLUMNS).contains(f))
     {
         return Err(ApiError::unprocessable(
             "invalid_field",
-            format!("format must be 1 or {PLAN_FORMAT_SHARED}, got {format}"),
+            format!("format must be 1, 2 or {PLAN_FORMAT_COLUMNS}, got {format}"),
         ));
     }
     let requested_wait = request.wait_seconds.unwrap_or(0);
@@ -299,13 +300,24 @@ async fn read_plan(
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and
 /// growing a small buffer doubles and copies it a dozen times.
 fn large_json(plan: &PlanResponse, format: Option<u32>) -> Result<Response, ApiError> {
-    let shared = format == Some(PLAN_FORMAT_SHARED);
-    let per_workflow = if shared { 700 } else { 1_600 };
+    // A plan whose entries refer to definitions it does not carry cannot be written as
+    // columns; format 2 says the same, and every reader of format 3 reads it.
+    let columns = match format {
+        Some(PLAN_FORMAT_COLUMNS) => ColumnarPlan::new(plan),
+        _ => None,
+    };
+    let per_workflow = match (&columns, format) {
+        (Some(_), _) => 400,
+        (None, Some(PLAN_FORMAT_SHARED | PLAN_FORMAT_COLUMNS)) => 700,
+        _ => 1_600,
+    };
     let mut body = Vec::with_capacity(4_096 + plan.workflows.len() * per_workflow);
-    let written = if shared {
-        serde_json::to_writer(&mut body, &SharedPlan(plan))
-    } else {
-        serde_json::to_writer(&mut body, plan)
+    let written = match (columns, format) {
+        (Some(columns), _) => serde_json::to_writer(&mut body, &columns),
+        (None, Some(PLAN_FORMAT_SHARED | PLAN_FORMAT_COLUMNS)) => {
+            serde_json::to_writer(&mut body, &SharedPlan(plan))
+        }
+        _ => serde_json::to_writer(&mut body, plan),
     };
     written.map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())

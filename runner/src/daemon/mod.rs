@@ -22,7 +22,7 @@ pub(crate) mod status;
 pub(crate) mod telemetry;
 pub(crate) mod worker;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -55,8 +55,8 @@ pub struct Daemon {
     pub(crate) client: FunctionsClient,
     /// Claims, heartbeats and reports made together, sent together.
     pub(crate) batched: coalesce::Batched,
-    /// Plans are asked for in the shared format (cleared when the functions refuse it).
-    pub(crate) shared_plan_format: AtomicBool,
+    /// The plan format asked for: the newest, lowered while the functions refuse it.
+    pub(crate) plan_format: AtomicU32,
     pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
     pub(crate) queue: Mutex<JobQueue>,
@@ -210,7 +210,7 @@ impl Daemon {
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
             started_at: Utc::now(),
             batched: coalesce::Batched::new(&client),
-            shared_plan_format: AtomicBool::new(true),
+            plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_COLUMNS),
             client,
             plan,
             outbox,

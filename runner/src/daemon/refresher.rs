@@ -10,9 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use res_shared::wire::{
-    Outage, PLAN_FORMAT_SHARED, PlanRequest, PlanResponse, RegisterRequest, RunnerHealth,
-};
+use res_shared::wire::{Outage, PlanRequest, PlanResponse, RegisterRequest, RunnerHealth};
 
 use super::Daemon;
 use super::config::OfflineExecution;
@@ -114,6 +112,25 @@ async fn wait_for_offline_runs(daemon: &Daemon) {
     }
 }
 
+/// The request's `format` for plan format `format`: absent for the first, which functions
+/// older than the field read.
+fn format_field(format: u32) -> Option<u32> {
+    (format > 1).then_some(format)
+}
+
+/// The format to ask in after `error` answered a plan request in format `asked`: functions
+/// older than the field refuse it (the first format then), functions older than the
+/// format refuse its value (the one before it).
+fn older_format(asked: u32, error: &crate::cloud::CloudError) -> Option<u32> {
+    if asked > 1 && error.refuses_field("format") {
+        Some(1)
+    } else if asked > 1 && error.refuses_value("format") {
+        Some(asked - 1)
+    } else {
+        None
+    }
+}
+
 /// Delivers the outbox; an error while items are left: a plan fetched over undelivered
 /// reports would bring back schedules they already moved on, and a rule could run twice.
 async fn deliver_outbox(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
@@ -155,19 +172,23 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
         since,
         health: Some(health(daemon)),
         wait_seconds: (!wait.is_zero()).then(|| u32::try_from(wait.as_secs()).unwrap_or(300)),
-        format: daemon
-            .shared_plan_format
-            .load(Ordering::Relaxed)
-            .then_some(PLAN_FORMAT_SHARED),
+        format: format_field(daemon.plan_format.load(Ordering::Relaxed)),
     };
     let Some(mut response) = ask(daemon, &request, wait).await else {
         return Ok(Next::Poll);
     };
-    // Functions older than the shared format refuse the field: ask as before, from now on.
-    if request.format.is_some() && response.as_ref().is_err_and(|e| e.refuses_field("format")) {
-        tracing::warn!("the functions are older than this runner: plans come in the first format");
-        daemon.shared_plan_format.store(false, Ordering::Relaxed);
-        request.format = None;
+    // Functions older than this runner refuse its format: ask in theirs, from now on.
+    while let Some(older) = response
+        .as_ref()
+        .err()
+        .and_then(|e| older_format(request.format.unwrap_or(1), e))
+    {
+        tracing::warn!(
+            format = older,
+            "the functions are older than this runner: plans come in an older format"
+        );
+        daemon.plan_format.store(older, Ordering::Relaxed);
+        request.format = format_field(older);
         let Some(again) = ask(daemon, &request, wait).await else {
             return Ok(Next::Poll);
         };
@@ -276,5 +297,57 @@ fn check_skew(daemon: &Daemon, server: DateTime<Utc>, local: DateTime<Utc>) {
             skew_seconds = format!("{skew:.1}"),
             "this host's clock differs from the server's; schedules may start early or late"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cloud::CloudError;
+
+    fn rejected(status: u16, code: &str, message: &str) -> CloudError {
+        CloudError::Rejected {
+            function: "get-execution-plan-v2",
+            status,
+            code: code.into(),
+            message: message.into(),
+            body: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn older_functions_step_the_plan_format_down_to_one_they_read() {
+        // Functions of formats 1 and 2 refuse 3 by value; functions before formats refuse the field.
+        let by_value = rejected(422, "invalid_field", "format must be 1 or 2, got 3");
+        let by_field = rejected(
+            400,
+            "invalid_json",
+            "unknown field `format`, expected one of …",
+        );
+        assert_eq!(older_format(3, &by_value), Some(2));
+        assert_eq!(older_format(2, &by_value), Some(1));
+        assert_eq!(older_format(3, &by_field), Some(1));
+        assert_eq!(older_format(2, &by_field), Some(1));
+        assert_eq!(
+            older_format(1, &by_field),
+            None,
+            "the first format is the floor"
+        );
+        for other in [
+            rejected(
+                422,
+                "invalid_field",
+                "wait_seconds must be between 0 and 300",
+            ),
+            rejected(503, "unavailable", "format"),
+            CloudError::Unreachable {
+                function: "get-execution-plan-v2",
+                message: "format".into(),
+            },
+        ] {
+            assert_eq!(older_format(3, &other), None, "{other}");
+        }
+        assert_eq!(format_field(1), None);
+        assert_eq!(format_field(3), Some(3));
     }
 }

@@ -26,6 +26,7 @@ mod next_run;
 mod operator;
 mod output;
 mod plan;
+mod plan_columns;
 pub mod run_report;
 mod runner;
 mod seconds;
@@ -88,6 +89,7 @@ pub use plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PLAN_FORMAT_SHARED,
     PlanEntry, PlanLookups, PlanRequest, PlanResponse, Rule, SharedPlan,
 };
+pub use plan_columns::{ColumnarPlan, PLAN_FORMAT_COLUMNS};
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use violation::{ViolationRequest, ViolationResponse};
 

@@ -28,9 +28,10 @@ pub struct PlanRequest {
     /// server was willing to wait (`wait_seconds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u32>,
+    /// `3`: entries as columns in `tables`, definitions once and referred to by position.
     /// `2`: each rule's workflow once in `workflow_configs` and fields at their defaults
     /// left out. Absent or `1`: every entry carries everything, as
-    /// runners older than the format read it.
+    /// runners older than the formats read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<u32>,
 }
@@ -42,7 +43,7 @@ pub const PLAN_FORMAT_SHARED: u32 = 2;
 // Deserialized through `PlanResponseFields`: serde's `flatten` buffers values, which raw
 // JSON values (templates' configs, brand rule settings) cannot be read back from.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(from = "PlanResponseFields")]
+#[serde(try_from = "PlanResponseFields")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlanResponse {
     /// Database time of this answer.
@@ -91,7 +92,9 @@ struct PlanResponseFields {
     generated_at: DateTime<Utc>,
     cursor: String,
     full: bool,
-    workflows: Vec<PlanEntry>,
+    /// Formats 1 and 2; format 3 sends `tables` instead.
+    #[serde(default)]
+    workflows: Option<Vec<PlanEntry>>,
     removed: Vec<Uuid>,
     #[serde(default)]
     wait_seconds: u32,
@@ -109,20 +112,42 @@ struct PlanResponseFields {
     action_details: BTreeMap<Uuid, ActionDetail>,
     #[serde(default)]
     action_templates: BTreeMap<Uuid, ActionTemplate>,
-    /// Format 2: each rule's workflow, once.
+    /// Formats 2 and 3: each rule's workflow, once.
     #[serde(default)]
     workflow_configs: BTreeMap<Uuid, Arc<RawValue>>,
+    /// Format 3: the entries and every lookup as columns and lists.
+    #[serde(default)]
+    tables: Option<super::plan_columns::Tables>,
 }
 
-impl From<PlanResponseFields> for PlanResponse {
-    fn from(f: PlanResponseFields) -> PlanResponse {
-        let mut workflows = f.workflows;
+impl TryFrom<PlanResponseFields> for PlanResponse {
+    type Error = String;
+
+    fn try_from(f: PlanResponseFields) -> Result<PlanResponse, String> {
+        let mut lookups = PlanLookups {
+            branches: f.branches,
+            rules: f.rules,
+            brands: f.brands,
+            brand_rules: f.brand_rules,
+            action_details: f.action_details,
+            action_templates: f.action_templates,
+        };
+        let mut workflows = match (f.workflows, f.tables) {
+            (Some(workflows), None) => workflows,
+            (None, Some(tables)) => {
+                let (entries, tabled) = tables.read()?;
+                lookups.extend(tabled);
+                entries
+            }
+            (Some(_), Some(_)) => return Err("a plan has `workflows` or `tables`, not both".into()),
+            (None, None) => return Err("missing field `workflows`".into()),
+        };
         if !f.workflow_configs.is_empty() {
             for entry in workflows.iter_mut().filter(|e| e.workflow_config.is_none()) {
                 entry.workflow_config = f.workflow_configs.get(&entry.rule_id).cloned();
             }
         }
-        PlanResponse {
+        Ok(PlanResponse {
             generated_at: f.generated_at,
             cursor: f.cursor,
             full: f.full,
@@ -130,15 +155,8 @@ impl From<PlanResponseFields> for PlanResponse {
             removed: f.removed,
             wait_seconds: f.wait_seconds,
             offline_owners: f.offline_owners,
-            lookups: PlanLookups {
-                branches: f.branches,
-                rules: f.rules,
-                brands: f.brands,
-                brand_rules: f.brand_rules,
-                action_details: f.action_details,
-                action_templates: f.action_templates,
-            },
-        }
+            lookups,
+        })
     }
 }
 
@@ -152,6 +170,18 @@ pub struct PlanLookups {
     pub brand_rules: BTreeMap<Uuid, BrandRule>,
     pub action_details: BTreeMap<Uuid, ActionDetail>,
     pub action_templates: BTreeMap<Uuid, ActionTemplate>,
+}
+
+impl PlanLookups {
+    /// Adds `other`'s tables to these.
+    fn extend(&mut self, other: PlanLookups) {
+        self.branches.extend(other.branches);
+        self.rules.extend(other.rules);
+        self.brands.extend(other.brands);
+        self.brand_rules.extend(other.brand_rules);
+        self.action_details.extend(other.action_details);
+        self.action_templates.extend(other.action_templates);
+    }
 }
 
 /// One branch rule as the runner needs it, with its effective schedule.
@@ -308,45 +338,20 @@ pub struct SharedPlan<'a>(pub &'a PlanResponse);
 impl Serialize for SharedPlan<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        // Taken apart whole, so a field added to the plan cannot be left out here unnoticed.
-        let PlanResponse {
-            generated_at,
-            cursor,
-            full,
-            workflows,
-            removed,
-            wait_seconds,
-            offline_owners,
-            lookups:
-                PlanLookups {
-                    branches,
-                    rules,
-                    brands,
-                    brand_rules,
-                    action_details,
-                    action_templates,
-                },
-        } = self.0;
-        let mut configs: BTreeMap<Uuid, &Arc<RawValue>> = BTreeMap::new();
-        for entry in workflows {
-            if let Some(config) = &entry.workflow_config {
-                configs.entry(entry.rule_id).or_insert(config);
-            }
-        }
-        let entries: Vec<CompactEntry<'_>> = workflows.iter().map(CompactEntry::from).collect();
+        // Taken apart whole, so a lookup table added to the plan cannot be left out unnoticed.
+        let PlanLookups {
+            branches,
+            rules,
+            brands,
+            brand_rules,
+            action_details,
+            action_templates,
+        } = &self.0.lookups;
+        let entries: Vec<CompactEntry<'_>> =
+            self.0.workflows.iter().map(CompactEntry::from).collect();
         let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("format", &PLAN_FORMAT_SHARED)?;
-        map.serialize_entry(
-            "generated_at",
-            &generated_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        )?;
-        map.serialize_entry("cursor", cursor)?;
-        map.serialize_entry("full", full)?;
-        map.serialize_entry("workflow_configs", &configs)?;
+        write_head(&mut map, self.0, PLAN_FORMAT_SHARED)?;
         map.serialize_entry("workflows", &entries)?;
-        map.serialize_entry("removed", removed)?;
-        map.serialize_entry("wait_seconds", wait_seconds)?;
-        map.serialize_entry("offline_owners", offline_owners)?;
         map.serialize_entry("branches", branches)?;
         map.serialize_entry("rules", rules)?;
         map.serialize_entry("brands", brands)?;
@@ -355,6 +360,43 @@ impl Serialize for SharedPlan<'_> {
         map.serialize_entry("action_templates", action_templates)?;
         map.end()
     }
+}
+
+/// What formats 2 and 3 write alike: the format, the answer's own fields, and each rule's
+/// workflow once in `workflow_configs`.
+pub(super) fn write_head<M: serde::ser::SerializeMap>(
+    map: &mut M,
+    plan: &PlanResponse,
+    format: u32,
+) -> Result<(), M::Error> {
+    // Taken apart whole, so a field added to the plan cannot be left out here unnoticed.
+    let PlanResponse {
+        generated_at,
+        cursor,
+        full,
+        workflows,
+        removed,
+        wait_seconds,
+        offline_owners,
+        lookups: _,
+    } = plan;
+    let mut configs: BTreeMap<Uuid, &Arc<RawValue>> = BTreeMap::new();
+    for entry in workflows {
+        if let Some(config) = &entry.workflow_config {
+            configs.entry(entry.rule_id).or_insert(config);
+        }
+    }
+    map.serialize_entry("format", &format)?;
+    map.serialize_entry(
+        "generated_at",
+        &generated_at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+    )?;
+    map.serialize_entry("cursor", cursor)?;
+    map.serialize_entry("full", full)?;
+    map.serialize_entry("workflow_configs", &configs)?;
+    map.serialize_entry("removed", removed)?;
+    map.serialize_entry("wait_seconds", wait_seconds)?;
+    map.serialize_entry("offline_owners", offline_owners)
 }
 
 fn is_false(value: &bool) -> bool {
