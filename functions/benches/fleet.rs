@@ -24,6 +24,12 @@ use uuid::Uuid;
 
 use support::sites::{Behaviour, Fleet, Site, cpu_split, report_calls, report_timeline, run_site};
 
+/// The window of every other branch rule, local time.
+const WINDOW: (NaiveTime, NaiveTime) = (
+    NaiveTime::from_hms_opt(8, 0, 0).expect("08:00"),
+    NaiveTime::from_hms_opt(22, 0, 0).expect("22:00"),
+);
+
 /// Sites per brand.
 const BRAND_SIZE: usize = 100;
 /// The rule definitions every site has: cron expressions from every 15 minutes to daily.
@@ -204,6 +210,16 @@ async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
         "the rules' top of the hour: minute {shift} (measuring starts about {} UTC)",
         measuring_from.format("%H:%M")
     );
+    // The shift moves the top of the hour, not the windows: at night half the rules rest.
+    for zone in [chrono_tz::Asia::Riyadh, chrono_tz::Europe::Berlin] {
+        let local = measuring_from.with_timezone(&zone).time();
+        let open = (WINDOW.0..WINDOW.1).contains(&local);
+        println!(
+            "{zone}: {} local, the windowed half of its rules {}",
+            local.format("%H:%M"),
+            if open { "runs" } else { "rests" }
+        );
+    }
     let run = |statement: &'static str| sqlx::query(statement);
     for query in [
         run("INSERT INTO brands (name, timezone) SELECT 'Brand ' || g, \

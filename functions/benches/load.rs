@@ -24,8 +24,9 @@ use support::{
 
 const FULL_PLAN_REQUESTS: usize = 40;
 const DELTA_REQUESTS: usize = 500;
-/// Rules per request in the batched cycle: a site's due rules at a storm's second, and more.
-const BATCHES: [usize; 2] = [10, 50];
+/// Rules per request in the batched cycle: one (a rule due alone, most of a fleet's), a
+/// site's due rules at a storm's second, and more.
+const BATCHES: [usize; 3] = [1, 10, 50];
 
 fn main() {
     support::main_when_benchmarking(run);
@@ -166,6 +167,12 @@ async fn run() {
         "same cycle as raw SQL through pgbench, {CLIENTS} clients: {tps:.0}/s (HTTP/SQL = {:.2})",
         rate / tps
     );
+    if let Some((_, one)) = batched.iter().find(|(batch, _)| *batch == 1) {
+        println!(
+            "a rule alone, batch of one / single calls: {one:.0} / {rate:.0} = {:.2}",
+            one / rate
+        );
+    }
     for (batch, rate) in batched {
         println!(
             "batches of {batch} over HTTP / per-rule raw SQL: {rate:.0} / {tps:.0} = {:.2}",
@@ -174,8 +181,6 @@ async fn run() {
     }
 }
 
-/// `FULL_PLAN_REQUESTS` full plans asked with `body` (gzip or identity): their latencies,
-/// the body's size as sent and a cursor.
 /// A series of full plan requests: how long each took to answer and, read as a runner reads
 /// it (identity only), to decode.
 struct PlanTimes {
@@ -183,6 +188,8 @@ struct PlanTimes {
     decodes: Vec<std::time::Duration>,
 }
 
+/// `FULL_PLAN_REQUESTS` full plans asked with `body` (gzip or identity): their times, the
+/// body's size as sent and a cursor.
 async fn full_plans(
     client: &reqwest::Client,
     url: &str,

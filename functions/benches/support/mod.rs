@@ -134,12 +134,11 @@ pub async fn cycle_load(
     token: &str,
     pool: &PgPool,
 ) -> (u64, Vec<Duration>) {
-    batched_cycle_load(client, base, token, pool, 1).await
+    load_in(client, base, token, pool, None).await
 }
 
-/// The cycle with `batch` rules per request (1: the single functions, one rule per cycle;
-/// more: the batch functions); returns the rules that went through the whole cycle and
-/// each cycle's latency.
+/// The cycle through the batch functions with `batch` rules per request (1 included);
+/// returns the rules that went through the whole cycle and each cycle's latency.
 pub async fn batched_cycle_load(
     client: &reqwest::Client,
     base: &str,
@@ -147,6 +146,18 @@ pub async fn batched_cycle_load(
     pool: &PgPool,
     batch: usize,
 ) -> (u64, Vec<Duration>) {
+    load_in(client, base, token, pool, Some(batch)).await
+}
+
+/// The cycle through the single functions (`None`) or in batches of `n` (`Some(n)`).
+async fn load_in(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    pool: &PgPool,
+    batches: Option<usize>,
+) -> (u64, Vec<Duration>) {
+    let batch = batches.unwrap_or(1);
     let rules: Vec<Uuid> = sqlx::query_scalar("SELECT id FROM branch_rules ORDER BY id")
         .fetch_all(pool)
         .await
@@ -170,10 +181,9 @@ pub async fn batched_cycle_load(
                     .collect();
                 next += batch;
                 let started = Instant::now();
-                let through = if batch == 1 {
-                    u64::from(one_cycle(&client, &base, &token, picked[0], index).await)
-                } else {
-                    one_batch_cycle(&client, &base, &token, &picked, index).await
+                let through = match batches {
+                    None => u64::from(one_cycle(&client, &base, &token, picked[0], index).await),
+                    Some(_) => one_batch_cycle(&client, &base, &token, &picked, index).await,
                 };
                 if through > 0 {
                     done.fetch_add(through, Ordering::Relaxed);

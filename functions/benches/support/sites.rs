@@ -68,7 +68,8 @@ pub struct Behaviour {
     /// Sites start at random moments within this (a fleet does not boot in one second).
     pub start_within: Duration,
     /// Claim, beat and report the rules due together in one request each (the batch
-    /// functions), as `res-runner` does; false: one request per rule, as older runners did.
+    /// functions) and a rule due alone in single calls, as `res-runner` does; false: one
+    /// request per rule, as older runners did.
     pub batch: bool,
     /// Plan requests wait this many seconds for a change, as `res-runner`'s do (each site
     /// always has one open); 0: a delta every `poll` instead.
@@ -412,7 +413,16 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
                         .acquire_many(u32::try_from(chunk.len()).unwrap_or(u32::MAX))
                         .await
                         .expect("open");
-                    for done in fleet.run_rules(&site, &chunk, behaviour.run_time).await {
+                    // A rule due alone goes as the single calls, as res-runner sends it
+                    // (a batch of one costs the database more than the single call).
+                    let dones = match chunk[..] {
+                        [(rule, at)] => vec![(
+                            rule,
+                            fleet.run_rule(&site, rule, at, behaviour.run_time).await,
+                        )],
+                        _ => fleet.run_rules(&site, &chunk, behaviour.run_time).await,
+                    };
+                    for done in dones {
                         let _ = done_tx.send(done);
                     }
                 });
