@@ -48,7 +48,7 @@ pub fn merge(
     if response.full || settings.first {
         plan.lookups = response.lookups;
     } else {
-        extend_lookups(plan, response.lookups);
+        plan.lookups.extend(response.lookups);
     }
     for workflow in response.workflows {
         let id = workflow.id;
@@ -178,16 +178,6 @@ fn merge_entry(
     }
     entry.local.missing_since = None;
     kept
-}
-
-fn extend_lookups(plan: &mut Plan, lookups: res_shared::wire::PlanLookups) {
-    let target = &mut plan.lookups;
-    target.branches.extend(lookups.branches);
-    target.rules.extend(lookups.rules);
-    target.brands.extend(lookups.brands);
-    target.brand_rules.extend(lookups.brand_rules);
-    target.action_details.extend(lookups.action_details);
-    target.action_templates.extend(lookups.action_templates);
 }
 
 #[cfg(test)]

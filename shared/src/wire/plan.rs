@@ -173,8 +173,8 @@ pub struct PlanLookups {
 }
 
 impl PlanLookups {
-    /// Adds `other`'s tables to these.
-    fn extend(&mut self, other: PlanLookups) {
+    /// Adds `other`'s tables to these (an id in both: `other`'s).
+    pub fn extend(&mut self, other: PlanLookups) {
         self.branches.extend(other.branches);
         self.rules.extend(other.rules);
         self.brands.extend(other.brands);

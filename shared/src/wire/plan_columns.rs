@@ -260,26 +260,19 @@ impl<T: Serialize> Serialize for Values<'_, T> {
 
 impl Serialize for ColumnarPlan<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // Taken apart whole, so a lookup table added to the plan cannot be left out unnoticed
-        // (the entries' fields are taken apart in `new`'s columns and `PlanEntry`'s reader).
-        let PlanLookups {
-            branches,
-            rules,
-            brands,
-            brand_rules,
-            action_details: _,
-            action_templates,
-        } = &self.plan.lookups;
+        // A lookup table added to the plan fails to compile in `Tables::read`, which builds
+        // the lookups whole, and its round trip test then fails until it is written here.
+        let lookups = &self.plan.lookups;
         let mut map = serializer.serialize_map(None)?;
         write_head(&mut map, self.plan, PLAN_FORMAT_COLUMNS)?;
         map.serialize_entry(
             "tables",
             &TablesOut {
-                branches: Values(branches),
-                brands: Values(brands),
-                rules: Values(rules),
-                brand_rules: Values(brand_rules),
-                action_templates: Values(action_templates),
+                branches: Values(&lookups.branches),
+                brands: Values(&lookups.brands),
+                rules: Values(&lookups.rules),
+                brand_rules: Values(&lookups.brand_rules),
+                action_templates: Values(&lookups.action_templates),
                 entries: &self.entries,
                 other_branch_rules: &self.other_branch_rules,
                 action_details: &self.details,
