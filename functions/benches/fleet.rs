@@ -1,11 +1,12 @@
 //! The fleet load generator: N simulated sites against one `res-functions serve` and one
 //! PostgreSQL on this machine. Each site has its own runner key and 20 rules (every 15
-//! minutes to daily, half of them in a 08:00–22:00 window, a share at the top of the hour;
-//! 15 minutes of jitter on every brand rule), registers, fetches its full plan at start, a
-//! delta every 20 s, and claims → heartbeats → runs (5 s) → reports every due rule through
-//! 4 workers. The sites start within a minute; after two minutes of warm-up it measures for
-//! the given time: per-function latency percentiles, errors, requests per second, p99 per
-//! 10 s, and the CPU split between PostgreSQL, the functions and the generator itself.
+//! minutes to daily, half of them in a 14-hour window that measuring falls 4 hours into, a
+//! share at the top of the hour; 15 minutes of jitter on every brand rule), registers,
+//! fetches its full plan at start, a delta every 20 s, and claims → heartbeats → runs (5 s)
+//! → reports every due rule through 4 workers. The sites start within a minute; after two
+//! minutes of warm-up it measures for the given time: per-function latency percentiles,
+//! errors, requests per second, p99 per 10 s, and the CPU split between PostgreSQL, the
+//! functions and the generator itself.
 //!
 //! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10 [--wait 240]`
 //! (defaults: 2,000 sites, 2 minutes, plan polled every 20 s; `--wait S`: each site keeps a
@@ -24,11 +25,19 @@ use uuid::Uuid;
 
 use support::sites::{Behaviour, Fleet, Site, cpu_split, report_calls, report_timeline, run_site};
 
-/// The window of every other branch rule, local time.
-const WINDOW: (NaiveTime, NaiveTime) = (
-    NaiveTime::from_hms_opt(8, 0, 0).expect("08:00"),
-    NaiveTime::from_hms_opt(22, 0, 0).expect("22:00"),
-);
+/// The window of every other branch rule when measuring starts at noon in Riyadh (14
+/// hours; other starts shift it, see `window_around`).
+const WINDOW: (u32, u32) = (8, 22);
+
+/// The window shifted by whole hours so that measuring starts as far into it as at noon in
+/// Riyadh (10:00 in Berlin): the figures then do not depend on the hour the bench runs at.
+fn window_around(measuring_from: DateTime<Utc>) -> (NaiveTime, NaiveTime) {
+    let hour = measuring_from
+        .with_timezone(&chrono_tz::Asia::Riyadh)
+        .hour();
+    let at = |h: u32| NaiveTime::from_hms_opt((h + hour + 12) % 24, 0, 0).expect("an hour");
+    (at(WINDOW.0), at(WINDOW.1))
+}
 
 /// Sites per brand.
 const BRAND_SIZE: usize = 100;
@@ -200,7 +209,7 @@ async fn database_size(pool: &PgPool) -> i64 {
 
 /// Brands of `BRAND_SIZE` branches (alternately Riyadh and Berlin), a runner key per
 /// branch, the 20 rules on every branch through brand rules with 15 minutes of jitter, every
-/// other branch rule in a 08:00–22:00 window, each due at its real next run.
+/// other branch rule in a 14-hour window (`window_around`), each due at its real next run.
 async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
     let brands = sites.div_ceil(BRAND_SIZE) as i32;
     let measuring_from = Utc::now() + SEEDING + WARM_UP;
@@ -210,16 +219,18 @@ async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
         "the rules' top of the hour: minute {shift} (measuring starts about {} UTC)",
         measuring_from.format("%H:%M")
     );
-    // The shift moves the top of the hour, not the windows: at night half the rules rest.
-    for zone in [chrono_tz::Asia::Riyadh, chrono_tz::Europe::Berlin] {
-        let local = measuring_from.with_timezone(&zone).time();
-        let open = (WINDOW.0..WINDOW.1).contains(&local);
-        println!(
-            "{zone}: {} local, the windowed half of its rules {}",
-            local.format("%H:%M"),
-            if open { "runs" } else { "rests" }
-        );
-    }
+    let window = window_around(measuring_from);
+    println!(
+        "windows {}–{} local: measuring at {} in Riyadh, {} in Berlin",
+        window.0.format("%H:%M"),
+        window.1.format("%H:%M"),
+        measuring_from
+            .with_timezone(&chrono_tz::Asia::Riyadh)
+            .format("%H:%M"),
+        measuring_from
+            .with_timezone(&chrono_tz::Europe::Berlin)
+            .format("%H:%M"),
+    );
     let run = |statement: &'static str| sqlx::query(statement);
     for query in [
         run("INSERT INTO brands (name, timezone) SELECT 'Brand ' || g, \
@@ -241,11 +252,13 @@ async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
             "INSERT INTO branch_rules (branch_id, rule_id, brand_rule_id, operation_time_from, \
                                        operation_time_to) \
              SELECT b.id, r.id, brr.id, \
-                    CASE WHEN row_number() OVER () % 2 = 0 THEN '08:00'::time END, \
-                    CASE WHEN row_number() OVER () % 2 = 0 THEN '22:00'::time END \
+                    CASE WHEN row_number() OVER () % 2 = 0 THEN $1::time END, \
+                    CASE WHEN row_number() OVER () % 2 = 0 THEN $2::time END \
              FROM branches b JOIN brand_rules brr ON brr.brand_id = b.brand_id \
              JOIN rules r ON r.id = brr.rule_id",
-        ),
+        )
+        .bind(window.0)
+        .bind(window.1),
     ] {
         query.execute(pool).await.expect("seed");
     }
