@@ -297,28 +297,53 @@ async fn read_plan(
     })
 }
 
+/// The shape a plan answer is written in, chosen once from the format asked for.
+enum Encoding<'a> {
+    Full(&'a PlanResponse),
+    Shared(SharedPlan<'a>),
+    // Boxed: its column lists are hundreds of bytes of vectors, the others a reference.
+    Columns(Box<ColumnarPlan<'a>>),
+}
+
+impl<'a> Encoding<'a> {
+    fn of(plan: &'a PlanResponse, format: Option<u32>) -> Self {
+        match format {
+            // A plan whose entries refer to definitions it does not carry cannot be written
+            // as columns; format 2 says the same, and every reader of format 3 reads it.
+            Some(PLAN_FORMAT_COLUMNS) => ColumnarPlan::new(plan)
+                .map_or(Self::Shared(SharedPlan(plan)), |c| {
+                    Self::Columns(Box::new(c))
+                }),
+            Some(PLAN_FORMAT_SHARED) => Self::Shared(SharedPlan(plan)),
+            _ => Self::Full(plan),
+        }
+    }
+
+    /// Bytes a workflow entry takes, roughly, so the buffer is sized once.
+    fn bytes_per_workflow(&self) -> usize {
+        match self {
+            Self::Full(_) => 1_600,
+            Self::Shared(_) => 700,
+            Self::Columns(_) => 400,
+        }
+    }
+
+    fn write(&self, body: &mut Vec<u8>) -> serde_json::Result<()> {
+        match self {
+            Self::Full(plan) => serde_json::to_writer(body, plan),
+            Self::Shared(shared) => serde_json::to_writer(body, shared),
+            Self::Columns(columns) => serde_json::to_writer(body, &**columns),
+        }
+    }
+}
+
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and
 /// growing a small buffer doubles and copies it a dozen times.
 fn large_json(plan: &PlanResponse, format: Option<u32>) -> Result<Response, ApiError> {
-    // A plan whose entries refer to definitions it does not carry cannot be written as
-    // columns; format 2 says the same, and every reader of format 3 reads it.
-    let columns = match format {
-        Some(PLAN_FORMAT_COLUMNS) => ColumnarPlan::new(plan),
-        _ => None,
-    };
-    let per_workflow = match (&columns, format) {
-        (Some(_), _) => 400,
-        (None, Some(PLAN_FORMAT_SHARED | PLAN_FORMAT_COLUMNS)) => 700,
-        _ => 1_600,
-    };
-    let mut body = Vec::with_capacity(4_096 + plan.workflows.len() * per_workflow);
-    let written = match (columns, format) {
-        (Some(columns), _) => serde_json::to_writer(&mut body, &columns),
-        (None, Some(PLAN_FORMAT_SHARED | PLAN_FORMAT_COLUMNS)) => {
-            serde_json::to_writer(&mut body, &SharedPlan(plan))
-        }
-        _ => serde_json::to_writer(&mut body, plan),
-    };
-    written.map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
+    let encoding = Encoding::of(plan, format);
+    let mut body = Vec::with_capacity(4_096 + plan.workflows.len() * encoding.bytes_per_workflow());
+    encoding
+        .write(&mut body)
+        .map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
     Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
 }
