@@ -171,10 +171,24 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     assert_eq!(superseded.status, 409, "{}", superseded.body);
     assert_eq!(superseded.body["error"]["code"], "superseded");
     let (state, result) = status(&app, crashed).await;
-    assert_eq!(state, "crashed");
+    assert_eq!(state, "completed", "it did run: the status is its runner's");
     assert!(result.is_some(), "the late results are stored");
     assert_eq!(status(&app, retry).await.0, "scheduled");
     assert!(running(&app, other).await, "the retry still holds the rule");
+    let again = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            report(other, crashed, &crashed_token),
+        )
+        .await;
+    assert_eq!(
+        (again.status, &again.body["error"]["code"]),
+        (409, &json!("superseded")),
+        "delivered twice, answered the same: {}",
+        again.body
+    );
+    assert_eq!(status(&app, retry).await.0, "scheduled");
 }
 
 #[tokio::test]

@@ -4,6 +4,12 @@ use res_shared::wire::{ExecutionStatus, SetNextRunTimeResponse};
 
 use crate::db::executions::ExecutionRow;
 
+/// What a superseded report leaves in `executions.report` instead of an answer: the run's
+/// status and results are its own, but the rule was not rescheduled by it.
+pub(crate) fn superseded_note() -> serde_json::Value {
+    serde_json::json!({"superseded": true})
+}
+
 /// How a report meets its execution.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Judgement {
@@ -14,6 +20,8 @@ pub(crate) enum Judgement {
     /// The lease ran out before this report arrived (the runner lost the functions, not
     /// its work): keep what it reports.
     Late,
+    /// A late report stored before, after a retry had taken the rule: answer as then.
+    Superseded,
     /// The token does not own the execution any more.
     Stale(String),
 }
@@ -33,6 +41,7 @@ pub(crate) fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
         .and_then(|r| serde_json::from_value::<SetNextRunTimeResponse>(r.clone()).ok())
     {
         Some(answer) => Judgement::Replay(Box::new(answer)),
+        None if execution.report.as_ref() == Some(&superseded_note()) => Judgement::Superseded,
         None if execution.report.is_none() && execution.status == ExecutionStatus::Crashed => {
             Judgement::Late
         }
@@ -117,5 +126,19 @@ mod tests {
             judge(&execution("paused", None), "mine"),
             Judgement::Stale(_)
         ));
+    }
+
+    #[test]
+    fn a_superseded_report_delivered_again_is_superseded_again_only_with_its_token() {
+        for status in ["completed", "failed"] {
+            assert_eq!(
+                judge(&execution(status, Some(superseded_note())), "mine"),
+                Judgement::Superseded
+            );
+            assert!(matches!(
+                judge(&execution(status, Some(superseded_note())), "theirs"),
+                Judgement::Stale(_)
+            ));
+        }
     }
 }

@@ -15,7 +15,7 @@ mod judge;
 mod offline;
 mod output;
 
-pub(crate) use judge::{Judgement, judge};
+pub(crate) use judge::{Judgement, judge, superseded_note};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use output::check_output;
 
@@ -177,7 +177,7 @@ async fn record(
             return Ok(Json(answer));
         }
         Resolved::Superseded(execution) => {
-            let answer = superseded(tx, &execution, request, rule.db_now).await?;
+            let answer = superseded(tx, &execution, request, status_name, rule.db_now).await?;
             state.metrics.reports_superseded.inc();
             return Ok(answer);
         }
@@ -194,7 +194,8 @@ enum Resolved {
     Record(Option<Mode>),
     /// The same report again: answer as then, change nothing.
     Replay(SetNextRunTimeResponse),
-    /// A late report after a retry took the rule: keep its results, do not reschedule.
+    /// A late report after a retry took the rule: keep its status and results, do not
+    /// reschedule.
     Superseded(ExecutionRow),
 }
 
@@ -246,6 +247,7 @@ async fn resolve(
                         Resolved::Record(Some(Mode::Claimed(execution)))
                     }
                     Judgement::Replay(answer) => return Ok(Resolved::Replay(*answer)),
+                    Judgement::Superseded => return Err(superseded_refusal(execution.id)),
                     Judgement::Stale(message) => {
                         return Err(ApiError::conflict("lease_lost", message));
                     }
@@ -504,26 +506,27 @@ fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {
     ))
 }
 
-/// A late report for an execution that was retried meanwhile: its results are kept on the
-/// crashed execution, but the rule belongs to the retry now, so nothing is rescheduled.
+/// A late report for an execution that was retried meanwhile: the execution gets what its
+/// runner reports (it did run), but the rule belongs to the retry now, so nothing is
+/// rescheduled.
 async fn superseded(
     mut tx: db::Tx,
     execution: &ExecutionRow,
     request: &SetNextRunTimeRequest,
+    status_name: &str,
     now: DateTime<Utc>,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     // The run ended when its runner says, not when its report finally arrived.
     let times = reported_times(request, execution.scheduled_at, now);
-    let note = serde_json::json!({"superseded": true});
     db::executions::finish(
         &mut tx,
         execution.id,
         &Finish {
-            status: ExecutionStatus::Crashed.as_str(),
+            status: status_name,
             result: request.result.as_ref(),
             error: request.error.as_deref(),
             metrics: request.metrics.as_ref(),
-            report: &note,
+            report: &superseded_note(),
             times: (times.map(|t| t.0), times.map(|t| t.1)),
         },
     )
@@ -532,12 +535,15 @@ async fn superseded(
         db::output::store(&mut tx, execution.id, &request.output).await?;
     }
     tx.commit().await?;
-    Err(ApiError::conflict(
+    Err(superseded_refusal(execution.id))
+}
+
+fn superseded_refusal(id: Uuid) -> ApiError {
+    ApiError::conflict(
         "superseded",
         format!(
-            "execution {} crashed and was retried before this report arrived; its results \
-             were stored, the rule was not rescheduled",
-            execution.id
+            "execution {id} was retried before this report arrived; its status and results \
+             were stored, the rule was not rescheduled"
         ),
-    ))
+    )
 }
