@@ -205,24 +205,19 @@ fn contended(error: &sqlx::Error) -> bool {
 
 impl ApiError {
     /// The status and the error as callers see it (the console shows the same words);
-    /// database and internal details go to the log only.
+    /// database and internal details stay out of it ([`ApiError::log_cause`] logs them).
     pub(crate) fn detail(&self) -> (StatusCode, ErrorDetail) {
         let (status, code) = self.status_and_code();
         let message = match &self {
-            ApiError::Database(error) if status == StatusCode::CONFLICT => {
-                tracing::warn!(%error, "concurrent update: the caller may retry");
+            ApiError::Database(_) if status == StatusCode::CONFLICT => {
                 "another request changed the same execution at the same time; nothing was \
                  changed, retry"
                     .to_owned()
             }
-            ApiError::Database(error) => {
-                tracing::error!(%error, "database error");
+            ApiError::Database(_) => {
                 "the database could not answer; see the function's log".to_owned()
             }
-            ApiError::Internal(error) => {
-                tracing::error!(%error, "internal error");
-                "the function failed; see its log".to_owned()
-            }
+            ApiError::Internal(_) => "the function failed; see its log".to_owned(),
             other => other.to_string(),
         };
         let detail = ErrorDetail {
@@ -230,6 +225,19 @@ impl ApiError {
             message,
         };
         (status, detail)
+    }
+
+    /// Logs what [`ApiError::detail`] keeps from the caller; once, where the error is
+    /// answered.
+    pub(crate) fn log_cause(&self) {
+        match self {
+            ApiError::Database(error) if self.status_and_code().0 == StatusCode::CONFLICT => {
+                tracing::warn!(%error, "concurrent update: the caller may retry");
+            }
+            ApiError::Database(error) => tracing::error!(%error, "database error"),
+            ApiError::Internal(error) => tracing::error!(%error, "internal error"),
+            _ => {}
+        }
     }
 }
 
@@ -245,6 +253,7 @@ pub(crate) enum ErrorAnswer {
 impl ApiError {
     /// The status and body this error answers with (a batch item answers the same).
     pub(crate) fn into_answer(self) -> (StatusCode, ErrorAnswer) {
+        self.log_cause();
         let (status, detail) = self.detail();
         let body = match self {
             ApiError::ClaimRefused(refusal) => ErrorAnswer::Claim(refusal),

@@ -464,6 +464,7 @@ pub(super) async fn edit(
         Err(error) => error,
     };
     // The page again, with the status the function answered and the form as it was.
+    error.log_cause();
     let (status, detail) = error.detail();
     let view = match error {
         ApiError::InvalidDocument(refusal) => View {

@@ -76,10 +76,12 @@ impl ConsoleError {
         match self {
             ConsoleError::SignIn { .. } => (StatusCode::UNAUTHORIZED, self.to_string()),
             ConsoleError::Api(error) => {
+                error.log_cause();
                 let (status, detail) = error.detail();
                 (status, detail.message)
             }
             ConsoleError::Refused { what, error, .. } => {
+                error.log_cause();
                 let (status, detail) = error.detail();
                 (status, format!("{what} refused: {}", detail.message))
             }

@@ -89,6 +89,7 @@ pub(super) async fn act(
         match done {
             Ok(_) => outcome.done += 1,
             Err(error) => {
+                error.log_cause();
                 let (_, detail) = error.detail();
                 outcome.refused.push((id, detail.message));
             }

@@ -341,6 +341,7 @@ pub(super) async fn act(
         // Unknown (or out of scope) stays unknown: the plain not-found page.
         Err(error @ ApiError::NotFound(_)) => Err(error.into()),
         Err(error) => {
+            error.log_cause();
             let (status, detail) = error.detail();
             let notice = Notice {
                 done: None,
