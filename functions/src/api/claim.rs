@@ -13,7 +13,7 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::{batch, require_seconds, require_text};
+use super::{batch, require_runner_id, require_seconds};
 use crate::auth::{Caller, SiteCaller};
 use crate::db;
 use crate::db::branch_rules::LockedRule;
@@ -181,7 +181,7 @@ fn claimant<'a>(
     lease_seconds: Option<i64>,
     boot_id: Option<&'a str>,
 ) -> Result<Claimant<'a>, ApiError> {
-    require_text("runner_id", runner_id, 200)?;
+    require_runner_id("runner_id", runner_id)?;
     let lease_seconds = require_seconds(
         "lease_seconds",
         lease_seconds.unwrap_or(i64::from(DEFAULT_LEASE_SECONDS)),

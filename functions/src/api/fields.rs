@@ -6,6 +6,15 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 
+/// A runner's id (as it names itself in claims, plans, registrations and offline runs) is
+/// at most this many characters, so every function stores and compares the same ids.
+const RUNNER_ID_MAX: usize = 200;
+
+/// Checks a runner id field: not blank, no NUL, at most [`RUNNER_ID_MAX`] characters.
+pub(crate) fn require_runner_id(field: &str, value: &str) -> Result<(), ApiError> {
+    require_text(field, value, RUNNER_ID_MAX)
+}
+
 /// Checks a required text field: not blank, at most `max` characters.
 pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {

@@ -15,5 +15,6 @@ pub(crate) mod register;
 pub(crate) mod violations;
 
 pub(crate) use fields::{
-    nul_path, require_object, require_raw_object, require_seconds, require_text, require_violation,
+    nul_path, require_object, require_raw_object, require_runner_id, require_seconds, require_text,
+    require_violation,
 };

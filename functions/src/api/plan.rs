@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::cursor::{PlanCursor, PlanKind, plan_kind, scope_key};
-use super::require_text;
+use super::{require_runner_id, require_text};
 use crate::access::{Role, Scope};
 use crate::admission::TurnSlot;
 use crate::auth::SiteCaller;
@@ -50,7 +50,7 @@ pub(crate) async fn get_execution_plan(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Response, ApiError> {
-    require_text("runner_id", &request.runner_id, 200)?;
+    require_runner_id("runner_id", &request.runner_id)?;
     if let Some(version) = request.health.as_ref().and_then(|h| h.version.as_ref()) {
         require_text("health.version", version, 100)?;
     }

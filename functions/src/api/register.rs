@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{ErrorBody, RegisterRequest, RegisterResponse};
 
-use super::require_text;
+use super::{require_runner_id, require_text};
 use crate::auth::SiteCaller;
 use crate::db;
 use crate::error::ApiError;
@@ -31,7 +31,7 @@ pub(crate) async fn register(
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<RegisterRequest>,
 ) -> Result<Json<RegisterResponse>, ApiError> {
-    require_text("runner_id", &request.runner_id, 200)?;
+    require_runner_id("runner_id", &request.runner_id)?;
     require_text("boot_id", &request.boot_id, 200)?;
     if let Some(version) = &request.version {
         require_text("version", version, 100)?;

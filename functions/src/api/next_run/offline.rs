@@ -4,7 +4,7 @@
 use res_shared::wire::{OfflineRun, OfflineViolation};
 use uuid::Uuid;
 
-use crate::api::{require_text, require_violation};
+use crate::api::{require_runner_id, require_violation};
 use crate::db;
 use crate::db::branch_rules::LockedRule;
 use crate::db::executions::ExecutionRow;
@@ -31,7 +31,7 @@ pub(super) fn is_same_offline_run(
 const CLOCK_TOLERANCE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 
 pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(), ApiError> {
-    require_text("offline.runner_id", &offline.runner_id, 200)?;
+    require_runner_id("offline.runner_id", &offline.runner_id)?;
     let latest = rule.db_now + CLOCK_TOLERANCE;
     let earliest = rule.created_at - CLOCK_TOLERANCE;
     for (field, at) in [
