@@ -6,7 +6,7 @@ pub mod tls;
 
 use std::time::Duration;
 
-use res_shared::wire::{Batch, BatchItem, Call, ErrorBody};
+use res_shared::wire::{Batch, BatchItem, Call, ErrorBody, ErrorCode};
 
 /// What went wrong calling a function.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -47,7 +47,7 @@ impl CloudError {
             CloudError::Unreachable { .. } => true,
             // `concurrent_update`: another request held the same row; nothing was changed.
             CloudError::Rejected { status, code, .. } => {
-                *status >= 500 || *status == 429 || code == "concurrent_update"
+                *status >= 500 || *status == 429 || code == ErrorCode::ConcurrentUpdate.as_str()
             }
             CloudError::Invalid { .. } => false,
         }
@@ -56,7 +56,7 @@ impl CloudError {
     /// A late report the functions stored although a retry had already taken the rule
     /// (`409 superseded`): delivered, just not the rule's latest word.
     pub fn is_superseded(&self) -> bool {
-        matches!(self, CloudError::Rejected { status: 409, code, .. } if code == "superseded")
+        matches!(self, CloudError::Rejected { status: 409, code, .. } if code == ErrorCode::Superseded.as_str())
     }
 
     /// Whether functions older than the caller refused the request for carrying `field`
@@ -70,7 +70,7 @@ impl CloudError {
     /// yet (422 `invalid_field`, the message naming the field first).
     pub fn refuses_value(&self, field: &str) -> bool {
         matches!(self, CloudError::Rejected { status: 422, code, message, .. }
-            if code == "invalid_field" && message.starts_with(&format!("{field} ")))
+            if code == ErrorCode::InvalidField.as_str() && message.starts_with(&format!("{field} ")))
     }
 
     /// Whether the functions have no such function (they are older than the caller).

@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use res_shared::wire::{ClaimRefusal, ConfigProblem, DocumentRefusal, ErrorBody, ErrorDetail};
+use res_shared::wire::{
+    ClaimRefusal, ConfigProblem, DocumentRefusal, ErrorBody, ErrorCode, ErrorDetail,
+};
 
 /// Everything a function can answer besides success.
 #[derive(Debug, thiserror::Error)]
@@ -11,7 +13,7 @@ pub enum ApiError {
     /// 400: the body is not valid JSON or a field is missing or mistyped.
     #[error("{message}")]
     BadRequest {
-        code: &'static str,
+        code: ErrorCode,
         /// Names the field.
         message: String,
     },
@@ -31,8 +33,7 @@ pub enum ApiError {
     /// 409: the request conflicts with the current state.
     #[error("{message}")]
     Conflict {
-        /// Stable code such as `lease_lost`.
-        code: &'static str,
+        code: ErrorCode,
         /// What conflicted.
         message: String,
     },
@@ -56,7 +57,7 @@ pub enum ApiError {
     /// 422: valid JSON whose values are unacceptable.
     #[error("{message}")]
     Unprocessable {
-        code: &'static str,
+        code: ErrorCode,
         /// What is unacceptable, naming the field.
         message: String,
     },
@@ -73,7 +74,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// A 400 naming the field.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError::BadRequest {
             code,
             message: message.into(),
@@ -81,7 +82,7 @@ impl ApiError {
     }
 
     /// A 422 naming the field.
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn unprocessable(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError::Unprocessable {
             code,
             message: message.into(),
@@ -118,7 +119,7 @@ impl ApiError {
         };
         ApiError::InvalidDocument(Box::new(DocumentRefusal {
             error: ErrorDetail {
-                code: "invalid_document".to_owned(),
+                code: ErrorCode::InvalidDocument.to_string(),
                 message,
             },
             problems: convert(problems),
@@ -127,35 +128,42 @@ impl ApiError {
     }
 
     /// A 409 without extra fields.
-    pub fn conflict(code: &'static str, message: impl Into<String>) -> ApiError {
+    pub fn conflict(code: ErrorCode, message: impl Into<String>) -> ApiError {
         ApiError::Conflict {
             code,
             message: message.into(),
         }
     }
 
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, code),
-            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, code),
-            ApiError::ClaimRefused(_) => (StatusCode::CONFLICT, "claim_refused"),
-            ApiError::InvalidDocument(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_document"),
-            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
-            ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, "unreadable_body"),
-            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-            ApiError::Database(error) if unavailable(error) => {
-                (StatusCode::SERVICE_UNAVAILABLE, "database_unavailable")
+            ApiError::BadRequest { code, .. } => (StatusCode::BAD_REQUEST, *code),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            ApiError::MethodNotAllowed(_) => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
+            ApiError::Conflict { code, .. } => (StatusCode::CONFLICT, *code),
+            ApiError::ClaimRefused(refusal) => (StatusCode::CONFLICT, refusal.reason.code()),
+            ApiError::InvalidDocument(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::InvalidDocument)
+            }
+            ApiError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::BodyTooLarge)
+            }
+            ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, ErrorCode::UnreadableBody),
+            ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, *code),
+            ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Overloaded),
+            ApiError::Database(error) if unavailable(error) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::DatabaseUnavailable,
+            ),
             ApiError::Database(error) if contended(error) => {
-                (StatusCode::CONFLICT, "concurrent_update")
+                (StatusCode::CONFLICT, ErrorCode::ConcurrentUpdate)
             }
             ApiError::Database(_) | ApiError::Internal(_) => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
+                (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::InternalError)
             }
         }
     }
@@ -221,7 +229,7 @@ impl ApiError {
             other => other.to_string(),
         };
         let detail = ErrorDetail {
-            code: code.to_owned(),
+            code: code.to_string(),
             message,
         };
         (status, detail)
@@ -268,5 +276,32 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, body) = self.into_answer();
         (status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use res_shared::wire::ErrorCode;
+
+    /// The errors table of docs/api.md is where callers learn what a code means.
+    #[test]
+    fn every_error_code_is_in_the_errors_table_of_the_api_docs() {
+        let api = include_str!("../../docs/api.md");
+        let header = "| status | codes | when |";
+        let table = api
+            .split_once("## Errors")
+            .and_then(|(_, rest)| rest.split_once(header))
+            .map(|(_, rest)| rest.split("\n\n").next().unwrap_or_default())
+            .unwrap_or_default();
+        assert!(table.contains("| 409 |"), "no errors table in docs/api.md");
+        let missing: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .map(|code| code.as_str())
+            .filter(|code| !table.contains(&format!("`{code}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/api.md's errors table: {missing:?}"
+        );
     }
 }

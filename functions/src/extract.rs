@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_LENGTH;
+use res_shared::wire::ErrorCode;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -57,7 +58,7 @@ fn is_length_limit(error: &axum::Error) -> bool {
 pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
-            "invalid_json",
+            ErrorCode::InvalidJson,
             "the request body is empty; expected a JSON object",
         ));
     }
@@ -67,8 +68,8 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         && *first != b'{'
     {
         let (code, got) = match serde_json::from_slice::<Value>(bytes) {
-            Ok(value) => ("invalid_field", crate::api::fields::kind(&value)),
-            Err(_) => ("invalid_json", "something that is not JSON"),
+            Ok(value) => (ErrorCode::InvalidField, crate::api::fields::kind(&value)),
+            Err(_) => (ErrorCode::InvalidJson, "something that is not JSON"),
         };
         return Err(ApiError::bad_request(
             code,
@@ -80,15 +81,15 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         let path = error.path().to_string();
         let inner = error.into_inner();
         let code = if inner.is_data() {
-            "invalid_field"
+            ErrorCode::InvalidField
         } else {
-            "invalid_json"
+            ErrorCode::InvalidJson
         };
         // serde_json reports some type mismatches (a boolean where an enum is expected) as
         // syntax errors; a body that parses as JSON has a field wrong, not bad JSON.
         if path != "." && !inner.is_data() && serde_json::from_slice::<Value>(bytes).is_ok() {
             return ApiError::bad_request(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 format!(
                     "invalid request body: {path}: wrong type or value for this field ({inner})"
                 ),
@@ -102,7 +103,10 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
         ApiError::bad_request(code, message)
     })?;
     deserializer.end().map_err(|error| {
-        ApiError::bad_request("invalid_json", format!("invalid request body: {error}"))
+        ApiError::bad_request(
+            ErrorCode::InvalidJson,
+            format!("invalid request body: {error}"),
+        )
     })?;
     // PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming where it is,
     // rather than fail later.
@@ -113,7 +117,7 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, ApiError> {
             .filter(|p| !p.is_empty())
             .map_or_else(String::new, |p| format!("{p}: "));
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("{path}text in the request body must not contain the NUL character (\\u0000)"),
         ));
     }

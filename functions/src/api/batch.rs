@@ -1,6 +1,7 @@
 //! What the batch functions share: the item count they accept, and each item answered as
 //! its single call would be — the same status, the same body.
 
+use res_shared::wire::ErrorCode;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::Hash;
@@ -16,7 +17,7 @@ pub(crate) fn require_items(field: &str, count: usize) -> Result<(), ApiError> {
         return Ok(());
     }
     Err(ApiError::unprocessable(
-        "invalid_field",
+        ErrorCode::InvalidField,
         format!("{field} must hold 1 to {MAX_BATCH_ITEMS} items, got {count}"),
     ))
 }
@@ -52,7 +53,7 @@ impl<K: Eq + Hash> FirstPlaces<K> {
 /// The refusal of `list[index]`, which repeats `what` already at `list[first]`.
 pub(crate) fn repeated(list: &str, index: usize, first: usize, what: &str) -> ApiError {
     ApiError::unprocessable(
-        "invalid_field",
+        ErrorCode::InvalidField,
         format!("{list}[{index}]: {what} is already at {list}[{first}] of this batch"),
     )
 }

@@ -7,8 +7,9 @@ use res_shared::schedule::{Blocker, Deadline, RuleState, window_deadline};
 use std::collections::{HashMap, HashSet};
 
 use res_shared::wire::{
-    BatchResponse, ClaimBatchRequest, ClaimRefusal, ClaimRequest, ClaimResponse,
-    DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail, ExecutionStatus, MAX_LEASE_SECONDS, Trigger,
+    BatchResponse, ClaimBatchRequest, ClaimRefusal, ClaimRefusalReason, ClaimRequest,
+    ClaimResponse, DEFAULT_LEASE_SECONDS, ErrorBody, ErrorDetail, ExecutionStatus,
+    MAX_LEASE_SECONDS, Trigger,
 };
 use tracing::Instrument;
 use uuid::Uuid;
@@ -394,7 +395,7 @@ fn answer(
     let Some(rule) = rule else {
         return Err(if busy {
             refusal(
-                "busy",
+                ClaimRefusalReason::Busy,
                 format!("another request holds branch rule {id} at this moment; claim it again"),
                 Vec::new(),
             )
@@ -425,7 +426,7 @@ fn answer(
     }
     Err(match decided {
         Some(ClaimOutcome::Running { execution_id }) => refusal(
-            "running",
+            ClaimRefusalReason::Running,
             format!("execution {execution_id} holds a live lease on this rule"),
             Vec::new(),
         ),
@@ -433,19 +434,19 @@ fn answer(
             if matches!(blockers.as_slice(), [Blocker::Paused { .. }]) =>
         {
             refusal(
-                "paused",
+                ClaimRefusalReason::Paused,
                 "a paused execution of this rule resumes later".to_owned(),
                 blockers.clone(),
             )
         }
         Some(ClaimOutcome::NotReady(blockers)) => refusal(
-            "not_ready",
+            ClaimRefusalReason::NotReady,
             "the rule is not ready to run".to_owned(),
             blockers.clone(),
         ),
         // Decided to claim, but the partial unique index found a live execution.
         _ => refusal(
-            "running",
+            ClaimRefusalReason::Running,
             "another execution holds this rule".into(),
             Vec::new(),
         ),
@@ -455,8 +456,12 @@ fn answer(
 fn count(state: &AppState, answer: &Result<ClaimResponse, ApiError>) {
     let outcome = match answer {
         Ok(_) => "won",
-        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == "running" => "lost",
-        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == "busy" => "busy",
+        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == ClaimRefusalReason::Running => {
+            "lost"
+        }
+        Err(ApiError::ClaimRefused(refusal)) if refusal.reason == ClaimRefusalReason::Busy => {
+            "busy"
+        }
         Err(ApiError::ClaimRefused(_)) => "not_ready",
         Err(_) => "error",
     };
@@ -476,13 +481,13 @@ struct Claimed {
     revision: Option<i64>,
 }
 
-fn refusal(reason: &'static str, message: String, blockers: Vec<Blocker>) -> ApiError {
+fn refusal(reason: ClaimRefusalReason, message: String, blockers: Vec<Blocker>) -> ApiError {
     ApiError::ClaimRefused(Box::new(ClaimRefusal {
         claimed: false,
-        reason: reason.to_owned(),
+        reason,
         blockers,
         error: ErrorDetail {
-            code: reason.to_owned(),
+            code: reason.as_str().to_owned(),
             message,
         },
     }))

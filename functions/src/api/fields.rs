@@ -1,6 +1,7 @@
 //! Checks of single request fields that the JSON types cannot express, each naming the
 //! field in its error.
 
+use res_shared::wire::ErrorCode;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -19,7 +20,7 @@ pub(crate) fn require_runner_id(field: &str, value: &str) -> Result<(), ApiError
 pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.trim().is_empty() {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("{field} must not be empty"),
         ));
     }
@@ -27,13 +28,13 @@ pub(crate) fn require_text(field: &str, value: &str, max: usize) -> Result<(), A
     // filters straight to the functions, and PostgreSQL text cannot hold NUL.
     if value.contains('\0') {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("{field} must not contain the NUL character (\\u0000)"),
         ));
     }
     if value.chars().count() > max {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("{field} must be at most {max} characters"),
         ));
     }
@@ -48,7 +49,7 @@ pub(crate) fn require_seconds(field: &str, value: i64, max: u32) -> Result<i32, 
         .filter(|s| *s >= 1 && i64::from(*s) <= i64::from(max))
         .ok_or_else(|| {
             ApiError::unprocessable(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 format!("{field} must be between 1 and {max}, got {value}"),
             )
         })
@@ -73,7 +74,7 @@ pub(crate) fn require_object(field: &str, value: &Value) -> Result<(), ApiError>
         return Ok(());
     }
     Err(ApiError::bad_request(
-        "invalid_field",
+        ErrorCode::InvalidField,
         format!(
             "invalid request body: {field}: expected a JSON object, got {}",
             kind(value)
@@ -88,7 +89,7 @@ pub(crate) fn require_raw_object(field: &str, raw: &RawValue) -> Result<(), ApiE
     match serde_json::from_str::<Value>(raw.get()) {
         Ok(value) => require_object(field, &value),
         Err(error) => Err(ApiError::bad_request(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("invalid request body: {field}: {error}"),
         )),
     }

@@ -1,5 +1,6 @@
 //! `executions_heartbeat`: keep a claim alive, and learn whether to stop.
 
+use res_shared::wire::ErrorCode;
 use std::collections::HashMap;
 
 use axum::Json;
@@ -133,7 +134,7 @@ fn check(request: &HeartbeatRequest) -> Result<(), ApiError> {
         .is_some_and(|s| s != ExecutionStatus::Running)
     {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "status: a heartbeat can only report 'running'; finish a run with branch_rules_set_NextRunTime",
         ));
     }
@@ -177,5 +178,5 @@ async fn missed(
     } else {
         format!("execution {id} changed while the heartbeat was recorded; retry")
     };
-    Ok(ApiError::conflict("lease_lost", message))
+    Ok(ApiError::conflict(ErrorCode::LeaseLost, message))
 }

@@ -3,6 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{ErrorBody, MAX_PAUSE_SECONDS, PauseRequest, PauseResponse};
 
 use super::{require_raw_object, require_seconds};
@@ -53,13 +54,13 @@ pub(crate) async fn pause(
         .ok_or_else(not_found)?;
     if execution.claim_token != request.claim_token {
         return Err(ApiError::conflict(
-            "lease_lost",
+            ErrorCode::LeaseLost,
             format!("the claim token does not own execution {id}"),
         ));
     }
     if !execution.status.is_live() {
         return Err(ApiError::conflict(
-            "lease_lost",
+            ErrorCode::LeaseLost,
             format!("execution {id} is already {}", execution.status),
         ));
     }

@@ -1,5 +1,6 @@
 //! `get-execution-plan-v2`: the workflows a runner may execute, in full or as a delta.
 
+use res_shared::wire::ErrorCode;
 use std::collections::BTreeSet;
 
 use std::time::Duration;
@@ -59,14 +60,14 @@ pub(crate) async fn get_execution_plan(
         .filter(|f| !(1..=PLAN_FORMAT_COLUMNS).contains(f))
     {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("format must be 1, 2 or {PLAN_FORMAT_COLUMNS}, got {format}"),
         ));
     }
     let requested_wait = request.wait_seconds.unwrap_or(0);
     if requested_wait > MAX_WAIT_SECONDS {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("wait_seconds must be between 0 and {MAX_WAIT_SECONDS}"),
         ));
     }
@@ -75,7 +76,7 @@ pub(crate) async fn get_execution_plan(
         .as_deref()
         .map(PlanCursor::decode)
         .transpose()
-        .map_err(|message| ApiError::bad_request("invalid_cursor", message))?;
+        .map_err(|message| ApiError::bad_request(ErrorCode::InvalidCursor, message))?;
     let scope = caller.scope();
     let scope_fingerprint = scope_key(scope);
 

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{ErrorBody, ViolationRequest, ViolationResponse};
 
 use super::require_violation;
@@ -61,7 +62,7 @@ pub(crate) async fn create_violation(
     // the token has to match.
     if claim_token != request.claim_token {
         return Err(ApiError::conflict(
-            "lease_lost",
+            ErrorCode::LeaseLost,
             format!("the claim token does not own execution {execution_id}"),
         ));
     }
@@ -87,7 +88,7 @@ pub(crate) async fn create_violation(
                 format!("execution {o}")
             });
             return Err(ApiError::conflict(
-                "idempotency_conflict",
+                ErrorCode::IdempotencyConflict,
                 format!(
                     "idempotency_key '{}' is already used by {owner} of this branch rule",
                     request.idempotency_key

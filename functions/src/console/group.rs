@@ -7,6 +7,7 @@ use axum::extract::{Form, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{TimeDelta, Utc};
 use res_shared::wire::AcknowledgeRequest;
+use res_shared::wire::ErrorCode;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -54,7 +55,7 @@ pub(super) async fn act(
     signed.check_csrf(&form.csrf)?;
     let action = GroupAction::parse(&form.action).ok_or_else(|| {
         ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "action: one of run-now, pause, resume, ack-1h, ack-1d",
         )
     })?;
@@ -131,7 +132,7 @@ impl GroupAction {
 
 /// The group's ids: at least one, at most [`MAX_GROUP`], each a UUID.
 fn parse_rules(text: &str) -> Result<Vec<Uuid>, ApiError> {
-    let bad = |why: &str| ApiError::unprocessable("invalid_field", format!("rules: {why}"));
+    let bad = |why: &str| ApiError::unprocessable(ErrorCode::InvalidField, format!("rules: {why}"));
     let ids = text
         .split(',')
         .map(str::trim)

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::Blocker;
 use res_shared::wire::{
-    ClaimRefusal, ClaimRequest, ClaimResponse, ExecutionStatus, HeartbeatBatchRequest,
-    HeartbeatRequest, OfflineRun, SetNextRunTimeRequest,
+    ClaimRefusal, ClaimRefusalReason, ClaimRequest, ClaimResponse, ExecutionStatus,
+    HeartbeatBatchRequest, HeartbeatRequest, OfflineRun, SetNextRunTimeRequest,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -144,7 +144,9 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
     let claim = match daemon.batched.claims.call(request.clone()).await {
         // The batch skipped the rule while another request (a report, another runner's
         // claim) held it: claimed alone, the claim waits for it, as claims always have.
-        Err(error) if error.code() == Some("busy") => daemon.client.call(&request).await,
+        Err(error) if error.code() == Some(ClaimRefusalReason::Busy.as_str()) => {
+            daemon.client.call(&request).await
+        }
         other => other,
     };
     match claim {
@@ -219,7 +221,9 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
     // Another runner holds the occurrence that was due: this one's turn is the next. Until a
     // refresh brings that runner's report, the plan says so itself — were the functions to
     // go away now, an offline owner would otherwise run the taken occurrence again.
-    let taken = refusal.as_ref().is_some_and(|r| r.reason == "running");
+    let taken = refusal
+        .as_ref()
+        .is_some_and(|r| r.reason == ClaimRefusalReason::Running);
     let now = Utc::now();
     daemon.plan.update(|plan| {
         if let Some(entry) = plan.workflows.get_mut(&id) {

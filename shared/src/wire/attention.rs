@@ -42,32 +42,13 @@ pub struct FleetTotals {
     pub day: RunWindow,
 }
 
-/// Why a group needs someone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum AttentionKind {
-    /// Flagged: failed its threshold of times in a row, or its schedule cannot run.
-    NeedsAttention,
-    /// Due more than 5 minutes ago and no runner takes it.
-    Overdue,
-}
-
-impl AttentionKind {
-    /// Every kind.
-    pub const ALL: [AttentionKind; 2] = [AttentionKind::NeedsAttention, AttentionKind::Overdue];
-
-    /// The name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttentionKind::NeedsAttention => "needs_attention",
-            AttentionKind::Overdue => "overdue",
-        }
-    }
-
-    /// Parses a name as [`AttentionKind::as_str`] spells it.
-    pub fn parse(name: &str) -> Option<AttentionKind> {
-        AttentionKind::ALL.into_iter().find(|k| k.as_str() == name)
+wire_enum! {
+    /// Why a group needs someone.
+    pub enum AttentionKind ("attention kind") {
+        /// Flagged: failed its threshold of times in a row, or its schedule cannot run.
+        NeedsAttention = "needs_attention",
+        /// Due more than 5 minutes ago and no runner takes it.
+        Overdue = "overdue",
     }
 }
 

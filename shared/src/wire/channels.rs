@@ -5,40 +5,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// How a channel is sent to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum ChannelKind {
-    /// A JSON body signed with HMAC-SHA256 (`res-signature`, `res-timestamp`,
-    /// `res-delivery` headers).
-    Webhook,
-    /// A Slack-compatible incoming webhook: `{"text": …}`.
-    Slack,
-}
-
-impl ChannelKind {
-    /// The name stored in the database and sent on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChannelKind::Webhook => "webhook",
-            ChannelKind::Slack => "slack",
-        }
-    }
-
-    /// Parses a stored kind.
-    pub fn parse(name: &str) -> Option<ChannelKind> {
-        [ChannelKind::Webhook, ChannelKind::Slack]
-            .into_iter()
-            .find(|k| k.as_str() == name)
-    }
-}
-
-impl TryFrom<String> for ChannelKind {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        ChannelKind::parse(&name).ok_or_else(|| format!("unknown channel kind {name:?}"))
+wire_enum! {
+    /// How a channel is sent to.
+    pub enum ChannelKind ("channel kind") {
+        /// A JSON body signed with HMAC-SHA256 (`res-signature`, `res-timestamp`,
+        /// `res-delivery` headers).
+        Webhook = "webhook",
+        /// A Slack-compatible incoming webhook: `{"text": …}`.
+        Slack = "slack",
     }
 }
 

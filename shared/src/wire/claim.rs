@@ -62,15 +62,39 @@ pub struct ClaimResponse {
     pub revision: Option<i64>,
 }
 
+wire_enum! {
+    /// Why a claim was refused; also the refusal's error `code`.
+    pub enum ClaimRefusalReason ("claim refusal reason") {
+        /// Another live execution holds the rule.
+        Running = "running",
+        /// A paused execution resumes later; see `blockers`.
+        Paused = "paused",
+        /// A readiness check failed; see `blockers`.
+        NotReady = "not_ready",
+        /// Another request held the rule at that moment (a batch skips it): claim it again.
+        Busy = "busy",
+    }
+}
+
+impl ClaimRefusalReason {
+    /// The refusal's error code: the same word.
+    pub fn code(self) -> super::ErrorCode {
+        match self {
+            ClaimRefusalReason::Running => super::ErrorCode::Running,
+            ClaimRefusalReason::Paused => super::ErrorCode::Paused,
+            ClaimRefusalReason::NotReady => super::ErrorCode::NotReady,
+            ClaimRefusalReason::Busy => super::ErrorCode::Busy,
+        }
+    }
+}
+
 /// `branch_rules_claim` refusal (HTTP 409).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimRefusal {
     /// Always false here.
     pub claimed: bool,
-    /// `running` (another live execution holds the rule), `paused` (a paused execution
-    /// resumes later; see `blockers`) or `not_ready`.
-    pub reason: String,
+    pub reason: ClaimRefusalReason,
     /// Every readiness check that failed, for `not_ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blockers: Vec<Blocker>,

@@ -4,46 +4,30 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// Where an attempt to run a branch rule stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum ExecutionStatus {
-    /// Claimed, not yet started (no heartbeat yet).
-    Scheduled,
-    /// Heartbeating.
-    Running,
-    /// Waiting at a long delay node; any runner of the branch resumes it at `resume_at`.
-    Paused,
-    /// Finished normally (including "consolidation said no").
-    Completed,
-    Failed,
-    /// Stopped on request.
-    Cancelled,
-    /// Ran past its deadline.
-    Timeout,
-    /// The operation window closed during the run; partial results kept.
-    OperationWindowExceeded,
-    /// The lease expired without a report: the runner died or lost its connection.
-    Crashed,
+wire_enum! {
+    /// Where an attempt to run a branch rule stands.
+    pub enum ExecutionStatus ("execution status") {
+        /// Claimed, not yet started (no heartbeat yet).
+        Scheduled = "scheduled",
+        /// Heartbeating.
+        Running = "running",
+        /// Waiting at a long delay node; any runner of the branch resumes it at `resume_at`.
+        Paused = "paused",
+        /// Finished normally (including "consolidation said no").
+        Completed = "completed",
+        Failed = "failed",
+        /// Stopped on request.
+        Cancelled = "cancelled",
+        /// Ran past its deadline.
+        Timeout = "timeout",
+        /// The operation window closed during the run; partial results kept.
+        OperationWindowExceeded = "operation_window_exceeded",
+        /// The lease expired without a report: the runner died or lost its connection.
+        Crashed = "crashed",
+    }
 }
 
 impl ExecutionStatus {
-    /// The name stored in the database and sent on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ExecutionStatus::Scheduled => "scheduled",
-            ExecutionStatus::Running => "running",
-            ExecutionStatus::Paused => "paused",
-            ExecutionStatus::Completed => "completed",
-            ExecutionStatus::Failed => "failed",
-            ExecutionStatus::Cancelled => "cancelled",
-            ExecutionStatus::Timeout => "timeout",
-            ExecutionStatus::OperationWindowExceeded => "operation_window_exceeded",
-            ExecutionStatus::Crashed => "crashed",
-        }
-    }
-
     /// One letter for a strip of runs, distinct per status: `.` completed, `F` failed,
     /// `C` crashed, `T` timeout, `W` operation window exceeded, `x` cancelled, `R` running,
     /// `s` scheduled, `P` paused.
@@ -61,26 +45,6 @@ impl ExecutionStatus {
         }
     }
 
-    /// Every status, live ones first.
-    pub const ALL: [ExecutionStatus; 9] = [
-        ExecutionStatus::Scheduled,
-        ExecutionStatus::Running,
-        ExecutionStatus::Paused,
-        ExecutionStatus::Completed,
-        ExecutionStatus::Failed,
-        ExecutionStatus::Cancelled,
-        ExecutionStatus::Timeout,
-        ExecutionStatus::OperationWindowExceeded,
-        ExecutionStatus::Crashed,
-    ];
-
-    /// Parses a stored status name.
-    pub fn parse(name: &str) -> Option<ExecutionStatus> {
-        ExecutionStatus::ALL
-            .into_iter()
-            .find(|status| status.as_str() == name)
-    }
-
     /// Whether the attempt still holds a live lease (`scheduled` or `running`).
     pub fn is_live(self) -> bool {
         matches!(self, ExecutionStatus::Scheduled | ExecutionStatus::Running)
@@ -90,21 +54,6 @@ impl ExecutionStatus {
     /// other run may start, and an operator may still cancel it).
     pub fn holds_rule(self) -> bool {
         self.is_live() || self == ExecutionStatus::Paused
-    }
-}
-
-/// Decodes a stored status (databases hand back text).
-impl TryFrom<String> for ExecutionStatus {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        ExecutionStatus::parse(&name).ok_or_else(|| format!("unknown execution status {name:?}"))
-    }
-}
-
-impl std::fmt::Display for ExecutionStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

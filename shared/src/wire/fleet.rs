@@ -76,37 +76,19 @@ pub struct RuleListResponse {
     pub next: Option<String>,
 }
 
-/// Whether a runner is heard from, by the time since it was last seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum RunnerState {
-    /// Seen within the stale threshold (a few plan refreshes).
-    Alive,
-    /// Not seen for longer than that, but less than the gone threshold.
-    Stale,
-    /// Not seen for longer than the gone threshold.
-    Gone,
+wire_enum! {
+    /// Whether a runner is heard from, by the time since it was last seen.
+    pub enum RunnerState ("runner state") {
+        /// Seen within the stale threshold (a few plan refreshes).
+        Alive = "alive",
+        /// Not seen for longer than that, but less than the gone threshold.
+        Stale = "stale",
+        /// Not seen for longer than the gone threshold.
+        Gone = "gone",
+    }
 }
 
 impl RunnerState {
-    /// Every state.
-    pub const ALL: [RunnerState; 3] = [RunnerState::Alive, RunnerState::Stale, RunnerState::Gone];
-
-    /// The name on the wire and in tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunnerState::Alive => "alive",
-            RunnerState::Stale => "stale",
-            RunnerState::Gone => "gone",
-        }
-    }
-
-    /// Parses a state name.
-    pub fn parse(name: &str) -> Option<RunnerState> {
-        RunnerState::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
     /// The state of a runner last seen `silent_seconds` ago.
     pub fn of(silent_seconds: i64, thresholds: RunnerThresholds) -> RunnerState {
         if silent_seconds < i64::from(thresholds.stale_after_seconds) {

@@ -24,35 +24,23 @@ pub struct DescribeRuleRequest {
     pub next_runs: Option<u32>,
 }
 
-/// A rule's state as operators see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum RuleCondition {
-    /// An execution holds it (live, or paused at a delay node).
-    Running,
-    /// Waiting for its next run.
-    Idle,
-    /// An operator paused it.
-    Paused,
-    /// Force-stopped, inactive, archived, or its branch or rule definition is inactive.
-    Stopped,
-    /// It failed too often in a row, or its schedule cannot be used.
-    NeedsAttention,
+wire_enum! {
+    /// A rule's state as operators see it.
+    pub enum RuleCondition ("rule condition") {
+        /// An execution holds it (live, or paused at a delay node).
+        Running = "running",
+        /// Waiting for its next run.
+        Idle = "idle",
+        /// An operator paused it.
+        Paused = "paused",
+        /// Force-stopped, inactive, archived, or its branch or rule definition is inactive.
+        Stopped = "stopped",
+        /// It failed too often in a row, or its schedule cannot be used.
+        NeedsAttention = "needs_attention",
+    }
 }
 
 impl RuleCondition {
-    /// The name on the wire and in tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleCondition::Running => "running",
-            RuleCondition::Idle => "idle",
-            RuleCondition::Paused => "paused",
-            RuleCondition::Stopped => "stopped",
-            RuleCondition::NeedsAttention => "needs_attention",
-        }
-    }
-
     /// A rule's condition: what stops it first wins. `enabled`: the branch rule, its branch
     /// and its rule definition are active and it is not archived; `held`: an execution
     /// holds it (live with an unexpired lease, or paused at a delay node).
@@ -74,29 +62,6 @@ impl RuleCondition {
         } else {
             RuleCondition::Idle
         }
-    }
-
-    /// Every condition.
-    pub const ALL: [RuleCondition; 5] = [
-        RuleCondition::Running,
-        RuleCondition::Idle,
-        RuleCondition::Paused,
-        RuleCondition::Stopped,
-        RuleCondition::NeedsAttention,
-    ];
-
-    /// Parses a condition name.
-    pub fn parse(name: &str) -> Option<RuleCondition> {
-        RuleCondition::ALL.into_iter().find(|c| c.as_str() == name)
-    }
-}
-
-/// Decodes a condition the database computed.
-impl TryFrom<String> for RuleCondition {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        RuleCondition::parse(&name).ok_or_else(|| format!("unknown rule condition {name:?}"))
     }
 }
 
@@ -331,43 +296,23 @@ pub struct StopMark {
     pub reason: String,
 }
 
-/// How an operator stopped an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum StopAction {
-    /// `executions_cancel`.
-    Cancel,
-    /// `rules_force_stop` of its rule while it held it.
-    ForceStop,
+wire_enum! {
+    /// How an operator stopped an execution.
+    pub enum StopAction ("stop action") {
+        /// `executions_cancel`.
+        Cancel = "cancel",
+        /// `rules_force_stop` of its rule while it held it.
+        ForceStop = "force_stop",
+    }
 }
 
 impl StopAction {
-    /// The spelling in `operator_actions.action`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StopAction::Cancel => "cancel",
-            StopAction::ForceStop => "force_stop",
-        }
-    }
-
     /// The sentence's verb: "cancelled by ops-key".
     pub fn verb(self) -> &'static str {
         match self {
             StopAction::Cancel => "cancelled",
             StopAction::ForceStop => "stopped by a force stop of its rule",
         }
-    }
-}
-
-impl TryFrom<String> for StopAction {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        [StopAction::Cancel, StopAction::ForceStop]
-            .into_iter()
-            .find(|a| a.as_str() == name)
-            .ok_or_else(|| format!("unknown stop action {name:?}"))
     }
 }
 

@@ -11,6 +11,9 @@
     reason = "wire fields mirror docs/api.md; a comment that restates a field name is noise"
 )]
 
+#[macro_use]
+mod wire_enum;
+
 mod attention;
 mod batch;
 mod call;
@@ -49,14 +52,15 @@ pub use channels::{
     ChannelTestResponse,
 };
 pub use claim::{
-    ClaimRefusal, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS, MAX_LEASE_SECONDS,
+    ClaimRefusal, ClaimRefusalReason, ClaimRequest, ClaimResponse, DEFAULT_LEASE_SECONDS,
+    MAX_LEASE_SECONDS,
 };
 pub use config::{
     ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
     ConfigHistoryRequest, ConfigHistoryResponse, ConfigProblem, ConfigRevision, ConfigShowRequest,
     ConfigShowResponse, DocumentRefusal,
 };
-pub use error::{ErrorBody, ErrorDetail};
+pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use execution::{
     ExecutionStatus, FinishStatus, HeartbeatRequest, HeartbeatResponse, MAX_PAUSE_SECONDS,
     PauseRequest, PauseResponse, Waiting,

@@ -7,60 +7,21 @@ use uuid::Uuid;
 
 use super::ExecutionStatus;
 
-/// Why an execution exists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Trigger {
-    /// The schedule made it due.
-    Schedule,
-    /// An operator asked for it (`rules_run_now`).
-    Manual,
-    /// The previous run failed and this is its retry.
-    Retry,
-    /// The previous attempt's runner died (its lease expired or it restarted).
-    CrashRetry,
-    /// A paused execution continued.
-    Resume,
-    /// A runner ran it while the functions were unreachable and reported it later.
-    Offline,
-}
-
-impl Trigger {
-    /// Every trigger.
-    pub const ALL: [Trigger; 6] = [
-        Trigger::Schedule,
-        Trigger::Manual,
-        Trigger::Retry,
-        Trigger::CrashRetry,
-        Trigger::Resume,
-        Trigger::Offline,
-    ];
-
-    /// The name stored in `executions.trigger` and sent on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Schedule => "schedule",
-            Trigger::Manual => "manual",
-            Trigger::Retry => "retry",
-            Trigger::CrashRetry => "crash_retry",
-            Trigger::Resume => "resume",
-            Trigger::Offline => "offline",
-        }
-    }
-
-    /// Parses a stored trigger name.
-    pub fn parse(name: &str) -> Option<Trigger> {
-        Trigger::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-}
-
-/// Decodes a stored trigger (databases hand back text).
-impl TryFrom<String> for Trigger {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        Trigger::parse(&name).ok_or_else(|| format!("unknown trigger {name:?}"))
+wire_enum! {
+    /// Why an execution exists.
+    pub enum Trigger ("trigger") {
+        /// The schedule made it due.
+        Schedule = "schedule",
+        /// An operator asked for it (`rules_run_now`).
+        Manual = "manual",
+        /// The previous run failed and this is its retry.
+        Retry = "retry",
+        /// The previous attempt's runner died (its lease expired or it restarted).
+        CrashRetry = "crash_retry",
+        /// A paused execution continued.
+        Resume = "resume",
+        /// A runner ran it while the functions were unreachable and reported it later.
+        Offline = "offline",
     }
 }
 

@@ -11,37 +11,11 @@ pub const MAX_REPORT_OUTPUTS: usize = 64;
 /// Most output text one report carries, all entries together; the runner keeps the latest.
 pub const MAX_REPORT_OUTPUT_BYTES: usize = 512 * 1024;
 
-/// One of a program's output streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum OutputStream {
-    Stdout,
-    Stderr,
-}
-
-impl OutputStream {
-    /// The name stored in the database and sent on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutputStream::Stdout => "stdout",
-            OutputStream::Stderr => "stderr",
-        }
-    }
-
-    /// Parses a stored stream name.
-    pub fn parse(name: &str) -> Option<OutputStream> {
-        [OutputStream::Stdout, OutputStream::Stderr]
-            .into_iter()
-            .find(|s| s.as_str() == name)
-    }
-}
-
-impl TryFrom<String> for OutputStream {
-    type Error = String;
-
-    fn try_from(name: String) -> Result<Self, Self::Error> {
-        OutputStream::parse(&name).ok_or_else(|| format!("unknown output stream {name:?}"))
+wire_enum! {
+    /// One of a program's output streams.
+    pub enum OutputStream ("output stream") {
+        Stdout = "stdout",
+        Stderr = "stderr",
     }
 }
 

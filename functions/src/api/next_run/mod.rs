@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{AfterRun, Rescheduled, after_run, reschedule_run};
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
     SetNextRunTimeBatchRequest, SetNextRunTimeRequest, SetNextRunTimeResponse,
@@ -115,28 +116,28 @@ fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), A
     check_output(&request.output)?;
     if request.status == Some(FinishStatus::Crashed) && request.offline.is_none() {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "status 'crashed' reports an offline run its runner saw stop without finishing \
              (give offline); a claimed run that stops is crashed when its lease runs out",
         ));
     }
     match (request.execution_id, &request.claim_token) {
         (Some(_), None) => Err(ApiError::bad_request(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "invalid request body: missing field `claim_token` (required with execution_id)",
         )),
         (None, Some(_)) => Err(ApiError::bad_request(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "invalid request body: missing field `execution_id` (required with claim_token)",
         )),
         (None, None) if caller.role == Role::Runner => Err(ApiError::unprocessable(
-            "execution_required",
+            ErrorCode::ExecutionRequired,
             "runner tokens must report their execution: give execution_id and claim_token \
              (the form without them is for service tokens)",
         )),
         (None, None) if request.status.is_some() || request.result.is_some() => {
             Err(ApiError::unprocessable(
-                "execution_required",
+                ErrorCode::ExecutionRequired,
                 "status and result describe an execution: give execution_id and claim_token",
             ))
         }
@@ -219,7 +220,7 @@ async fn resolve(
                     check_offline(offline, rule)?;
                     if !is_same_offline_run(&execution, rule.id, offline, token) {
                         return Err(ApiError::conflict(
-                            "execution_id_taken",
+                            ErrorCode::ExecutionIdTaken,
                             format!(
                                 "execution_id {id} cannot record this offline run: the id is \
                                  already used; an offline run needs a fresh execution_id"
@@ -230,7 +231,7 @@ async fn resolve(
                         Judgement::Replay(answer) => return Ok(Resolved::Replay(*answer)),
                         _ => {
                             return Err(ApiError::conflict(
-                                "execution_id_taken",
+                                ErrorCode::ExecutionIdTaken,
                                 format!("offline run {id} was recorded without an answer"),
                             ));
                         }
@@ -249,7 +250,7 @@ async fn resolve(
                     Judgement::Replay(answer) => return Ok(Resolved::Replay(*answer)),
                     Judgement::Superseded => return Err(superseded_refusal(execution.id)),
                     Judgement::Stale(message) => {
-                        return Err(ApiError::conflict("lease_lost", message));
+                        return Err(ApiError::conflict(ErrorCode::LeaseLost, message));
                     }
                 },
                 (None, Some(offline)) => {
@@ -275,7 +276,7 @@ async fn resolve(
                     if !inserted {
                         // Created by a concurrent report between the lock and the insert.
                         return Err(ApiError::conflict(
-                            "concurrent_update",
+                            ErrorCode::ConcurrentUpdate,
                             format!("execution {id} was recorded at the same time; retry"),
                         ));
                     }
@@ -293,7 +294,7 @@ async fn resolve(
                 .filter(|e| e.status.holds_rule())
             {
                 return Err(ApiError::conflict(
-                    "running",
+                    ErrorCode::Running,
                     format!(
                         "execution {} of this rule is {}; it is finished by its own report \
                          (execution_id and claim_token), not by the legacy form",
@@ -540,7 +541,7 @@ async fn superseded(
 
 fn superseded_refusal(id: Uuid) -> ApiError {
     ApiError::conflict(
-        "superseded",
+        ErrorCode::Superseded,
         format!(
             "execution {id} was retried before this report arrived; its status and results \
              were stored, the rule was not rescheduled"

@@ -1,6 +1,7 @@
 //! Offline runs: what a report of a run made without a claim must satisfy, and its
 //! violations.
 
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{OfflineRun, OfflineViolation};
 use uuid::Uuid;
 
@@ -40,7 +41,7 @@ pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(
     ] {
         if at > latest {
             return Err(ApiError::unprocessable(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 format!(
                     "{field} {at} is in the future (the database's time is {})",
                     rule.db_now
@@ -49,7 +50,7 @@ pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(
         }
         if at < earliest {
             return Err(ApiError::unprocessable(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 format!(
                     "{field} {at} is before the branch rule existed ({})",
                     rule.created_at
@@ -59,7 +60,7 @@ pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(
     }
     if offline.finished_at < offline.started_at {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!(
                 "offline.finished_at {} is before offline.started_at {}",
                 offline.finished_at, offline.started_at

@@ -1,6 +1,7 @@
 //! The report's `output`: what the run's programs printed, checked before anything is
 //! written.
 
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{MAX_OUTPUT_BYTES, MAX_REPORT_OUTPUT_BYTES, MAX_REPORT_OUTPUTS, NodeOutput};
 
 use crate::api::require_text;
@@ -8,7 +9,7 @@ use crate::error::ApiError;
 
 /// Every entry within the limits a runner keeps to, the field that is not named.
 pub(super) fn check_output(outputs: &[NodeOutput]) -> Result<(), ApiError> {
-    let refuse = |message: String| Err(ApiError::unprocessable("invalid_field", message));
+    let refuse = |message: String| Err(ApiError::unprocessable(ErrorCode::InvalidField, message));
     if outputs.len() > MAX_REPORT_OUTPUTS {
         return refuse(format!(
             "output must have at most {MAX_REPORT_OUTPUTS} entries, got {}",

@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{TimeDelta, Utc};
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{AcknowledgeRequest, AcknowledgeResponse, ErrorBody, MAX_ACK_HOURS};
 
 use super::rules::MAX_REASON_CHARS;
@@ -43,7 +44,7 @@ pub(crate) async fn acknowledge(
     let latest = now + TimeDelta::hours(i64::from(MAX_ACK_HOURS));
     if request.until <= now || request.until > latest {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("until: a time in the next {MAX_ACK_HOURS} hours"),
         ));
     }
@@ -59,7 +60,7 @@ pub(crate) async fn acknowledge(
         .ok_or_else(not_found)?;
     if rule.rule.needs_attention_at.is_none() && !rule.overdue {
         return Err(ApiError::conflict(
-            "not_flagged",
+            ErrorCode::NotFlagged,
             format!(
                 "branch rule {id} neither needs attention nor is overdue: nothing to acknowledge"
             ),

@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     CancelExecutionRequest, CancelExecutionResponse, ErrorBody, ExecutionStatus,
 };
@@ -56,7 +57,7 @@ pub(crate) async fn cancel(
     let status = execution.status;
     if !status.holds_rule() {
         return Err(ApiError::conflict(
-            "finished",
+            ErrorCode::Finished,
             format!("execution {id} already ended {}", status.as_str()),
         ));
     }

@@ -4,6 +4,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     ChannelCreateRequest, ChannelCreateResponse, ChannelDeleteRequest, ChannelDeleteResponse,
     ChannelKind, ChannelListRequest, ChannelListResponse, ChannelSummary, ChannelTestRequest,
@@ -71,7 +72,7 @@ pub(crate) async fn create(
     .await?
     .ok_or_else(|| {
         ApiError::conflict(
-            "name_taken",
+            ErrorCode::NameTaken,
             format!(
                 "the brand already has a channel named '{}'",
                 request.name.trim()
@@ -87,7 +88,7 @@ fn check_url(url: &str, allow_private: bool) -> Result<(), ApiError> {
     require_text("url", url, MAX_URL_CHARS)?;
     match target::refusal(url, allow_private) {
         Some(why) => Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("url: {why}"),
         )),
         None => Ok(()),

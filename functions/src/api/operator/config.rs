@@ -6,6 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use res_config::Document;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     ConfigExportRequest, ConfigExportResponse, ConfigHistoryRequest, ConfigHistoryResponse,
     ConfigShowRequest, ConfigShowResponse, ErrorBody,
@@ -34,7 +35,7 @@ impl ConfigScope {
             (Some(brand), false) => Ok(ConfigScope::Brand(brand)),
             (None, true) => Ok(ConfigScope::Catalogue),
             _ => Err(ApiError::unprocessable(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 "give brand_id or catalogue: true (one document configures one brand or the catalogue)",
             )),
         }
@@ -80,7 +81,7 @@ impl From<ExportError> for ApiError {
         match error {
             ExportError::Database(error) => error.into(),
             ExportError::Ambiguous(message) => ApiError::Conflict {
-                code: "ambiguous_names",
+                code: ErrorCode::AmbiguousNames,
                 message,
             },
         }

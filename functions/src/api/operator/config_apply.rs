@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 use res_config::{Diff, Document};
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     ConfigApplyRequest, ConfigApplyResponse, ConfigProblem, DocumentRefusal, ErrorBody,
 };
@@ -214,7 +215,7 @@ impl Job<'_> {
                 brand.name
             ))),
             several => Err(ApiError::conflict(
-                "ambiguous_names",
+                ErrorCode::AmbiguousNames,
                 format!(
                     "{} brands are called '{}'; give brand.id (resctl export prints it)",
                     several.len(),
@@ -250,7 +251,7 @@ impl Job<'_> {
         let used = db::config_catalogue::still_used(&mut tx, &apply).await?;
         if !used.is_empty() {
             return Err(ApiError::conflict(
-                "in_use",
+                ErrorCode::InUse,
                 format!(
                     "{}; take them out of those brands first, or keep them in the catalogue",
                     used.join("; ")
@@ -381,7 +382,7 @@ fn ambiguous_in_catalogue(
         return Ok(());
     }
     Err(ApiError::conflict(
-        "ambiguous_names",
+        ErrorCode::AmbiguousNames,
         format!(
             "the catalogue has more than one {}; rename them in the catalogue first",
             named.join(", ")
@@ -402,7 +403,7 @@ async fn stale(
     let export_again = "export again (resctl export), or apply with --force";
     if !(0..=latest).contains(&base) {
         return Err(ApiError::conflict(
-            "stale_revision",
+            ErrorCode::StaleRevision,
             format!(
                 "base_revision {base} is not a revision of this {} (the latest is {latest}); {export_again}",
                 if brand_id.is_some() {
@@ -431,7 +432,7 @@ async fn stale(
         return Ok(());
     }
     Err(ApiError::conflict(
-        "stale_revision",
+        ErrorCode::StaleRevision,
         format!(
             "changed since revision {base} (the latest is {latest}): {}; {export_again}",
             touched.join(", ")

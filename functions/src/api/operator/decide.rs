@@ -1,6 +1,7 @@
 //! What an operator's action on a rule does, decided from the rule's state before any write.
 
 use chrono::{DateTime, Utc};
+use res_shared::wire::ErrorCode;
 use res_shared::wire::ExecutionStatus;
 use uuid::Uuid;
 
@@ -61,9 +62,9 @@ pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, Ap
         RuleAction::RunNow => {
             if let Some((id, status)) = facts.holder {
                 let code = if status == ExecutionStatus::Paused {
-                    "execution_paused"
+                    ErrorCode::ExecutionPaused
                 } else {
-                    "running"
+                    ErrorCode::Running
                 };
                 return Err(ApiError::conflict(
                     code,
@@ -75,25 +76,25 @@ pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, Ap
             }
             if facts.is_force_stopped {
                 return Err(ApiError::conflict(
-                    "force_stopped",
+                    ErrorCode::ForceStopped,
                     "the rule is force-stopped; resume it first",
                 ));
             }
             if facts.is_paused {
                 return Err(ApiError::conflict(
-                    "paused",
+                    ErrorCode::Paused,
                     "the rule is paused; resume it first",
                 ));
             }
             if !facts.enabled {
                 return Err(ApiError::conflict(
-                    "inactive",
+                    ErrorCode::Inactive,
                     "the rule, its branch or its rule definition is inactive or archived",
                 ));
             }
             if facts.run_requested {
                 return Err(ApiError::conflict(
-                    "run_requested",
+                    ErrorCode::RunRequested,
                     "a run-now request of this rule is already waiting for a runner",
                 ));
             }
@@ -106,7 +107,7 @@ pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, Ap
             Ok(Effect::Resume)
         }
         RuleAction::Resume => Err(ApiError::conflict(
-            "not_paused",
+            ErrorCode::NotPaused,
             "the rule is neither paused, force-stopped nor in need of attention",
         )),
         RuleAction::ForceStop => Ok(Effect::ForceStop { stop: facts.holder }),
@@ -142,7 +143,7 @@ mod tests {
 
     fn code(result: Result<Effect, ApiError>) -> &'static str {
         match result {
-            Err(ApiError::Conflict { code, .. }) => code,
+            Err(ApiError::Conflict { code, .. }) => code.as_str(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

@@ -2,6 +2,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     Call, ErrorBody, ExecutionListRequest, ExecutionListResponse, ExecutionSummary, MAX_COUNTED,
     StatusCounts,
@@ -43,7 +44,7 @@ pub(crate) async fn list(
     let before = pager.cursor("before", request.before.as_deref())?;
     if after.is_some() && before.is_some() {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "before: give after (older rows) or before (newer rows), not both",
         ));
     }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::{
     IntervalSchedule, OverlapPolicy, Schedule, describe_blocker_in, describe_schedule,
 };
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
     RuleCondition, RuleDescription, ShowExecutionRequest,
@@ -48,7 +49,7 @@ pub(crate) async fn describe(
     let wanted = request.next_runs.unwrap_or(DEFAULT_NEXT_RUNS);
     if wanted > MAX_NEXT_RUNS {
         return Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("next_runs must be 0 to {MAX_NEXT_RUNS}, not {wanted}"),
         ));
     }

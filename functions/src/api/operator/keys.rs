@@ -3,6 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     ErrorBody, KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest,
     KeySecretResponse,
@@ -56,7 +57,7 @@ pub(crate) async fn create(
         .filter(|role| *role != Role::Service)
         .ok_or_else(|| {
             ApiError::unprocessable(
-                "invalid_field",
+                ErrorCode::InvalidField,
                 "role must be runner, viewer, operator or admin (service keys are made with \
                  res-functions create-api-key)",
             )
@@ -67,7 +68,7 @@ pub(crate) async fn create(
         request.brand_ids.len(),
         request.branch_ids.len(),
     )
-    .map_err(|problem| ApiError::unprocessable("invalid_field", problem))?;
+    .map_err(|problem| ApiError::unprocessable(ErrorCode::InvalidField, problem))?;
     within_scope(&state, &caller, &request).await?;
     let token = generate_token();
     let scope = KeyScope {
@@ -153,7 +154,7 @@ pub(crate) async fn rotate(
         .await?
         .ok_or_else(|| {
             ApiError::conflict(
-                "not_live",
+                ErrorCode::NotLive,
                 format!("key {id} is revoked or already rotated; rotate its successor"),
             )
         })?;
@@ -186,7 +187,7 @@ pub(crate) async fn revoke(
     let id = managed(&state, &caller, request.key_id).await?;
     if !db::api_keys::revoke(&state.pool, id).await? {
         return Err(ApiError::conflict(
-            "not_live",
+            ErrorCode::NotLive,
             format!("key {id} is already revoked"),
         ));
     }

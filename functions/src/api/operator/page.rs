@@ -3,6 +3,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use res_shared::wire::ErrorCode;
 use res_shared::wire::MAX_PAGE_SIZE;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,7 @@ pub(crate) fn limit(asked: Option<u32>) -> Result<u32, ApiError> {
         Ok(limit)
     } else {
         Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             format!("limit must be 1 to {MAX_PAGE_SIZE}, not {limit}"),
         ))
     }
@@ -33,7 +34,7 @@ pub(crate) fn time_range(
 ) -> Result<(), ApiError> {
     match (since, until) {
         (Some(since), Some(until)) if until < since => Err(ApiError::unprocessable(
-            "invalid_field",
+            ErrorCode::InvalidField,
             "until is before since",
         )),
         _ => Ok(()),
@@ -103,7 +104,7 @@ impl Pager {
         let Some(text) = text else {
             return Ok(None);
         };
-        let refused = |why: String| ApiError::bad_request("invalid_field", why);
+        let refused = |why: String| ApiError::bad_request(ErrorCode::InvalidField, why);
         let not_ours = || refused(format!("{field} is not a cursor {} returned", self.list));
         let value: Value = URL_SAFE_NO_PAD
             .decode(text.trim())
