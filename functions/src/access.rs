@@ -3,48 +3,7 @@
 
 use uuid::Uuid;
 
-/// What a key may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Sees every branch; may use the legacy next-run call and the operator functions.
-    Service,
-    /// A site's runner: the runner functions on its branches, never the operator ones.
-    Runner,
-    /// A person or tool that reads and acts (run now, pause, cancel) within its scope.
-    Operator,
-    /// A person or tool that only reads, within its scope.
-    Viewer,
-    /// A brand's (or the platform's) administrator: an operator who also manages the keys
-    /// inside its scope.
-    Admin,
-}
-
-impl Role {
-    /// Every role, in the order `list-api-keys` explains them.
-    pub const ALL: [Role; 5] = [
-        Role::Service,
-        Role::Runner,
-        Role::Operator,
-        Role::Viewer,
-        Role::Admin,
-    ];
-
-    /// The name stored in `api_keys.role`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Service => "service",
-            Role::Runner => "runner",
-            Role::Operator => "operator",
-            Role::Viewer => "viewer",
-            Role::Admin => "admin",
-        }
-    }
-
-    /// Parses a stored or typed role name.
-    pub fn parse(name: &str) -> Option<Role> {
-        Role::ALL.into_iter().find(|role| role.as_str() == name)
-    }
-}
+pub use res_shared::wire::Role;
 
 /// The authenticated caller of a function.
 #[derive(Debug, Clone, PartialEq, Eq)]

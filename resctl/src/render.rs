@@ -228,7 +228,7 @@ pub(crate) fn keys(keys: &[KeySummary], now: DateTime<Utc>) -> String {
             vec![
                 k.id.to_string(),
                 k.name.clone(),
-                k.role.clone(),
+                k.role.to_string(),
                 scope,
                 relative(k.created_at, now),
                 when(k.last_used_at, now),

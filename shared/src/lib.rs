@@ -15,6 +15,10 @@
 // Consumed by the functions and the runner: every public item says what it is.
 #![warn(missing_docs)]
 
+// First, so that every module below declares its wire words with `wire_enum!`.
+#[macro_use]
+mod wire_enum;
+
 pub mod schedule;
 pub mod untrusted;
 pub mod wire;

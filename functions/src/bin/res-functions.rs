@@ -295,7 +295,7 @@ fn key_table(keys: &[KeySummary]) -> String {
             [
                 key.id.to_string(),
                 key.name.clone(),
-                key.role.clone(),
+                key.role.to_string(),
                 scope,
                 key.last_used_at
                     .map_or_else(never, |at| at.format("%Y-%m-%d %H:%M UTC").to_string()),

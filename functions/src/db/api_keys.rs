@@ -12,7 +12,8 @@ use crate::access::{Caller, Role};
 struct LiveKey {
     id: Uuid,
     name: String,
-    role: String,
+    #[sqlx(try_from = "String")]
+    role: Role,
     all_brands: bool,
     branch_ids: Vec<Uuid>,
     used_recently: bool,
@@ -72,10 +73,10 @@ async fn caller_of(pool: &PgPool, row: Option<LiveKey>) -> Result<Option<Caller>
             .execute(pool)
             .await?;
     }
-    Ok(Role::parse(&key.role).map(|role| Caller {
+    Ok(Some(Caller {
         key_id: key.id,
         key_name: key.name,
-        role,
+        role: key.role,
         all_brands: key.all_brands,
         branch_ids: key.branch_ids,
     }))
@@ -143,7 +144,8 @@ pub async fn insert(
 struct KeyRow {
     id: Uuid,
     name: String,
-    role: String,
+    #[sqlx(try_from = "String")]
+    role: Role,
     all_brands: bool,
     brand_ids: Vec<Uuid>,
     branch_ids: Vec<Uuid>,

@@ -7,10 +7,11 @@ use res_shared::schedule::{
     DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone,
     jitter_offset,
 };
-use res_shared::wire::{Acknowledgement, RuleCondition};
+use res_shared::wire::{Acknowledgement, ExecutionStatus, RuleCondition};
 use uuid::Uuid;
 
 use super::Tx;
+use super::nullable_word::NullableWord;
 use crate::access::Scope;
 
 /// A branch rule locked for a state change, with its effective schedule settings and
@@ -37,7 +38,8 @@ pub(crate) struct LockedRule {
     /// Window end.
     pub(crate) operation_time_to: Option<NaiveTime>,
     pub(crate) branch_is_active: bool,
-    pub(crate) rule_status: String,
+    #[sqlx(try_from = "String")]
+    pub(crate) rule_status: RuleStatus,
     /// Brand rule's expression, else the rule's.
     pub(crate) cron_expression: Option<String>,
     /// Branch's zone, else the brand's.
@@ -83,7 +85,7 @@ impl LockedRule {
         self.is_active
             && !self.is_archived
             && self.branch_is_active
-            && RuleStatus::parse(&self.rule_status) == Some(RuleStatus::Active)
+            && self.rule_status == RuleStatus::Active
     }
 
     /// The failures in a row that flag the rule: its brand rule's threshold, else the
@@ -122,7 +124,7 @@ impl LockedRule {
             run_requested: self.run_requested_at.is_some(),
             is_currently_running: currently_running,
             branch_is_active: self.branch_is_active,
-            rule_status: RuleStatus::parse(&self.rule_status).unwrap_or(RuleStatus::Inactive),
+            rule_status: self.rule_status,
             next_run_time: self.next_run_time,
             paused_until,
             window: self.window(),
@@ -307,7 +309,8 @@ pub(crate) struct DescribedRule {
     pub(crate) needs_attention_reason: Option<String>,
     /// The latest execution: its id, status, lease end and (paused) resume time.
     pub(crate) latest_id: Option<Uuid>,
-    pub(crate) latest_status: Option<String>,
+    #[sqlx(try_from = "Option<String>")]
+    pub(crate) latest_status: NullableWord<ExecutionStatus>,
     pub(crate) latest_lease_expires_at: Option<DateTime<Utc>>,
     pub(crate) latest_resume_at: Option<DateTime<Utc>>,
     pub(crate) latest_scheduled_at: Option<DateTime<Utc>>,

@@ -15,6 +15,7 @@ pub(crate) mod executions;
 pub(crate) mod fleet;
 pub(crate) mod fleet_tally;
 pub(crate) mod history;
+pub(crate) mod nullable_word;
 pub(crate) mod operator;
 pub(crate) mod output;
 pub(crate) mod plan;

@@ -7,34 +7,15 @@ use super::next_run::window_admits;
 use super::window::{OperationWindow, WindowPosition};
 use super::zone::Zone;
 
-/// A rule definition's lifecycle status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum RuleStatus {
-    /// The rule may run.
-    Active,
-    /// The rule is switched off.
-    Inactive,
-    /// The rule is still being written.
-    Draft,
-}
-
-impl RuleStatus {
-    /// The name stored in `rules.status`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RuleStatus::Active => "active",
-            RuleStatus::Inactive => "inactive",
-            RuleStatus::Draft => "draft",
-        }
-    }
-
-    /// Parses a stored status name.
-    pub fn parse(name: &str) -> Option<RuleStatus> {
-        [RuleStatus::Active, RuleStatus::Inactive, RuleStatus::Draft]
-            .into_iter()
-            .find(|status| status.as_str() == name)
+wire_enum! {
+    /// A rule definition's lifecycle status (stored in `rules.status`).
+    pub enum RuleStatus ("rule status") {
+        /// The rule may run.
+        Active = "active",
+        /// The rule is switched off.
+        Inactive = "inactive",
+        /// The rule is still being written.
+        Draft = "draft",
     }
 }
 

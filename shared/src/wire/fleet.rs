@@ -277,8 +277,7 @@ pub struct KeyListRequest {
 pub struct KeySummary {
     pub id: Uuid,
     pub name: String,
-    /// `runner`, `operator`, `viewer`, `admin` or `service`.
-    pub role: String,
+    pub role: super::Role,
     pub all_brands: bool,
     pub brand_ids: Vec<Uuid>,
     pub branch_ids: Vec<Uuid>,
@@ -301,7 +300,7 @@ pub struct KeySummary {
 impl KeySummary {
     /// The scope by name: "every brand", "brand Acme; branches Olaya, Malaz".
     pub fn scope_in_words(&self) -> String {
-        if self.role == "service" || self.all_brands {
+        if self.role == super::Role::Service || self.all_brands {
             return "every brand".to_owned();
         }
         let named = |one: &str, many: &str, names: &[String]| match names {

@@ -6,6 +6,24 @@ use uuid::Uuid;
 
 use super::KeySummary;
 
+wire_enum! {
+    /// What a key may do (stored in `api_keys.role`), in the order `list-api-keys` explains
+    /// the roles.
+    pub enum Role ("role") {
+        /// Sees every branch; may use the legacy next-run call and the operator functions.
+        Service = "service",
+        /// A site's runner: the runner functions on its branches, never the operator ones.
+        Runner = "runner",
+        /// A person or tool that reads and acts (run now, pause, cancel) within its scope.
+        Operator = "operator",
+        /// A person or tool that only reads, within its scope.
+        Viewer = "viewer",
+        /// A brand's (or the platform's) administrator: an operator who also manages the
+        /// keys inside its scope.
+        Admin = "admin",
+    }
+}
+
 /// `keys_create`: a new key inside the caller's scope.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -11,9 +11,6 @@
     reason = "wire fields mirror docs/api.md; a comment that restates a field name is noise"
 )]
 
-#[macro_use]
-mod wire_enum;
-
 mod attention;
 mod batch;
 mod call;
@@ -78,6 +75,7 @@ pub use inspect::{
 };
 pub use keys::{
     KeyCreateRequest, KeyRevokeRequest, KeyRevokeResponse, KeyRotateRequest, KeySecretResponse,
+    Role,
 };
 pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextRunTimeResponse};
 pub use operator::{

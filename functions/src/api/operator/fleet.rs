@@ -120,10 +120,7 @@ pub(super) fn summary(row: &DescribedRule, stale_after_seconds: u32) -> RuleSumm
         overdue: row.overdue,
         overdue_cause: overdue_cause(row, stale_after_seconds),
         needs_attention: row.needs_attention_reason.clone(),
-        last_status: row
-            .latest_status
-            .as_deref()
-            .and_then(res_shared::wire::ExecutionStatus::parse),
+        last_status: row.latest_status.0,
         last_run_at: row.latest_scheduled_at,
         acknowledged: None,
     }

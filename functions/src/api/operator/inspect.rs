@@ -126,10 +126,7 @@ pub(crate) struct Standing {
 pub(crate) fn standing(found: &DescribedRule) -> Standing {
     let rule = &found.rule;
     let now = rule.db_now;
-    let latest_status = found
-        .latest_status
-        .as_deref()
-        .and_then(ExecutionStatus::parse);
+    let latest_status = found.latest_status.0;
     let held = holder(
         found
             .latest_id

@@ -54,7 +54,7 @@ macro_rules! wire_enum {
         }
 
         #[cfg(test)]
-        impl $crate::wire::wire_enum::Spelled for $name {
+        impl $crate::wire_enum::Spelled for $name {
             fn all() -> Vec<Self> {
                 $name::ALL.to_vec()
             }
@@ -87,9 +87,10 @@ pub(crate) trait Spelled:
 #[cfg(test)]
 mod tests {
     use super::Spelled;
+    use crate::schedule::RuleStatus;
     use crate::wire::{
         AttentionKind, ChannelKind, ClaimRefusalReason, ErrorCode, ExecutionStatus, OutputStream,
-        RuleCondition, RunnerState, StopAction, Trigger,
+        Role, RuleCondition, RunnerState, StopAction, Trigger,
     };
 
     /// Each value's serde, database and display spellings are one, and parse back to it.
@@ -127,7 +128,9 @@ mod tests {
         round_trips::<ErrorCode>();
         round_trips::<ExecutionStatus>();
         round_trips::<OutputStream>();
+        round_trips::<Role>();
         round_trips::<RuleCondition>();
+        round_trips::<RuleStatus>();
         round_trips::<RunnerState>();
         round_trips::<StopAction>();
         round_trips::<Trigger>();
