@@ -487,7 +487,7 @@ fn refusal(reason: ClaimRefusalReason, message: String, blockers: Vec<Blocker>) 
         reason,
         blockers,
         error: ErrorDetail {
-            code: reason.as_str().to_owned(),
+            code: reason.code().to_string(),
             message,
         },
     }))
