@@ -61,72 +61,110 @@ pub struct SweepReport {
     pub alerts_resolved: u64,
 }
 
-/// Sweeps once if no other process is sweeping; `None` when one is.
-pub async fn sweep_once(
-    pool: &PgPool,
+/// One process's sweeper: its settings, and where its walk over rules no report checks
+/// resumes (each sweep takes the next batch; a new sweeper starts the walk again).
+#[derive(Debug)]
+pub struct Sweeper {
     settings: SweepSettings,
-    metrics: &Metrics,
-) -> Result<Option<SweepReport>, sqlx::Error> {
-    let mut lock = pool.acquire().await?;
-    if !db::sweeper::try_lock(&mut lock).await? {
-        return Ok(None);
-    }
-    let report = sweep(pool, settings).await;
-    if db::sweeper::unlock(&mut lock).await.is_err() {
-        // A session lock lives as long as its connection: end the connection instead.
-        lock.detach();
-    }
-    let report = report?;
-    metrics.sweeps.inc();
-    let counts = [
-        report.crashed,
-        report.needs_attention,
-        report.changes_pruned,
-        report.executions_deleted,
-        report.violations_deleted,
-        report.runners_deleted,
-        report.sessions_deleted,
-        report.alerts_opened,
-        report.alerts_resolved,
-    ];
-    for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
-        Metrics::count_by(&metrics.sweeper_actions, kind, count);
-    }
-    Ok(Some(report))
+    scan_after: std::sync::Mutex<Uuid>,
 }
 
-async fn sweep(pool: &PgPool, settings: SweepSettings) -> Result<SweepReport, sqlx::Error> {
-    let batch = i64::from(settings.batch.max(1));
-    let days = i32::try_from(settings.retention_days).unwrap_or(i32::MAX);
-    let mut report = SweepReport {
-        crashed: crash_expired(pool, batch).await?,
-        needs_attention: check_schedules(pool, batch).await?
-            + check_changed_schedules(pool, batch).await?,
-        changes_pruned: db::changes::prune_changes(pool, CHANGE_RETENTION_HOURS).await?,
-        ..SweepReport::default()
-    };
-    // Violations first: deleting them before their executions spares the executions'
-    // deletes from setting their references to NULL.
-    for _ in 0..settings.max_batches {
-        let deleted = db::sweeper::delete_old_violations(pool, days, batch).await?;
-        report.violations_deleted += deleted;
-        if deleted < batch as u64 {
-            break;
+impl Sweeper {
+    pub fn new(settings: SweepSettings) -> Sweeper {
+        Sweeper {
+            settings,
+            scan_after: std::sync::Mutex::new(Uuid::nil()),
         }
     }
-    for _ in 0..settings.max_batches {
-        let deleted = db::sweeper::delete_old_executions(pool, days, batch).await?;
-        report.executions_deleted += deleted;
-        if deleted < batch as u64 {
-            break;
+
+    /// Sweeps once if no other process is sweeping; `None` when one is.
+    pub async fn sweep_once(
+        &self,
+        pool: &PgPool,
+        metrics: &Metrics,
+    ) -> Result<Option<SweepReport>, sqlx::Error> {
+        let mut lock = pool.acquire().await?;
+        if !db::sweeper::try_lock(&mut lock).await? {
+            return Ok(None);
         }
+        let report = self.sweep(pool).await;
+        if db::sweeper::unlock(&mut lock).await.is_err() {
+            // A session lock lives as long as its connection: end the connection instead.
+            lock.detach();
+        }
+        let report = report?;
+        metrics.sweeps.inc();
+        let counts = [
+            report.crashed,
+            report.needs_attention,
+            report.changes_pruned,
+            report.executions_deleted,
+            report.violations_deleted,
+            report.runners_deleted,
+            report.sessions_deleted,
+            report.alerts_opened,
+            report.alerts_resolved,
+        ];
+        for (kind, count) in SWEEPER_ACTIONS.into_iter().zip(counts) {
+            Metrics::count_by(&metrics.sweeper_actions, kind, count);
+        }
+        Ok(Some(report))
     }
-    report.runners_deleted = db::sweeper::delete_old_runners(pool, days).await?;
-    report.sessions_deleted = db::sweeper::delete_expired_sessions(pool).await?;
-    let announced = crate::alerts::evaluate(pool, settings.runner_thresholds).await?;
-    report.alerts_opened = announced.opened;
-    report.alerts_resolved = announced.resolved;
-    Ok(report)
+
+    async fn sweep(&self, pool: &PgPool) -> Result<SweepReport, sqlx::Error> {
+        let settings = self.settings;
+        let batch = i64::from(settings.batch.max(1));
+        let days = i32::try_from(settings.retention_days).unwrap_or(i32::MAX);
+        let mut report = SweepReport {
+            crashed: crash_expired(pool, batch).await?,
+            needs_attention: self.check_schedules(pool, batch).await?
+                + check_changed_schedules(pool, batch).await?,
+            changes_pruned: db::changes::prune_changes(pool, CHANGE_RETENTION_HOURS).await?,
+            ..SweepReport::default()
+        };
+        // Violations first: deleting them before their executions spares the executions'
+        // deletes from setting their references to NULL.
+        for _ in 0..settings.max_batches {
+            let deleted = db::sweeper::delete_old_violations(pool, days, batch).await?;
+            report.violations_deleted += deleted;
+            if deleted < batch as u64 {
+                break;
+            }
+        }
+        for _ in 0..settings.max_batches {
+            let deleted = db::sweeper::delete_old_executions(pool, days, batch).await?;
+            report.executions_deleted += deleted;
+            if deleted < batch as u64 {
+                break;
+            }
+        }
+        report.runners_deleted = db::sweeper::delete_old_runners(pool, days).await?;
+        report.sessions_deleted = db::sweeper::delete_expired_sessions(pool).await?;
+        let announced = crate::alerts::evaluate(pool, settings.runner_thresholds).await?;
+        report.alerts_opened = announced.opened;
+        report.alerts_resolved = announced.resolved;
+        Ok(report)
+    }
+
+    /// Flags rules whose schedule cannot be used or never fires, among those no report
+    /// checks (never run, or long overdue); walks all of them a batch per sweep.
+    async fn check_schedules(&self, pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
+        let after = *self
+            .scan_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let rows = db::sweeper::unchecked_schedules(pool, after, batch).await?;
+        let resume_after = if (rows.len() as i64) < batch {
+            Uuid::nil()
+        } else {
+            rows.last().map_or(Uuid::nil(), |row| row.id)
+        };
+        *self
+            .scan_after
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = resume_after;
+        flag_unusable(pool, rows).await
+    }
 }
 
 /// Crashes executions whose lease ran out and frees their rules, each in its own short
@@ -147,26 +185,6 @@ async fn crash_expired(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
         tx.commit().await?;
     }
     Ok(crashed)
-}
-
-/// Flags rules whose schedule cannot be used or never fires, among those no report checks
-/// (never run, or long overdue); walks all of them a batch per sweep. (Per process: a
-/// restart only starts the walk again.)
-async fn check_schedules(pool: &PgPool, batch: i64) -> Result<u64, sqlx::Error> {
-    static NEXT_AFTER: std::sync::Mutex<Uuid> = std::sync::Mutex::new(Uuid::nil());
-    let after = *NEXT_AFTER
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let rows = db::sweeper::unchecked_schedules(pool, after, batch).await?;
-    let resume_after = if (rows.len() as i64) < batch {
-        Uuid::nil()
-    } else {
-        rows.last().map_or(Uuid::nil(), |row| row.id)
-    };
-    *NEXT_AFTER
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = resume_after;
-    flag_unusable(pool, rows).await
 }
 
 /// A change record may be stamped before a slow transaction commits: each window reaches
@@ -238,6 +256,7 @@ pub async fn run(
     metrics: std::sync::Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
+    let sweeper = Sweeper::new(settings);
     let mut ticks = tokio::time::interval(interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -245,7 +264,7 @@ pub async fn run(
             _ = ticks.tick() => {}
             () = shutdown.cancelled() => return,
         }
-        match sweep_once(&pool, settings, &metrics).await {
+        match sweeper.sweep_once(&pool, &metrics).await {
             Ok(Some(report)) if report != SweepReport::default() => {
                 tracing::info!(?report, "swept");
             }

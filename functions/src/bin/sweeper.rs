@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use res_functions::alerts;
 use res_functions::config::{DatabaseArgs, SweepArgs};
 use res_functions::metrics::Metrics;
-use res_functions::{alerts, sweeper};
+use res_functions::sweeper::Sweeper;
 use res_functions::{logging, serve};
 
 /// How long one invocation delivers notifications after its sweep (the Lambda's timeout is
@@ -72,21 +73,21 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let pool = args.database.pool(2)?;
     serve::refuse_outdated_schema(&pool).await?;
-    let settings = args.sweep.settings();
+    let sweeper = Sweeper::new(args.sweep.settings());
     let metrics = Metrics::default();
     let client = alerts::client()?;
     let max_backoff = args.sweep.notify_max_backoff();
     if !serve::in_lambda() {
-        let report = sweeper::sweep_once(&pool, settings, &metrics).await?;
+        let report = sweeper.sweep_once(&pool, &metrics).await?;
         deliver_for(&pool, &client, max_backoff, &metrics).await?;
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
     let handler = lambda_http::service_fn(|_event: lambda_http::LambdaEvent<serde_json::Value>| {
         let pool = pool.clone();
-        let (client, metrics) = (&client, &metrics);
+        let (client, metrics, sweeper) = (&client, &metrics, &sweeper);
         async move {
-            let report = sweeper::sweep_once(&pool, settings, metrics).await?;
+            let report = sweeper.sweep_once(&pool, metrics).await?;
             tracing::info!(?report, "swept (null: another sweep held the lock)");
             deliver_for(&pool, client, max_backoff, metrics).await?;
             Ok::<_, lambda_http::Error>(serde_json::to_value(report)?)

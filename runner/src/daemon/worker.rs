@@ -573,7 +573,7 @@ mod tests {
     use super::*;
 
     /// Functions built before `node_id` answer a beat that carries it as they answer any
-    /// unknown field (functions/tests/operator.rs checks that wording on today's build).
+    /// unknown field (functions/tests/api/operator.rs checks that wording on today's build).
     #[test]
     fn an_older_functions_refusal_of_the_node_is_told_from_a_lost_lease() {
         let rejected = |status, code: &str, message: &str| CloudError::Rejected {

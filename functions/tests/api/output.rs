@@ -4,7 +4,7 @@
 
 use res_functions::auth::Role;
 use res_functions::metrics::Metrics;
-use res_functions::sweeper::{SweepSettings, sweep_once};
+use res_functions::sweeper::{SweepSettings, Sweeper};
 use res_shared::wire::{Call, MAX_OUTPUT_BYTES, SetNextRunTimeRequest, ShowExecutionRequest};
 use res_tests::functions as support;
 use serde_json::{Value, json};
@@ -261,7 +261,8 @@ async fn the_largest_output_a_runner_sends_fits_even_as_escapes_and_goes_with_it
     .execute(&run.app.pool)
     .await
     .expect("aged");
-    let swept = sweep_once(&run.app.pool, SweepSettings::default(), &Metrics::default())
+    let swept = Sweeper::new(SweepSettings::default())
+        .sweep_once(&run.app.pool, &Metrics::default())
         .await
         .expect("sweeps")
         .expect("nobody else sweeps");
@@ -290,7 +291,8 @@ async fn a_late_report_of_a_retried_execution_keeps_its_output() {
             &[run.execution],
         )
         .await;
-    let swept = sweep_once(&run.app.pool, SweepSettings::default(), &Metrics::default())
+    let swept = Sweeper::new(SweepSettings::default())
+        .sweep_once(&run.app.pool, &Metrics::default())
         .await
         .expect("sweeps");
     assert!(swept.is_some());

@@ -7,7 +7,7 @@ use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_functions::metrics::Metrics;
-use res_functions::sweeper::{SweepSettings, sweep_once};
+use res_functions::sweeper::{SweepSettings, Sweeper};
 use res_shared::schedule::Schedule;
 use res_shared::wire::{
     Call, ClaimRequest, DescribeRuleRequest, PlanRequest, RuleListRequest, SetNextRunTimeRequest,
@@ -267,7 +267,8 @@ async fn the_sweeper_reads_windows_ending_at_24_00_without_flagging_them() {
             &[w.all_day, w.late],
         )
         .await;
-    sweep_once(&w.app.pool, SweepSettings::default(), &Metrics::default())
+    Sweeper::new(SweepSettings::default())
+        .sweep_once(&w.app.pool, &Metrics::default())
         .await
         .expect("a sweep")
         .expect("the only sweeper");

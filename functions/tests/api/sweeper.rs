@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use res_functions::metrics::Metrics;
-use res_functions::sweeper::{SweepSettings, sweep_once};
+use res_functions::sweeper::{SweepSettings, Sweeper};
 use res_shared::wire::{Call, ClaimRequest, SetNextRunTimeRequest};
 use res_tests::functions as support;
 use serde_json::json;
@@ -41,14 +41,16 @@ async fn an_expired_lease_is_crashed_and_its_rule_freed_without_a_claim() {
         .and_then(|id| id.parse().ok())
         .expect("an execution id");
     let metrics = Metrics::default();
-    let settings = SweepSettings::default();
+    let sweeper = Sweeper::new(SweepSettings::default());
 
-    let early = sweep_once(&app.pool, settings, &metrics)
+    let early = sweeper
+        .sweep_once(&app.pool, &metrics)
         .await
         .expect("sweeps");
     assert_eq!(early.map(|r| r.crashed), Some(0), "the lease still runs");
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    let report = sweep_once(&app.pool, settings, &metrics)
+    let report = sweeper
+        .sweep_once(&app.pool, &metrics)
         .await
         .expect("sweeps")
         .expect("nobody else sweeps");
@@ -93,7 +95,8 @@ async fn only_one_process_sweeps_at_a_time() {
         .expect("lock");
     assert!(held);
     let metrics = Metrics::default();
-    let skipped = sweep_once(&app.pool, SweepSettings::default(), &metrics)
+    let skipped = Sweeper::new(SweepSettings::default())
+        .sweep_once(&app.pool, &metrics)
         .await
         .expect("asks");
     assert_eq!(skipped, None, "another session holds the sweeper lock");
@@ -102,7 +105,8 @@ async fn only_one_process_sweeps_at_a_time() {
         .execute(&mut *other)
         .await
         .expect("unlock");
-    let swept = sweep_once(&app.pool, SweepSettings::default(), &metrics)
+    let swept = Sweeper::new(SweepSettings::default())
+        .sweep_once(&app.pool, &metrics)
         .await
         .expect("sweeps");
     assert!(swept.is_some());
@@ -167,7 +171,8 @@ async fn retention_deletes_only_old_finished_history_and_unusable_schedules_are_
         batch: 1,
         ..SweepSettings::default()
     };
-    let report = sweep_once(&app.pool, settings, &Metrics::default())
+    let report = Sweeper::new(settings)
+        .sweep_once(&app.pool, &Metrics::default())
         .await
         .expect("sweeps")
         .expect("nobody else sweeps");
@@ -255,7 +260,8 @@ async fn a_schedule_broken_by_a_change_is_flagged_at_the_next_sweep_not_when_it_
     let edited = seed.branch_rule(branch, rule("0 9 * * *")).await;
     let fine = seed.branch_rule(branch, rule("0 10 * * *")).await;
     let sweep = || async {
-        sweep_once(&app.pool, SweepSettings::default(), &Metrics::default())
+        Sweeper::new(SweepSettings::default())
+            .sweep_once(&app.pool, &Metrics::default())
             .await
             .expect("sweeps")
             .expect("nobody else sweeps")
@@ -365,7 +371,8 @@ async fn runs_leave_no_schedule_change_and_an_edited_window_is_checked() {
 
     // A window between two of its `*/30` times: the schedule never fires.
     let sweep = || async {
-        sweep_once(&app.pool, SweepSettings::default(), &Metrics::default())
+        Sweeper::new(SweepSettings::default())
+            .sweep_once(&app.pool, &Metrics::default())
             .await
             .expect("sweeps")
             .expect("nobody else sweeps")

@@ -297,7 +297,7 @@ fn the_document_says_what_the_functions_enforce(spec: &Value) {
         limits, 5,
         "rules, runners, violations, executions and configuration history lists"
     );
-    let api = include_str!("../../docs/api.md");
+    let api = include_str!("../../../docs/api.md");
     let range = format!("`limit` (1–{}", res_shared::wire::MAX_PAGE_SIZE);
     assert!(api.contains(&range), "docs/api.md states {range}");
 }

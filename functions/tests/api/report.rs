@@ -422,7 +422,7 @@ async fn a_stale_token_gets_409_and_changes_nothing() {
 
 #[tokio::test]
 async fn a_crashed_execution_cannot_be_reported_by_another_token() {
-    // With its own token the late report is kept (functions/tests/runners.rs); without, nothing.
+    // With its own token the late report is kept (runners.rs); without, nothing.
     let c = claimed().await;
     c.app
         .exec(

@@ -8,8 +8,8 @@ use res_tests::functions::TestApp;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-const CATALOGUE: &str = include_str!("../../docs/config/catalogue.yaml");
-const BRAND: &str = include_str!("../../docs/config/brand.yaml");
+const CATALOGUE: &str = include_str!("../../../docs/config/catalogue.yaml");
+const BRAND: &str = include_str!("../../../docs/config/brand.yaml");
 
 struct Platform {
     app: TestApp,
@@ -345,10 +345,10 @@ async fn a_moved_default_schedule_moves_the_next_runs_of_the_branch_rules_that_f
 #[tokio::test]
 async fn the_demo_documents_apply_and_the_rule_that_never_fires_is_warned_about() {
     let p = platform().await;
-    p.applied(include_str!("../../infra/local/demo/catalogue.yaml"))
+    p.applied(include_str!("../../../infra/local/demo/catalogue.yaml"))
         .await;
     let reply = p
-        .applied(include_str!("../../infra/local/demo/brand.yaml"))
+        .applied(include_str!("../../../infra/local/demo/brand.yaml"))
         .await;
     assert_eq!(
         reply["warnings"][0]["path"], "brand.branches[1].rules[\"Morning stock count\"]",
