@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use res_shared::schedule::{OperationWindow, reschedule, schedule_attention};
+use res_shared::schedule::{OverlapPolicy, RuleSchedule, RuleTiming, schedule_attention};
 use res_shared::wire::RunnerThresholds;
 use serde::Serialize;
 use sqlx::PgPool;
@@ -228,16 +228,17 @@ async fn flag_unusable(
     let now = Utc::now();
     let mut marked = 0;
     for row in rows {
-        let window = OperationWindow::from_ends(row.operation_time_from, row.operation_time_to);
-        let next = reschedule(
-            row.cron_expression.as_deref(),
-            window,
-            row.timezone.as_deref(),
-            // Jitter moves runs; it never decides whether a schedule works.
-            chrono::TimeDelta::zero(),
-            now,
-            false,
-        );
+        let next = RuleSchedule::new(RuleTiming {
+            id: row.id,
+            cron: row.cron_expression.as_deref(),
+            from: row.operation_time_from,
+            to: row.operation_time_to,
+            zone: row.timezone.as_deref(),
+            // Jitter and overlap move runs; they never decide whether a schedule works.
+            jitter_seconds: 0,
+            overlap: OverlapPolicy::Skip,
+        })
+        .reschedule(now, false);
         if let Some(reason) = schedule_attention(&next)
             && db::sweeper::mark_attention(pool, row.id, &reason).await?
         {

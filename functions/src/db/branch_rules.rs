@@ -2,10 +2,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use chrono::{DateTime, NaiveTime, Utc};
 use res_shared::schedule::{
-    DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleState, RuleStatus, Zone,
-    jitter_offset,
+    DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleSchedule, RuleState, RuleStatus,
+    RuleTiming, Zone,
 };
 use res_shared::wire::{Acknowledgement, ExecutionStatus, RuleCondition};
 use uuid::Uuid;
@@ -69,9 +69,18 @@ impl TryFrom<String> for Overlap {
 }
 
 impl LockedRule {
-    /// How long after each cron time this rule runs.
-    pub(crate) fn offset(&self) -> TimeDelta {
-        jitter_offset(self.id, u32::try_from(self.jitter_seconds).unwrap_or(0))
+    /// The rule's whole schedule (cron, window, zone, jitter, overlap policy), built as
+    /// the runner builds it from a plan entry.
+    pub(crate) fn schedule(&self) -> RuleSchedule {
+        RuleSchedule::new(RuleTiming {
+            id: self.id,
+            cron: self.cron_expression.as_deref(),
+            from: self.operation_time_from,
+            to: self.operation_time_to,
+            zone: Some(&self.timezone),
+            jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
+            overlap: self.overlap_policy.0,
+        })
     }
 
     /// The operation window, if both ends are set and differ.

@@ -2,7 +2,9 @@
 //! due time, read the way the functions read the database row.
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{OperationWindow, RuleState, RuleStatus, Zone};
+use res_shared::schedule::{
+    OperationWindow, RuleSchedule, RuleState, RuleStatus, RuleTiming, Zone,
+};
 use res_shared::wire::PlanLookups;
 
 use super::Entry;
@@ -13,6 +15,20 @@ pub(crate) fn window(entry: &Entry) -> Option<OperationWindow> {
         entry.workflow.operation_time_from,
         entry.workflow.operation_time_to,
     )
+}
+
+/// The whole schedule of a plan entry, built as the functions build it from the rule's row.
+pub(crate) fn schedule(entry: &Entry) -> RuleSchedule {
+    let workflow = &entry.workflow;
+    RuleSchedule::new(RuleTiming {
+        id: workflow.id,
+        cron: workflow.cron_expression.as_deref(),
+        from: workflow.operation_time_from,
+        to: workflow.operation_time_to,
+        zone: Some(&workflow.timezone),
+        jitter_seconds: workflow.jitter_seconds,
+        overlap: workflow.overlap_policy,
+    })
 }
 
 /// The zone of a plan entry; an unknown name falls back to Asia/Riyadh as in the functions.

@@ -2,13 +2,11 @@
 //! the next run while the cloud is unreachable — with the shared crate, so both sides agree.
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{
-    Deadline, OverlapPolicy, Rescheduled, jitter_offset, reschedule_run, window_deadline,
-};
+use res_shared::schedule::{Deadline, window_deadline};
 use res_shared::wire::SetNextRunTimeResponse;
 
 use super::Entry;
-use super::entry_rules::{window, zone};
+use super::entry_rules::{schedule, window, zone};
 
 /// The deadline of a run starting at `now` (end of the window occurrence), for runs made
 /// without a claim.
@@ -27,7 +25,7 @@ pub(crate) fn local_next_run(
     now: DateTime<Utc>,
     failed: bool,
 ) -> SetNextRunTimeResponse {
-    let next = rescheduled(entry, (entry.workflow.overlap_policy, started), now, failed);
+    let next = schedule(entry).reschedule_after(started, now, failed);
     SetNextRunTimeResponse {
         branch_rule_id: entry.workflow.id,
         next_run_time: next.next_run.next_run_time,
@@ -44,26 +42,10 @@ pub(crate) fn local_next_run(
 /// The occurrence after `now` (another runner took the one that was due): what the cloud
 /// will say once that runner reports, computed here in case the cloud is gone by then.
 pub(crate) fn next_occurrence(entry: &Entry, now: DateTime<Utc>) -> DateTime<Utc> {
-    rescheduled(entry, (OverlapPolicy::Skip, now), now, false)
+    schedule(entry)
+        .reschedule(now, false)
         .next_run
         .next_run_time
-}
-
-fn rescheduled(
-    entry: &Entry,
-    run: (OverlapPolicy, DateTime<Utc>),
-    now: DateTime<Utc>,
-    failed: bool,
-) -> Rescheduled {
-    reschedule_run(
-        entry.workflow.cron_expression.as_deref(),
-        window(entry),
-        Some(&entry.workflow.timezone),
-        jitter_offset(entry.workflow.id, entry.workflow.jitter_seconds),
-        run,
-        now,
-        failed,
-    )
 }
 
 #[cfg(test)]

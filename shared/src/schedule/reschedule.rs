@@ -103,19 +103,27 @@ fn answer(
             next_run,
             problem: None,
         },
-        Err(problem) => {
-            let delay = if last_run_failed {
-                FAILED_RUN_RETRY
-            } else {
-                UNSCHEDULABLE_RETRY
-            };
-            Rescheduled {
-                next_run: NextRun {
-                    next_run_time: now.checked_add_signed(delay).unwrap_or(now),
-                    degenerate: false,
-                },
-                problem: Some(problem),
-            }
-        }
+        Err(problem) => fixed_delay(now, last_run_failed, problem),
+    }
+}
+
+/// The answer for a schedule that cannot be used: `now + 5 min` after a failed run, else
+/// `now + 30 min`, with the problem.
+pub(crate) fn fixed_delay(
+    now: DateTime<Utc>,
+    last_run_failed: bool,
+    problem: String,
+) -> Rescheduled {
+    let delay = if last_run_failed {
+        FAILED_RUN_RETRY
+    } else {
+        UNSCHEDULABLE_RETRY
+    };
+    Rescheduled {
+        next_run: NextRun {
+            next_run_time: now.checked_add_signed(delay).unwrap_or(now),
+            degenerate: false,
+        },
+        problem: Some(problem),
     }
 }

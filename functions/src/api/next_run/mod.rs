@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{AfterRun, Rescheduled, after_run, reschedule_run};
+use res_shared::schedule::{AfterRun, Rescheduled, after_run};
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
@@ -348,15 +348,9 @@ async fn write_report(
         Some(Mode::Offline(_)) => offline.map_or(from, |o| o.started_at),
         None => from,
     };
-    let next = reschedule_run(
-        rule.cron_expression.as_deref(),
-        rule.window(),
-        Some(&rule.timezone),
-        rule.offset(),
-        (rule.overlap_policy.0, started),
-        from,
-        policy.retry_soon,
-    );
+    let next = rule
+        .schedule()
+        .reschedule_after(started, from, policy.retry_soon);
     let attention = attention_reason(&policy, request.error.as_deref(), &next);
     let warnings: Vec<String> = next.problem.into_iter().collect();
     for warning in &warnings {

@@ -3,9 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{
-    IntervalSchedule, OverlapPolicy, Schedule, describe_blocker_in, describe_schedule,
-};
+use res_shared::schedule::describe_blocker_in;
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
@@ -170,39 +168,8 @@ fn description(
         .blockers(now);
     let condition = standing.condition;
     let zone = rule.zone();
-    let window = rule.window();
-    let offset = rule.offset();
-    let schedule = match &rule.cron_expression {
-        Some(cron) if rule.jitter_seconds > 0 => format!(
-            "{}; each run {} s after its {} time (jitter {} s)",
-            describe_schedule(cron, window.as_ref(), zone),
-            offset.num_seconds(),
-            if IntervalSchedule::is_interval(cron) {
-                "grid"
-            } else {
-                "cron"
-            },
-            rule.jitter_seconds
-        ),
-        Some(cron) => describe_schedule(cron, window.as_ref(), zone),
-        None => "no cron expression: the rule is retried every 30 minutes".to_owned(),
-    };
-    let next_runs = rule
-        .cron_expression
-        .as_deref()
-        .and_then(|cron| {
-            let recurrence = res_shared::schedule::Recurrence::parse(cron).ok()?;
-            Schedule::new(recurrence, window, zone).ok()
-        })
-        .map(|schedule| schedule.with_offset(offset))
-        .map(|schedule| {
-            upcoming(
-                &schedule,
-                rule.next_run_time.unwrap_or(now).max(now),
-                wanted,
-            )
-        })
-        .unwrap_or_default();
+    let timing = rule.schedule();
+    let next_runs = timing.upcoming(rule.next_run_time.unwrap_or(now).max(now), wanted);
     // A paused or stopped rule's schedule still has occurrences, but none of them will run.
     let next_runs_held = match condition {
         RuleCondition::Paused if !next_runs.is_empty() => {
@@ -232,13 +199,7 @@ fn description(
             .collect(),
         blockers,
         cron_expression: rule.cron_expression.clone(),
-        schedule: match rule.overlap_policy.0 {
-            OverlapPolicy::Skip => schedule,
-            OverlapPolicy::BufferOne => format!(
-                "{schedule}; a run that outlasts its period is followed by one more at once \
-                 (buffer_one)"
-            ),
-        },
+        schedule: timing.describe(),
         overlap_policy: rule.overlap_policy.0,
         timezone: zone.name().to_owned(),
         next_run_time: rule.next_run_time,
@@ -274,24 +235,6 @@ fn description(
         runs,
         runners,
     }
-}
-
-/// The schedule's next `count` occurrences from `from` (the next run itself first when
-/// it lies on the schedule).
-fn upcoming(schedule: &Schedule, from: DateTime<Utc>, count: u32) -> Vec<DateTime<Utc>> {
-    let mut times = Vec::new();
-    // One second back, so a next run that is itself an occurrence is listed.
-    let mut at = from - chrono::TimeDelta::seconds(1);
-    for _ in 0..count {
-        match schedule.next_run(at, false) {
-            Ok(next) if next.next_run_time > at => {
-                at = next.next_run_time;
-                times.push(at);
-            }
-            _ => break,
-        }
-    }
-    times
 }
 
 /// One execution in full: error, result, metrics, violations and its retry chain.

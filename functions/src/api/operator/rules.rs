@@ -3,7 +3,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::schedule::reschedule;
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest,
     RuleActionResponse, RunNowRequest,
@@ -176,14 +175,7 @@ async fn act(
         Effect::RequestRun => db::operator::request_run(&mut tx, id, &asked).await?,
         Effect::Pause => db::operator::pause(&mut tx, id, &asked).await?,
         Effect::Resume => {
-            let next = reschedule(
-                rule.cron_expression.as_deref(),
-                rule.window(),
-                Some(&rule.timezone),
-                rule.offset(),
-                rule.db_now,
-                false,
-            );
+            let next = rule.schedule().reschedule(rule.db_now, false);
             db::operator::resume(&mut tx, id, next.next_run.next_run_time).await?;
         }
         Effect::ForceStop { stop } => {
