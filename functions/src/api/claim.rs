@@ -50,22 +50,56 @@ pub(crate) enum ClaimOutcome {
         /// The retry chain's first attempt, for a crash retry (a failure retry is a run of
         /// its own: its business actions must not be taken for the failed run's).
         root_id: Option<Uuid>,
-        /// `retry_of` failed (rather than crashed).
-        after_failure: bool,
+        /// What started the run: an operator's request, a retry after a failure or a
+        /// crash, or the schedule.
+        trigger: Trigger,
     },
     /// Continue the paused execution, with the same id.
     Resume { execution_id: Uuid },
 }
 
+impl ClaimOutcome {
+    /// The kind of refusal this outcome is, if it is one: only a pause still running is
+    /// `paused` (the runner waits for it), any other blocker `not_ready`.
+    pub(crate) fn refusal_reason(&self) -> Option<ClaimRefusalReason> {
+        match self {
+            ClaimOutcome::Running { .. } => Some(ClaimRefusalReason::Running),
+            ClaimOutcome::NotReady(blockers)
+                if matches!(blockers.as_slice(), [Blocker::Paused { .. }]) =>
+            {
+                Some(ClaimRefusalReason::Paused)
+            }
+            ClaimOutcome::NotReady(_) => Some(ClaimRefusalReason::NotReady),
+            ClaimOutcome::Claim { .. } | ClaimOutcome::Resume { .. } => None,
+        }
+    }
+}
+
+/// The rule's failures a claim continues: a rule that failed and is not yet flagged is in
+/// its failure retries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Retries {
+    pub(crate) failures_in_a_row: u32,
+    /// The rule needs attention: its retries are over.
+    pub(crate) flagged: bool,
+}
+
+impl Retries {
+    fn retrying(self) -> bool {
+        self.failures_in_a_row > 0 && !self.flagged
+    }
+}
+
 /// Decides a claim from the rule's readiness (its running flag and pause come from
-/// `latest`, the rule's most recent execution) at database time `now`. `retrying` says the
-/// rule is in its failure retries: a claim after a failed run then continues its chain.
+/// `latest`, the rule's most recent execution) at database time `now`. While the rule is in
+/// its failure `retries`, a claim after a failed run continues its chain.
 pub(crate) fn decide(
     rule: &RuleState,
     latest: Option<&ExecutionRow>,
     now: DateTime<Utc>,
-    retrying: bool,
+    retries: Retries,
 ) -> Decision {
+    let retrying = retries.retrying();
     let status = latest.map(|e| e.status);
     let mut rule = rule.clone();
     // `previous`: the attempt a new execution retries (crashed, or failed while the rule
@@ -101,7 +135,7 @@ pub(crate) fn decide(
             attempt: previous.map_or(1, |e| e.attempt.saturating_add(1)),
             retry_of: previous.map(|e| e.id),
             root_id: previous.filter(|_| !after_failure).map(|e| e.root_id),
-            after_failure,
+            trigger: trigger(rule.run_requested, previous.is_some(), after_failure),
         }
     } else {
         ClaimOutcome::NotReady(blockers)
@@ -246,12 +280,15 @@ async fn claim_rules(
     let mut crashed = Vec::new();
     for id in &locked {
         let Some(rule) = rules.get(id) else { continue };
-        let retrying = rule.consecutive_failures > 0 && rule.needs_attention_at.is_none();
+        let retries = Retries {
+            failures_in_a_row: rule.failures_in_a_row(),
+            flagged: rule.needs_attention_at.is_some(),
+        };
         let decision = decide(
             &rule.state(false, None),
             latest.get(id),
             rule.db_now,
-            retrying,
+            retries,
         );
         crashed.extend(decision.crash);
         decided.insert(*id, decision.outcome);
@@ -270,11 +307,11 @@ async fn claim_rules(
                     attempt,
                     retry_of,
                     root_id,
-                    after_failure,
+                    trigger,
                 }),
                 Some(rule),
             ) => {
-                let manual = rule.run_requested_at.is_some();
+                let manual = *trigger == Trigger::Manual;
                 Some(NewClaim {
                     id: Uuid::new_v4(),
                     branch_rule_id: *id,
@@ -282,7 +319,7 @@ async fn claim_rules(
                     retry_of: *retry_of,
                     root_id: *root_id,
                     claim_token: Uuid::new_v4().simple().to_string(),
-                    trigger: trigger(manual, *retry_of, *after_failure),
+                    trigger: *trigger,
                     triggered_by: rule.run_requested_by.as_deref().filter(|_| manual),
                     trigger_reason: rule.run_request_reason.as_deref().filter(|_| manual),
                 })
@@ -374,13 +411,13 @@ async fn claim_rules(
     Ok(answers)
 }
 
-/// What started the run.
-fn trigger(manual: bool, retry_of: Option<Uuid>, after_failure: bool) -> Trigger {
-    match (manual, retry_of, after_failure) {
+/// What started the run: an operator's request wins over a retry.
+fn trigger(manual: bool, is_retry: bool, after_failure: bool) -> Trigger {
+    match (manual, is_retry, after_failure) {
         (true, _, _) => Trigger::Manual,
-        (false, Some(_), true) => Trigger::Retry,
-        (false, Some(_), false) => Trigger::CrashRetry,
-        (false, None, _) => Trigger::Schedule,
+        (false, true, true) => Trigger::Retry,
+        (false, true, false) => Trigger::CrashRetry,
+        (false, false, _) => Trigger::Schedule,
     }
 }
 
@@ -424,33 +461,24 @@ fn answer(
             revision: claimed.revision,
         });
     }
-    Err(match decided {
-        Some(ClaimOutcome::Running { execution_id }) => refusal(
-            ClaimRefusalReason::Running,
-            format!("execution {execution_id} holds a live lease on this rule"),
-            Vec::new(),
-        ),
-        Some(ClaimOutcome::NotReady(blockers))
-            if matches!(blockers.as_slice(), [Blocker::Paused { .. }]) =>
-        {
-            refusal(
-                ClaimRefusalReason::Paused,
-                "a paused execution of this rule resumes later".to_owned(),
-                blockers.clone(),
-            )
+    let blockers = match decided {
+        Some(ClaimOutcome::NotReady(blockers)) => blockers.clone(),
+        _ => Vec::new(),
+    };
+    // Decided to claim but nothing was inserted: the partial unique index found a live
+    // execution.
+    let reason = decided
+        .and_then(ClaimOutcome::refusal_reason)
+        .unwrap_or(ClaimRefusalReason::Running);
+    let message = match (reason, decided) {
+        (ClaimRefusalReason::Running, Some(ClaimOutcome::Running { execution_id })) => {
+            format!("execution {execution_id} holds a live lease on this rule")
         }
-        Some(ClaimOutcome::NotReady(blockers)) => refusal(
-            ClaimRefusalReason::NotReady,
-            "the rule is not ready to run".to_owned(),
-            blockers.clone(),
-        ),
-        // Decided to claim, but the partial unique index found a live execution.
-        _ => refusal(
-            ClaimRefusalReason::Running,
-            "another execution holds this rule".into(),
-            Vec::new(),
-        ),
-    })
+        (ClaimRefusalReason::Paused, _) => "a paused execution of this rule resumes later".into(),
+        (ClaimRefusalReason::NotReady, _) => "the rule is not ready to run".into(),
+        _ => "another execution holds this rule".into(),
+    };
+    Err(refusal(reason, message, blockers))
 }
 
 fn count(state: &AppState, answer: &Result<ClaimResponse, ApiError>) {
@@ -500,6 +528,11 @@ mod tests {
 
     use super::*;
 
+    const RETRYING: Retries = Retries {
+        failures_in_a_row: 1,
+        flagged: false,
+    };
+
     fn now() -> DateTime<Utc> {
         "2026-03-02T11:00:00Z".parse().expect("instant")
     }
@@ -540,7 +573,7 @@ mod tests {
 
     #[test]
     fn a_ready_rule_without_history_is_claimed_as_attempt_one() {
-        let decision = decide(&ready(), None, now(), false);
+        let decision = decide(&ready(), None, now(), Retries::default());
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
@@ -548,7 +581,7 @@ mod tests {
                 attempt: 1,
                 retry_of: None,
                 root_id: None,
-                after_failure: false,
+                trigger: Trigger::Schedule,
             }
         );
     }
@@ -556,7 +589,7 @@ mod tests {
     #[test]
     fn a_live_lease_means_running() {
         let live = execution("running", 30, 1);
-        let decision = decide(&ready(), Some(&live), now(), false);
+        let decision = decide(&ready(), Some(&live), now(), Retries::default());
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Running {
@@ -569,7 +602,7 @@ mod tests {
     #[test]
     fn an_expired_lease_is_crashed_and_retried() {
         let dead = execution("scheduled", 0, 2);
-        let decision = decide(&ready(), Some(&dead), now(), false);
+        let decision = decide(&ready(), Some(&dead), now(), Retries::default());
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,
@@ -577,7 +610,7 @@ mod tests {
                 attempt: 3,
                 retry_of: Some(dead.id),
                 root_id: Some(dead.root_id),
-                after_failure: false,
+                trigger: Trigger::CrashRetry,
             }
         );
     }
@@ -585,24 +618,24 @@ mod tests {
     #[test]
     fn a_failed_run_is_retried_as_its_own_root_only_while_the_rule_is_retrying() {
         let failed = execution("failed", -100, 2);
-        let retry = decide(&ready(), Some(&failed), now(), true);
+        let retry = decide(&ready(), Some(&failed), now(), RETRYING);
         assert_eq!(
             retry.outcome,
             ClaimOutcome::Claim {
                 attempt: 3,
                 retry_of: Some(failed.id),
                 root_id: None,
-                after_failure: true,
+                trigger: Trigger::Retry,
             }
         );
-        let fresh = decide(&ready(), Some(&failed), now(), false);
+        let fresh = decide(&ready(), Some(&failed), now(), Retries::default());
         assert_eq!(
             fresh.outcome,
             ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
                 root_id: None,
-                after_failure: false,
+                trigger: Trigger::Schedule,
             }
         );
     }
@@ -610,7 +643,7 @@ mod tests {
     #[test]
     fn a_previously_crashed_attempt_is_retried() {
         let crashed = execution("crashed", -100, 1);
-        let decision = decide(&ready(), Some(&crashed), now(), false);
+        let decision = decide(&ready(), Some(&crashed), now(), Retries::default());
         assert_eq!(decision.crash, None);
         assert_eq!(
             decision.outcome,
@@ -618,7 +651,7 @@ mod tests {
                 attempt: 2,
                 retry_of: Some(crashed.id),
                 root_id: Some(crashed.root_id),
-                after_failure: false,
+                trigger: Trigger::CrashRetry,
             }
         );
     }
@@ -627,7 +660,7 @@ mod tests {
     fn a_paused_execution_resumes_only_when_its_time_has_come() {
         let mut paused = execution("paused", 300, 1);
         paused.resume_at = Some(now() + TimeDelta::minutes(5));
-        let waiting = decide(&ready(), Some(&paused), now(), false);
+        let waiting = decide(&ready(), Some(&paused), now(), Retries::default());
         assert_eq!(
             waiting.outcome,
             ClaimOutcome::NotReady(vec![Blocker::Paused {
@@ -640,7 +673,7 @@ mod tests {
             next_run_time: Some(now() + TimeDelta::hours(3)),
             ..ready()
         };
-        let resume = decide(&later, Some(&paused), now(), false);
+        let resume = decide(&later, Some(&paused), now(), Retries::default());
         assert_eq!(
             resume.outcome,
             ClaimOutcome::Resume {
@@ -653,14 +686,14 @@ mod tests {
     #[test]
     fn a_finished_attempt_starts_afresh() {
         let done = execution("completed", -100, 4);
-        let decision = decide(&ready(), Some(&done), now(), false);
+        let decision = decide(&ready(), Some(&done), now(), Retries::default());
         assert_eq!(
             decision.outcome,
             ClaimOutcome::Claim {
                 attempt: 1,
                 retry_of: None,
                 root_id: None,
-                after_failure: false,
+                trigger: Trigger::Schedule,
             }
         );
     }
@@ -675,7 +708,7 @@ mod tests {
             next_run_time: Some(now() + TimeDelta::minutes(5)),
             ..ready()
         };
-        let decision = decide(&state, Some(&dead), now(), false);
+        let decision = decide(&state, Some(&dead), now(), Retries::default());
         assert_eq!(decision.crash, Some(dead.id));
         assert_eq!(
             decision.outcome,
@@ -685,6 +718,65 @@ mod tests {
                     next_run_time: now() + TimeDelta::minutes(5)
                 }
             ])
+        );
+    }
+
+    #[test]
+    fn a_flagged_rule_s_retries_are_over_and_a_request_is_manual_even_for_a_retry() {
+        let failed = execution("failed", -100, 2);
+        let flagged = Retries {
+            failures_in_a_row: 3,
+            flagged: true,
+        };
+        let fresh = decide(&ready(), Some(&failed), now(), flagged);
+        assert_eq!(
+            fresh.outcome,
+            ClaimOutcome::Claim {
+                attempt: 1,
+                retry_of: None,
+                root_id: None,
+                trigger: Trigger::Schedule,
+            }
+        );
+        let requested = RuleState {
+            run_requested: true,
+            ..ready()
+        };
+        let manual = decide(&requested, Some(&failed), now(), RETRYING);
+        assert_eq!(
+            manual.outcome,
+            ClaimOutcome::Claim {
+                attempt: 3,
+                retry_of: Some(failed.id),
+                root_id: None,
+                trigger: Trigger::Manual,
+            }
+        );
+    }
+
+    #[test]
+    fn only_a_pause_alone_is_refused_as_paused() {
+        let pause = Blocker::Paused { resume_at: now() };
+        let refused = |outcome: ClaimOutcome| outcome.refusal_reason();
+        assert_eq!(
+            refused(ClaimOutcome::NotReady(vec![pause])),
+            Some(ClaimRefusalReason::Paused)
+        );
+        assert_eq!(
+            refused(ClaimOutcome::NotReady(vec![pause, Blocker::ForceStopped])),
+            Some(ClaimRefusalReason::NotReady)
+        );
+        assert_eq!(
+            refused(ClaimOutcome::Running {
+                execution_id: Uuid::nil()
+            }),
+            Some(ClaimRefusalReason::Running)
+        );
+        assert_eq!(
+            refused(ClaimOutcome::Resume {
+                execution_id: Uuid::nil()
+            }),
+            None
         );
     }
 }

@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{AfterRun, Rescheduled, after_run};
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
@@ -14,10 +13,12 @@ use uuid::Uuid;
 
 mod judge;
 mod offline;
+mod outcome;
 mod output;
 
 pub(crate) use judge::{Judgement, judge, superseded_note};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
+use outcome::{Held, RuleFacts, reported_times, run_outcome};
 use output::check_output;
 
 use super::{batch, require_object};
@@ -320,52 +321,35 @@ async fn write_report(
     if let (Some(FinishStatus::Crashed), Some(Mode::Offline(id))) = (request.status, mode) {
         return record_crashed(tx, rule, request, *id).await;
     }
-    let failed = request.is_last_run_failed;
-    // An offline run is scheduled from when it ended, as the runner did locally; a report
-    // arriving late never moves the rule earlier than it already is.
-    let offline = request
-        .offline
-        .as_ref()
-        .filter(|_| matches!(mode, Some(Mode::Offline(_))));
-    // A claimed run is scheduled from when its runner says it ended (held between its
-    // claim and now), so a report delivered late gets the answer it would have got on time.
-    let claimed = match mode {
-        Some(Mode::Claimed(execution)) => {
-            reported_times(request, execution.scheduled_at, rule.db_now)
-        }
-        _ => None,
+    let held = match mode {
+        Some(Mode::Claimed(execution)) => Held::Claimed {
+            claimed_at: execution.scheduled_at,
+        },
+        Some(Mode::Offline(_)) => Held::Offline,
+        None => Held::Unknown,
     };
-    let times = match (offline, claimed) {
-        (Some(o), _) => Some((o.started_at, o.finished_at.min(rule.db_now))),
-        (None, claimed) => claimed,
+    let facts = RuleFacts {
+        now: rule.db_now,
+        next_run_time: rule.next_run_time,
+        failures_in_a_row: rule.failures_in_a_row(),
+        threshold: rule.threshold(),
     };
-    let from = times.map_or(rule.db_now, |(_, finished)| finished);
-    let policy = after_run(rule.failures_in_a_row(), failed, rule.threshold());
-    // The run was live from its claim (or its offline start): under buffer_one an
-    // occurrence that came due meanwhile starts one more run at once.
-    let started = match mode {
-        Some(Mode::Claimed(execution)) => execution.scheduled_at,
-        Some(Mode::Offline(_)) => offline.map_or(from, |o| o.started_at),
-        None => from,
-    };
-    let next = rule
-        .schedule()
-        .reschedule_after(started, from, policy.retry_soon);
-    let attention = attention_reason(&policy, request.error.as_deref(), &next);
-    let warnings: Vec<String> = next.problem.into_iter().collect();
+    let outcome = run_outcome(&rule.schedule(), facts, held, request);
+    let warnings: Vec<String> = outcome.problem.iter().cloned().collect();
     for warning in &warnings {
         tracing::warn!(warning = %Untrusted(warning), "scheduled with the fixed fallback delay");
     }
-    let next_run_time = match (offline, rule.next_run_time) {
-        (Some(_), Some(current)) => next.next_run.next_run_time.max(current),
-        _ => next.next_run.next_run_time,
-    };
+    let failed = request.is_last_run_failed;
+    let attention = outcome.attention;
+    let next_run_time = outcome.next_run_time;
+    let times = outcome.times;
     let record = RunRecord {
         failed,
         next_run_time,
-        consecutive_failures: i32::try_from(policy.consecutive_failures).unwrap_or(i32::MAX),
+        consecutive_failures: i32::try_from(outcome.policy.consecutive_failures)
+            .unwrap_or(i32::MAX),
         attention: attention.as_deref(),
-        finished_at: from,
+        finished_at: outcome.finished_at,
     };
     let counters = db::branch_rules::record_run(tx, rule.id, &record).await?;
     if let Some(reason) = &attention {
@@ -377,7 +361,7 @@ async fn write_report(
         last_run_time: record.finished_at,
         is_currently_running: false,
         run_count: counters.run_count,
-        degenerate: next.next_run.degenerate,
+        degenerate: outcome.degenerate,
         warnings,
         revision: Some(counters.revision),
     };
@@ -389,7 +373,7 @@ async fn write_report(
     if let Some(id) = execution_id {
         finish_execution(tx, (rule.id, id), request, status_name, &answer, times).await?;
     }
-    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = offline.is_some(), "rescheduled");
+    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = held == Held::Offline, "rescheduled");
     Ok(answer)
 }
 
@@ -429,22 +413,6 @@ async fn finish_execution(
     Ok(())
 }
 
-/// A claimed run's `(started, finished)` as its report gives them, held inside what the
-/// cloud knows: not before the claim, not after now (a runner's clock may run ahead), and
-/// the start not after the end. `None` when the report gives no end (an older runner).
-fn reported_times(
-    request: &SetNextRunTimeRequest,
-    claimed_at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
-    let finished = request.finished_at?.clamp(claimed_at, now.max(claimed_at));
-    let started = request
-        .started_at
-        .unwrap_or(claimed_at)
-        .clamp(claimed_at, finished);
-    Some((started, finished))
-}
-
 /// An offline run that stopped without finishing: recorded as crashed with its times and
 /// violations, the rule left as it was (still due, so it is retried at once, as after an
 /// expired lease), and nothing counted as a run or a failure.
@@ -477,22 +445,6 @@ async fn record_crashed(
         "an offline run stopped without finishing: recorded as crashed, the rule is due for its retry"
     );
     Ok(answer)
-}
-
-/// Why the rule needs an operator after this run, if it does: it failed too often in a
-/// row, or its schedule cannot be used or never fires inside its window.
-fn attention_reason(policy: &AfterRun, error: Option<&str>, next: &Rescheduled) -> Option<String> {
-    if policy.needs_attention {
-        let last = error
-            .and_then(|e| e.lines().next())
-            .map(|line| line.chars().take(200).collect::<String>())
-            .unwrap_or_else(|| "no error message".to_owned());
-        let failed = res_shared::schedule::failures_in_words(policy.consecutive_failures);
-        return Some(format!(
-            "{failed} (last: {last}); retrying on the schedule instead of every 5 minutes"
-        ));
-    }
-    res_shared::schedule::schedule_attention(next)
 }
 
 fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {

@@ -2,11 +2,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     CancelExecutionRequest, CancelExecutionResponse, ErrorBody, ExecutionStatus,
 };
 
+use super::decide::{Stop, decide_cancel};
 use super::rules::{MAX_REASON_CHARS, stop_execution};
 use crate::api::require_text;
 use crate::auth::Actor;
@@ -55,12 +55,7 @@ pub(crate) async fn cancel(
         .await?
         .ok_or_else(not_found)?;
     let status = execution.status;
-    if !status.holds_rule() {
-        return Err(ApiError::conflict(
-            ErrorCode::Finished,
-            format!("execution {id} already ended {}", status.as_str()),
-        ));
-    }
+    let stop = decide_cancel(id, status)?;
     stop_execution(&mut tx, id, status, rule_id).await?;
     let asked = Asked {
         caller: &caller,
@@ -69,14 +64,14 @@ pub(crate) async fn cancel(
     db::operator::record(&mut tx, &asked, "cancel", rule_id, Some(id)).await?;
     tx.commit().await?;
     tracing::info!(execution_id = %id, %branch_id, key = %caller.key_name, "cancel requested");
-    let running = status == ExecutionStatus::Running;
+    let requested = stop == Stop::Request;
     Ok(Json(CancelExecutionResponse {
         execution_id: id,
-        status: if running {
+        status: if requested {
             status
         } else {
             ExecutionStatus::Cancelled
         },
-        cancel_requested: running,
+        cancel_requested: requested,
     }))
 }

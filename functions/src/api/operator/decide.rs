@@ -114,6 +114,38 @@ pub(crate) fn decide(action: RuleAction, facts: &RuleFacts) -> Result<Effect, Ap
     }
 }
 
+/// How an execution that holds its rule is stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A running execution is asked to stop: its runner ends it (`cancelled`) at the next
+    /// node.
+    Request,
+    /// A scheduled or paused execution has no runner at work: it is cancelled at once.
+    Now,
+}
+
+impl Stop {
+    pub(crate) fn of(status: ExecutionStatus) -> Stop {
+        if status == ExecutionStatus::Running {
+            Stop::Request
+        } else {
+            Stop::Now
+        }
+    }
+}
+
+/// Decides cancelling execution `id`, now in `status`: how it stops, or refused (409
+/// `finished`) when it no longer holds its rule.
+pub(crate) fn decide_cancel(id: Uuid, status: ExecutionStatus) -> Result<Stop, ApiError> {
+    if !status.holds_rule() {
+        return Err(ApiError::conflict(
+            ErrorCode::Finished,
+            format!("execution {id} already ended {}", status.as_str()),
+        ));
+    }
+    Ok(Stop::of(status))
+}
+
 /// The holder of a rule from its latest execution at database time `now`.
 pub(crate) fn holder(
     latest: Option<(Uuid, ExecutionStatus, DateTime<Utc>)>,
@@ -244,5 +276,33 @@ mod tests {
             holder(Some((id, ExecutionStatus::Completed, later)), now),
             None
         );
+    }
+
+    #[test]
+    fn a_cancel_asks_a_running_execution_ends_a_waiting_one_and_refuses_an_ended_one() {
+        let id = Uuid::from_u128(7);
+        assert_eq!(
+            decide_cancel(id, ExecutionStatus::Running).ok(),
+            Some(Stop::Request)
+        );
+        for waiting in [ExecutionStatus::Scheduled, ExecutionStatus::Paused] {
+            assert_eq!(decide_cancel(id, waiting).ok(), Some(Stop::Now));
+        }
+        for ended in ExecutionStatus::ALL
+            .into_iter()
+            .filter(|status| !status.holds_rule())
+        {
+            let refused = decide_cancel(id, ended).expect_err("already ended");
+            assert!(
+                matches!(
+                    refused,
+                    ApiError::Conflict {
+                        code: ErrorCode::Finished,
+                        ..
+                    }
+                ),
+                "{ended}: {refused:?}"
+            );
+        }
     }
 }

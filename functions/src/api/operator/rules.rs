@@ -9,7 +9,7 @@ use res_shared::wire::{
 };
 use uuid::Uuid;
 
-use super::decide::{Effect, RuleAction, RuleFacts, decide, holder};
+use super::decide::{Effect, RuleAction, RuleFacts, Stop, decide, holder};
 use crate::api::require_text;
 use crate::auth::Actor;
 use crate::db;
@@ -212,8 +212,8 @@ pub(crate) async fn stop_execution(
     status: ExecutionStatus,
     branch_rule_id: Uuid,
 ) -> Result<(), sqlx::Error> {
-    match status {
-        ExecutionStatus::Running => db::operator::request_cancel(tx, execution_id).await,
-        _ => db::operator::cancel_now(tx, execution_id, branch_rule_id).await,
+    match Stop::of(status) {
+        Stop::Request => db::operator::request_cancel(tx, execution_id).await,
+        Stop::Now => db::operator::cancel_now(tx, execution_id, branch_rule_id).await,
     }
 }
