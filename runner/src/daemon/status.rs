@@ -1,10 +1,10 @@
 //! The local status endpoint: `/healthz`, `/metrics` (Prometheus), `/status` (JSON) and
 //! `/`, a page a site technician can open in a browser.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use askama::Template;
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -213,15 +213,18 @@ async fn metrics(State(daemon): State<Arc<Daemon>>) -> Response {
         .into_response()
 }
 
-async fn page(State(daemon): State<Arc<Daemon>>) -> Html<String> {
-    Html(render(&snapshot(&daemon)))
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+async fn page(State(daemon): State<Arc<Daemon>>) -> Response {
+    match render(&snapshot(&daemon)) {
+        Ok(html) => Html(html).into_response(),
+        Err(error) => {
+            tracing::error!(%error, "the status page could not be rendered");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the status page could not be rendered; /status has the same facts",
+            )
+                .into_response()
+        }
+    }
 }
 
 fn time(t: Option<DateTime<Utc>>) -> String {
@@ -231,134 +234,227 @@ fn time(t: Option<DateTime<Utc>>) -> String {
     )
 }
 
+/// The HTML status page (templates/status.html, escaped by askama): `/status`'s facts with
+/// times and reasons in words.
+#[derive(Template)]
+#[template(path = "status.html")]
+struct Page<'a> {
+    s: &'a Status,
+    last_refresh: String,
+    skew: String,
+    memory: String,
+    started: String,
+    owners: Vec<OwnerLine<'a>>,
+    running: Vec<RunningLine>,
+    rules: Vec<RuleLine<'a>>,
+    recent: Vec<ResultLine<'a>>,
+}
+
+struct OwnerLine<'a> {
+    branch: &'a str,
+    owner: &'a str,
+    note: &'static str,
+}
+
+struct RunningLine {
+    rule: Uuid,
+    execution: String,
+    since: String,
+}
+
+struct RuleLine<'a> {
+    branch: &'a str,
+    rule: &'a str,
+    id: Uuid,
+    next_run: String,
+    /// Why it is not ready, in words; none when it is.
+    waiting: Option<String>,
+    last_run: String,
+    failed: bool,
+}
+
+struct ResultLine<'a> {
+    rule: Uuid,
+    execution: String,
+    status: &'a str,
+    offline: bool,
+    started: String,
+    duration_ms: i64,
+    next_run: String,
+    error: &'a str,
+}
+
+fn waiting(rule: &RuleRow) -> Option<String> {
+    if rule.ready {
+        return None;
+    }
+    let mut reasons: Vec<String> = rule.blockers.iter().map(describe_blocker).collect();
+    if let Some(owner) = &rule.held_for {
+        reasons.push(format!(
+            "held for {owner}, the branch's offline owner, until its offline runs are in"
+        ));
+    }
+    if let Some(since) = rule.missing_since {
+        reasons.push(format!(
+            "not in the server's plan since {}",
+            time(Some(since))
+        ));
+    }
+    Some(reasons.join("; "))
+}
+
 /// The HTML status page.
-pub(crate) fn render(s: &Status) -> String {
-    let mut html = String::with_capacity(16 * 1024);
-    let _ = write!(
-        html,
-        "<!doctype html><html><head><meta charset=utf-8><meta http-equiv=refresh content=5>\
-         <title>res-runner {id}</title><style>body{{font:14px sans-serif;margin:1em}}\
-         table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:left}}\
-         .bad{{color:#b00}}.ok{{color:#070}}</style></head><body>\
-         <h1>res-runner {id}</h1><p>Cloud: <b class={cloud_class}>{cloud}</b> · last plan refresh {refresh} · \
-         clock skew {skew:.1} s · {workflows} rules · queue {queue} · running {active} · workers {workers} · \
-         outbox {outbox} · memory {memory} (limit {limit}%)</p><p>Started {started}; last stop: {last_stop}; \
-         plan at start: {plan}.</p>",
-        id = escape(&s.runner_id),
-        cloud_class = if s.cloud_reachable { "ok" } else { "bad" },
-        cloud = if s.cloud_reachable {
-            "reachable"
-        } else {
-            "unreachable"
-        },
-        refresh = time(s.last_refresh),
-        skew = s.clock_skew_seconds,
-        workflows = s.workflows,
-        queue = s.queue_size,
-        active = s.active_jobs,
-        workers = s.alive_workers,
-        outbox = s.outbox_depth,
-        memory = s
+pub(crate) fn render(s: &Status) -> Result<String, askama::Error> {
+    let page = Page {
+        s,
+        last_refresh: time(s.last_refresh),
+        skew: format!("{:.1}", s.clock_skew_seconds),
+        memory: s
             .memory_used_percent
             .map_or_else(|| "?".into(), |m| format!("{m:.0}%")),
-        limit = s.memory_limit_percent,
-        started = time(Some(s.started_at)),
-        last_stop = escape(&s.last_stop),
-        plan = escape(&s.plan_at_start),
-    );
-    if !s.offline_owners.is_empty() {
-        let _ = write!(
-            html,
-            "<h2>Offline owners</h2><p>While the functions are unreachable, each branch's owner \
-             runs its rules from its local plan and the other runners hold them \
-             (offline_execution = {}).</p><table><tr><th>branch</th><th>owner</th><th></th></tr>",
-            s.offline_execution
-        );
-        for owner in &s.offline_owners {
-            let note = match (owner.this_runner, owner.held) {
-                (true, _) => "this runner",
-                (false, true) => "held: waiting for its offline runs to be in",
-                (false, false) => "",
-            };
-            let _ = write!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{note}</td></tr>",
-                escape(&owner.branch),
-                escape(&owner.owner)
-            );
+        started: time(Some(s.started_at)),
+        owners: s
+            .offline_owners
+            .iter()
+            .map(|owner| OwnerLine {
+                branch: &owner.branch,
+                owner: &owner.owner,
+                note: match (owner.this_runner, owner.held) {
+                    (true, _) => "this runner",
+                    (false, true) => "held: waiting for its offline runs to be in",
+                    (false, false) => "",
+                },
+            })
+            .collect(),
+        running: s
+            .running
+            .iter()
+            .map(|job| RunningLine {
+                rule: job.branch_rule_id,
+                execution: job
+                    .execution_id
+                    .map_or_else(|| "claiming".into(), |e| e.to_string()),
+                since: time(Some(job.started_at)),
+            })
+            .collect(),
+        rules: s
+            .rules
+            .iter()
+            .map(|rule| RuleLine {
+                branch: &rule.branch,
+                rule: &rule.rule,
+                id: rule.id,
+                next_run: time(rule.next_run_time),
+                waiting: waiting(rule),
+                last_run: time(rule.last_run_time),
+                failed: rule.is_last_run_failed,
+            })
+            .collect(),
+        recent: s
+            .recent
+            .iter()
+            .map(|r| ResultLine {
+                rule: r.branch_rule_id,
+                execution: r.execution_id.map_or_else(|| "—".into(), |e| e.to_string()),
+                status: &r.status,
+                offline: r.offline,
+                started: time(Some(r.started_at)),
+                duration_ms: r.duration_ms,
+                next_run: time(r.next_run_time),
+                error: r.error.as_deref().unwrap_or(""),
+            })
+            .collect(),
+    };
+    page.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().expect("an instant")
+    }
+
+    fn status() -> Status {
+        let hostile = "<script>alert(\"x\")</script> & co";
+        Status {
+            runner_id: hostile.to_owned(),
+            boot_id: "boot".to_owned(),
+            started_at: at("2026-03-02T08:00:00Z"),
+            last_stop: "graceful".to_owned(),
+            plan_at_start: "loaded".to_owned(),
+            cloud_reachable: false,
+            offline_execution: "owner",
+            offline_owners: vec![OwnerRow {
+                branch_id: Uuid::nil(),
+                branch: hostile.to_owned(),
+                owner: "site-b".to_owned(),
+                this_runner: false,
+                held: true,
+            }],
+            last_refresh: None,
+            clock_skew_seconds: 0.26,
+            queue_size: 1,
+            active_jobs: 0,
+            alive_workers: 4,
+            outbox_depth: 2,
+            write_thread_alive: true,
+            memory_used_percent: Some(41.6),
+            memory_limit_percent: 90.0,
+            workflows: 3,
+            rules: vec![RuleRow {
+                id: Uuid::from_u128(7),
+                branch: "Olaya".to_owned(),
+                rule: hostile.to_owned(),
+                next_run_time: Some(at("2026-03-02T09:00:00Z")),
+                ready: false,
+                blockers: vec![Blocker::ForceStopped],
+                held_for: Some("site-<b>".to_owned()),
+                missing_since: None,
+                running: false,
+                last_run_time: None,
+                is_last_run_failed: true,
+            }],
+            running: Vec::new(),
+            recent: vec![JobResult {
+                branch_rule_id: Uuid::from_u128(7),
+                execution_id: None,
+                status: "failed".to_owned(),
+                started_at: at("2026-03-02T08:30:00Z"),
+                duration_ms: 1200,
+                next_run_time: None,
+                offline: true,
+                error: Some("camera <3> gone".to_owned()),
+            }],
         }
-        html.push_str("</table>");
     }
-    html.push_str("<h2>Running</h2><table><tr><th>rule</th><th>execution</th><th>since</th></tr>");
-    for job in &s.running {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-            job.branch_rule_id,
-            job.execution_id
-                .map_or_else(|| "claiming".into(), |e| e.to_string()),
-            time(Some(job.started_at))
+
+    #[test]
+    fn the_page_escapes_what_sites_and_rules_are_called_and_says_why_a_rule_waits() {
+        let html = render(&status()).expect("renders");
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(
+            html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+            "{html}"
         );
-    }
-    html.push_str("</table><h2>Rules</h2>");
-    if s.rules.len() < s.workflows {
-        let _ = write!(
-            html,
-            "<p>Showing the {} running or soonest of {} rules; <code>res-runner plan why &lt;id&gt;</code> explains any rule.</p>",
-            s.rules.len(),
-            s.workflows
+        assert!(
+            !html.contains("site-<b>") && !html.contains("camera <3>"),
+            "{html}"
         );
+        for shown in [
+            "<b class=\"bad\">unreachable</b>",
+            "clock skew 0.3 s",
+            "memory 42% (limit 90%)",
+            "held: waiting for its offline runs to be in",
+            "Showing the 1 running or soonest of 3 rules",
+            "force-stopped",
+            "2026-03-02 09:00:00 UTC",
+            "<b class=\"bad\">failed</b>",
+            "failed (offline)",
+            "00000000-0000-0000-0000-000000000007",
+        ] {
+            assert!(html.contains(shown), "{shown} in\n{html}");
+        }
     }
-    html.push_str("<table><tr><th>branch</th><th>rule</th><th>id</th><th>next run</th><th>ready?</th><th>last run</th></tr>");
-    for rule in &s.rules {
-        let why = if rule.ready {
-            "<b class=ok>ready</b>".to_owned()
-        } else {
-            let mut reasons: Vec<String> = rule.blockers.iter().map(describe_blocker).collect();
-            if let Some(owner) = &rule.held_for {
-                reasons.push(format!(
-                    "held for {owner}, the branch's offline owner, until its offline runs are in"
-                ));
-            }
-            if let Some(since) = rule.missing_since {
-                reasons.push(format!(
-                    "not in the server's plan since {}",
-                    time(Some(since))
-                ));
-            }
-            escape(&reasons.join("; "))
-        };
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td></tr>",
-            escape(&rule.branch),
-            escape(&rule.rule),
-            rule.id,
-            time(rule.next_run_time),
-            why,
-            time(rule.last_run_time),
-            if rule.is_last_run_failed {
-                " <b class=bad>failed</b>"
-            } else {
-                ""
-            }
-        );
-    }
-    html.push_str("</table><h2>Last results</h2><table><tr><th>rule</th><th>execution</th><th>status</th><th>started</th><th>ms</th><th>next run</th><th>error</th></tr>");
-    for r in &s.recent {
-        let _ = write!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            r.branch_rule_id,
-            r.execution_id.map_or_else(|| "—".into(), |e| e.to_string()),
-            escape(&r.status),
-            if r.offline { " (offline)" } else { "" },
-            time(Some(r.started_at)),
-            r.duration_ms,
-            time(r.next_run_time),
-            escape(r.error.as_deref().unwrap_or(""))
-        );
-    }
-    html.push_str("</table><p><a href=/status>/status</a> · <a href=/metrics>/metrics</a> · <a href=/healthz>/healthz</a></p></body></html>");
-    html
 }
