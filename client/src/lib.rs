@@ -6,7 +6,12 @@ pub mod tls;
 
 use std::time::Duration;
 
-use res_shared::wire::{Batch, BatchItem, Call, ErrorBody, ErrorCode};
+use uuid::Uuid;
+
+use res_shared::wire::{
+    Batch, BatchItem, Call, ErrorBody, ErrorCode, ForceStopRuleRequest, PauseRuleRequest,
+    ResumeRuleRequest, RuleAction, RuleActionResponse, RunNowRequest,
+};
 
 /// What went wrong calling a function.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -136,6 +141,46 @@ impl FunctionsClient {
             http,
             timeout,
         })
+    }
+
+    /// Performs an operator's `action` on one branch rule through its function.
+    pub async fn rule_action(
+        &self,
+        action: RuleAction,
+        branch_rule_id: Uuid,
+        reason: &str,
+    ) -> Result<RuleActionResponse, CloudError> {
+        let reason = reason.to_owned();
+        match action {
+            RuleAction::RunNow => {
+                self.call(&RunNowRequest {
+                    branch_rule_id,
+                    reason,
+                })
+                .await
+            }
+            RuleAction::Pause => {
+                self.call(&PauseRuleRequest {
+                    branch_rule_id,
+                    reason,
+                })
+                .await
+            }
+            RuleAction::Resume => {
+                self.call(&ResumeRuleRequest {
+                    branch_rule_id,
+                    reason,
+                })
+                .await
+            }
+            RuleAction::ForceStop => {
+                self.call(&ForceStopRuleRequest {
+                    branch_rule_id,
+                    reason,
+                })
+                .await
+            }
+        }
     }
 
     /// Calls the function `C` names with `request`.

@@ -6,8 +6,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use res_client::{CloudError, FunctionsClient};
 use res_shared::untrusted::Untrusted;
 use res_shared::wire::{
-    AcknowledgeRequest, AcknowledgeResponse, AttentionKind, FleetSummaryRequest, PauseRuleRequest,
-    ResumeRuleRequest, RuleActionResponse, RuleSummary, RunNowRequest,
+    self, AcknowledgeRequest, AcknowledgeResponse, AttentionKind, FleetSummaryRequest,
+    RuleActionResponse, RuleSummary,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -19,9 +19,7 @@ use crate::resolve::{self, Unresolved};
 /// What is asked of each branch rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Act {
-    RunNow,
-    Pause,
-    Resume,
+    Rule(wire::RuleAction),
     Acknowledge { hours: u32 },
 }
 
@@ -37,9 +35,10 @@ impl Act {
     /// The past tense a result is printed with.
     fn done(self) -> &'static str {
         match self {
-            Act::RunNow => "run requested",
-            Act::Pause => "paused",
-            Act::Resume => "resumed",
+            Act::Rule(wire::RuleAction::RunNow) => "run requested",
+            Act::Rule(wire::RuleAction::Pause) => "paused",
+            Act::Rule(wire::RuleAction::Resume) => "resumed",
+            Act::Rule(wire::RuleAction::ForceStop) => "force-stopped",
             Act::Acknowledge { .. } => "acknowledged",
         }
     }
@@ -53,30 +52,9 @@ impl Act {
     ) -> Result<Answer, CloudError> {
         let reason = reason.to_owned();
         Ok(match self {
-            Act::RunNow => Answer::Rule(
-                client
-                    .call(&RunNowRequest {
-                        branch_rule_id,
-                        reason,
-                    })
-                    .await?,
-            ),
-            Act::Pause => Answer::Rule(
-                client
-                    .call(&PauseRuleRequest {
-                        branch_rule_id,
-                        reason,
-                    })
-                    .await?,
-            ),
-            Act::Resume => Answer::Rule(
-                client
-                    .call(&ResumeRuleRequest {
-                        branch_rule_id,
-                        reason,
-                    })
-                    .await?,
-            ),
+            Act::Rule(action) => {
+                Answer::Rule(client.rule_action(action, branch_rule_id, &reason).await?)
+            }
             Act::Acknowledge { hours } => Answer::Acknowledged(
                 client
                     .call(&AcknowledgeRequest {
@@ -98,11 +76,22 @@ pub(crate) async fn run(
     json: bool,
     now: DateTime<Utc>,
 ) -> Result<String, Unresolved> {
-    if let Some(kind) = asked.group {
-        return at_group(client, act, &asked.action, kind, json, now).await;
+    match asked.group {
+        Some(kind) => at_group(client, act, &asked.action, kind, json, now).await,
+        None => one(client, act, &asked.action, json, now).await,
     }
-    let id = resolve::rule(client, &asked.action.rule).await?;
-    let answer = act.call(client, id, &asked.action.reason, now).await?;
+}
+
+/// Runs the action at the one branch rule `asked` names.
+pub(crate) async fn one(
+    client: &FunctionsClient,
+    act: Act,
+    asked: &RuleAction,
+    json: bool,
+    now: DateTime<Utc>,
+) -> Result<String, Unresolved> {
+    let id = resolve::rule(client, &asked.rule).await?;
+    let answer = act.call(client, id, &asked.reason, now).await?;
     crate::commands::emit(json, &answer, || match &answer {
         Answer::Rule(rule) => render::rule_action(act.done(), rule, now),
         Answer::Acknowledged(ack) => format!(

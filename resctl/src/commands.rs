@@ -7,7 +7,8 @@ use res_shared::wire::{
     CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest, ChannelListRequest,
     ChannelTestRequest, ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest,
     ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, FleetSummaryRequest,
-    ForceStopRuleRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+    RuleAction::{ForceStop, Pause, Resume, RunNow},
     RuleListRequest, RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
@@ -50,21 +51,14 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || render::rules(&answer, now))
             }
-            RuleCommand::RunNow(a) => action::run(client, Act::RunNow, a, json, now).await,
-            RuleCommand::Pause(a) => action::run(client, Act::Pause, a, json, now).await,
+            RuleCommand::RunNow(a) => action::run(client, Act::Rule(RunNow), a, json, now).await,
+            RuleCommand::Pause(a) => action::run(client, Act::Rule(Pause), a, json, now).await,
             RuleCommand::Acknowledge { action: a, hours } => {
                 action::run(client, Act::Acknowledge { hours: *hours }, a, json, now).await
             }
-            RuleCommand::Resume(a) => action::run(client, Act::Resume, a, json, now).await,
+            RuleCommand::Resume(a) => action::run(client, Act::Rule(Resume), a, json, now).await,
             RuleCommand::ForceStop(a) => {
-                let request = ForceStopRuleRequest {
-                    branch_rule_id: resolve::rule(client, &a.rule).await?,
-                    reason: a.reason.clone(),
-                };
-                let answer = client.call(&request).await?;
-                emit(json, &answer, || {
-                    render::rule_action("force-stopped", &answer, now)
-                })
+                action::one(client, Act::Rule(ForceStop), a, json, now).await
             }
             RuleCommand::Describe { rule, next } => {
                 let request = DescribeRuleRequest {

@@ -90,7 +90,7 @@ mod tests {
     use crate::schedule::RuleStatus;
     use crate::wire::{
         AttentionKind, ChannelKind, ClaimRefusalReason, ErrorCode, ExecutionStatus, OutputStream,
-        Role, RuleCondition, RunnerState, StopAction, Trigger,
+        Role, RuleAction, RuleCondition, RunnerState, StopAction, Trigger,
     };
 
     /// Each value's serde, database and display spellings are one, and parse back to it.
@@ -129,6 +129,7 @@ mod tests {
         round_trips::<ExecutionStatus>();
         round_trips::<OutputStream>();
         round_trips::<Role>();
+        round_trips::<RuleAction>();
         round_trips::<RuleCondition>();
         round_trips::<RuleStatus>();
         round_trips::<RunnerState>();

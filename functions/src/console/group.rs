@@ -6,16 +6,17 @@ use axum::extract::rejection::FormRejection;
 use axum::extract::{Form, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{TimeDelta, Utc};
-use res_shared::wire::AcknowledgeRequest;
 use res_shared::wire::ErrorCode;
+use res_shared::wire::{AcknowledgeRequest, RuleAction};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::error::ConsoleError;
 use super::fleet;
-use super::rule::{Action, perform};
+use super::rule;
 use super::session::Signed;
 use crate::api::operator::acknowledge;
+use crate::api::operator::rules;
 use crate::api::operator::rules::MAX_REASON_CHARS;
 use crate::api::require_text;
 use crate::auth::Actor;
@@ -71,11 +72,9 @@ pub(super) async fn act(
     let until = Utc::now();
     for id in ids {
         let done = match action {
-            GroupAction::Rule(action) => {
-                perform(&state, actor.clone(), action, id, form.reason.clone())
-                    .await
-                    .map(drop)
-            }
+            GroupAction::Rule(action) => rules::perform(&state, &actor, action, id, &form.reason)
+                .await
+                .map(drop),
             GroupAction::Acknowledge(hours) => {
                 let request = AcknowledgeRequest {
                     branch_rule_id: id,
@@ -103,7 +102,7 @@ pub(super) async fn act(
 /// What a group form asks of each of its branches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum GroupAction {
-    Rule(Action),
+    Rule(RuleAction),
     /// Acknowledge for this many hours.
     Acknowledge(i64),
 }
@@ -113,18 +112,18 @@ impl GroupAction {
         match word {
             "ack-1h" => Some(GroupAction::Acknowledge(1)),
             "ack-1d" => Some(GroupAction::Acknowledge(24)),
-            _ => match Action::parse(word)? {
-                action @ (Action::RunNow | Action::Pause | Action::Resume) => {
+            _ => match RuleAction::from_path(word)? {
+                action @ (RuleAction::RunNow | RuleAction::Pause | RuleAction::Resume) => {
                     Some(GroupAction::Rule(action))
                 }
-                Action::ForceStop => None,
+                RuleAction::ForceStop => None,
             },
         }
     }
 
     fn label(self) -> &'static str {
         match self {
-            GroupAction::Rule(action) => action.label(),
+            GroupAction::Rule(action) => rule::label(action),
             GroupAction::Acknowledge(_) => "Acknowledge",
         }
     }

@@ -8,8 +8,7 @@ use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 use res_shared::wire::{
-    DescribeRuleRequest, ForceStopRuleRequest, OperatorMark, PauseRuleRequest, ResumeRuleRequest,
-    RuleActionResponse, RunNowRequest, RunnerState, ViolationListRequest,
+    DescribeRuleRequest, OperatorMark, RuleAction, RunnerState, ViolationListRequest,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -28,52 +27,22 @@ use crate::state::AppState;
 
 const VIOLATIONS_SHOWN: u32 = 20;
 
-/// The actions of the rule page, as their path segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Action {
-    RunNow,
-    Pause,
-    Resume,
-    ForceStop,
+/// The rule page's words for an action: its button, and what it did.
+pub(super) fn label(action: RuleAction) -> &'static str {
+    match action {
+        RuleAction::RunNow => "Run now",
+        RuleAction::Pause => "Pause",
+        RuleAction::Resume => "Resume",
+        RuleAction::ForceStop => "Force stop",
+    }
 }
 
-impl Action {
-    const ALL: [Action; 4] = [
-        Action::RunNow,
-        Action::Pause,
-        Action::Resume,
-        Action::ForceStop,
-    ];
-
-    fn path(self) -> &'static str {
-        match self {
-            Action::RunNow => "run-now",
-            Action::Pause => "pause",
-            Action::Resume => "resume",
-            Action::ForceStop => "force-stop",
-        }
-    }
-
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Action::RunNow => "Run now",
-            Action::Pause => "Pause",
-            Action::Resume => "Resume",
-            Action::ForceStop => "Force stop",
-        }
-    }
-
-    fn done(self) -> &'static str {
-        match self {
-            Action::RunNow => "Run requested: a runner of the branch starts it at its next claim.",
-            Action::Pause => "Paused: no new run starts until it is resumed.",
-            Action::Resume => "Resumed: its next run comes from its schedule.",
-            Action::ForceStop => "Force-stopped: no new run starts, and a live run is cancelled.",
-        }
-    }
-
-    pub(super) fn parse(path: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.path() == path)
+fn done(action: RuleAction) -> &'static str {
+    match action {
+        RuleAction::RunNow => "Run requested: a runner of the branch starts it at its next claim.",
+        RuleAction::Pause => "Paused: no new run starts until it is resumed.",
+        RuleAction::Resume => "Resumed: its next run comes from its schedule.",
+        RuleAction::ForceStop => "Force-stopped: no new run starts, and a live run is cancelled.",
     }
 }
 
@@ -83,7 +52,7 @@ struct Notice {
     done: Option<&'static str>,
     refused: Option<String>,
     /// The refused action and the reason typed, kept in its form.
-    kept: Option<(Action, String)>,
+    kept: Option<(RuleAction, String)>,
 }
 
 struct Mark {
@@ -158,7 +127,7 @@ pub(super) async fn page(
     let Query(q) = query?;
     let id = path_id("branch rule", &id)?;
     let notice = Notice {
-        done: q.done.as_deref().and_then(Action::parse).map(Action::done),
+        done: q.done.as_deref().and_then(RuleAction::from_path).map(done),
         ..Notice::default()
     };
     render(&state, &signed, id, notice).await
@@ -206,13 +175,13 @@ async fn render(
     .into_iter()
     .flatten()
     .collect();
-    let forms = Action::ALL
+    let forms = RuleAction::ALL
         .into_iter()
         .map(|action| {
             let kept = notice.kept.as_ref().filter(|(a, _)| *a == action);
             ActionForm {
                 path: action.path(),
-                label: action.label(),
+                label: label(action),
                 reason: kept.map(|(_, r)| r.clone()).unwrap_or_default(),
                 refused: kept.is_some(),
             }
@@ -271,48 +240,6 @@ async fn render(
     })
 }
 
-/// One rule action through its operator function, as `resctl` would call it.
-pub(super) async fn perform(
-    state: &AppState,
-    actor: Actor,
-    action: Action,
-    id: Uuid,
-    reason: String,
-) -> Result<RuleActionResponse, ApiError> {
-    let state = State(state.clone());
-    let done = match action {
-        Action::RunNow => {
-            let request = RunNowRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::run_now(state, actor, ApiJson(request)).await
-        }
-        Action::Pause => {
-            let request = PauseRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::pause(state, actor, ApiJson(request)).await
-        }
-        Action::Resume => {
-            let request = ResumeRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::resume(state, actor, ApiJson(request)).await
-        }
-        Action::ForceStop => {
-            let request = ForceStopRuleRequest {
-                branch_rule_id: id,
-                reason,
-            };
-            rules::force_stop(state, actor, ApiJson(request)).await
-        }
-    };
-    done.map(|answer| answer.0)
-}
-
 #[derive(Deserialize)]
 pub(super) struct ReasonForm {
     #[serde(default)]
@@ -330,10 +257,10 @@ pub(super) async fn act(
     let Form(form) = form?;
     signed.check_csrf(&form.csrf)?;
     let id = path_id("branch rule", &id)?;
-    let action = Action::parse(&action)
+    let action = RuleAction::from_path(&action)
         .ok_or_else(|| ConsoleError::NotFound(format!("no rule action {action:?}")))?;
     let actor = Actor::check(signed.caller.clone())?;
-    let done = perform(&state, actor, action, id, form.reason.clone()).await;
+    let done = rules::perform(&state, &actor, action, id, &form.reason).await;
     match done {
         Ok(_) => Ok(
             Redirect::to(&format!("/console/rules/{id}?done={}", action.path())).into_response(),
@@ -345,7 +272,7 @@ pub(super) async fn act(
             let (status, detail) = error.detail();
             let notice = Notice {
                 done: None,
-                refused: Some(format!("{} refused: {}", action.label(), detail.message)),
+                refused: Some(format!("{} refused: {}", label(action), detail.message)),
                 kept: Some((action, form.reason)),
             };
             let page = render(&state, &signed, id, notice).await?;

@@ -25,6 +25,34 @@ wire_enum! {
     }
 }
 
+wire_enum! {
+    /// An operator's action on one branch rule, by the name `operator_actions` records; the
+    /// functions decide it, the console and `resctl` ask for it.
+    pub enum RuleAction ("rule action") {
+        RunNow = "run_now",
+        Pause = "pause",
+        Resume = "resume",
+        ForceStop = "force_stop",
+    }
+}
+
+impl RuleAction {
+    /// The word in the console's paths and `resctl`'s commands: `run-now`, `force-stop`.
+    pub fn path(self) -> &'static str {
+        match self {
+            RuleAction::RunNow => "run-now",
+            RuleAction::Pause => "pause",
+            RuleAction::Resume => "resume",
+            RuleAction::ForceStop => "force-stop",
+        }
+    }
+
+    /// The action of a path word, if it is one.
+    pub fn from_path(word: &str) -> Option<RuleAction> {
+        RuleAction::ALL.into_iter().find(|a| a.path() == word)
+    }
+}
+
 /// Declares the request of an action on one branch rule: which rule and why.
 macro_rules! rule_action {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(

@@ -2,31 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use res_shared::wire::ErrorCode;
-use res_shared::wire::ExecutionStatus;
+use res_shared::wire::{ExecutionStatus, RuleAction};
 use uuid::Uuid;
 
 use crate::error::ApiError;
-
-/// An action on one branch rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RuleAction {
-    RunNow,
-    Pause,
-    Resume,
-    ForceStop,
-}
-
-impl RuleAction {
-    /// The name recorded in `operator_actions.action`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RuleAction::RunNow => "run_now",
-            RuleAction::Pause => "pause",
-            RuleAction::Resume => "resume",
-            RuleAction::ForceStop => "force_stop",
-        }
-    }
-}
 
 /// What the decision needs to know about the rule, read under its row lock.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,11 +5,11 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest,
-    RuleActionResponse, RunNowRequest,
+    RuleAction, RuleActionResponse, RunNowRequest,
 };
 use uuid::Uuid;
 
-use super::decide::{Effect, RuleAction, RuleFacts, Stop, decide, holder};
+use super::decide::{Effect, RuleFacts, Stop, decide, holder};
 use crate::api::require_text;
 use crate::auth::Actor;
 use crate::db;
@@ -43,7 +43,7 @@ pub(crate) async fn run_now(
     actor: Actor,
     ApiJson(request): ApiJson<RunNowRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    act(
+    perform(
         &state,
         &actor,
         RuleAction::RunNow,
@@ -51,6 +51,7 @@ pub(crate) async fn run_now(
         &request.reason,
     )
     .await
+    .map(Json)
 }
 
 /// Pause a rule: no new run starts; a live run finishes.
@@ -72,7 +73,7 @@ pub(crate) async fn pause(
     actor: Actor,
     ApiJson(request): ApiJson<PauseRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    act(
+    perform(
         &state,
         &actor,
         RuleAction::Pause,
@@ -80,6 +81,7 @@ pub(crate) async fn pause(
         &request.reason,
     )
     .await
+    .map(Json)
 }
 
 /// Resume a paused or force-stopped rule; its next run comes from its schedule.
@@ -102,7 +104,7 @@ pub(crate) async fn resume(
     actor: Actor,
     ApiJson(request): ApiJson<ResumeRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    act(
+    perform(
         &state,
         &actor,
         RuleAction::Resume,
@@ -110,6 +112,7 @@ pub(crate) async fn resume(
         &request.reason,
     )
     .await
+    .map(Json)
 }
 
 /// Force-stop a rule: no new run starts and the live run is cancelled.
@@ -131,7 +134,7 @@ pub(crate) async fn force_stop(
     actor: Actor,
     ApiJson(request): ApiJson<ForceStopRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    act(
+    perform(
         &state,
         &actor,
         RuleAction::ForceStop,
@@ -139,15 +142,19 @@ pub(crate) async fn force_stop(
         &request.reason,
     )
     .await
+    .map(Json)
 }
 
-async fn act(
+/// Performs `action` on branch rule `id` for `actor` (the four handlers and the console's
+/// forms all come here): the reason checked, the rule locked, the action decided, written
+/// and recorded.
+pub(crate) async fn perform(
     state: &AppState,
     Actor(caller): &Actor,
     action: RuleAction,
     id: Uuid,
     reason: &str,
-) -> Result<Json<RuleActionResponse>, ApiError> {
+) -> Result<RuleActionResponse, ApiError> {
     require_text("reason", reason, MAX_REASON_CHARS)?;
     let mut tx = state.pool.begin().await?;
     let rule = db::branch_rules::lock(&mut tx, id)
@@ -201,7 +208,7 @@ async fn act(
         .map(|silence| format!("{silence}: the run starts when a runner of the branch calls"));
     }
     tracing::info!(branch_rule_id = %id, key = %caller.key_name, action = action.as_str(), "operator action");
-    Ok(Json(answer))
+    Ok(answer)
 }
 
 /// Stops an execution that holds a rule: a running one through its runner's next
