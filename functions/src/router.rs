@@ -5,17 +5,7 @@ use axum::Router;
 use axum::http::{Method, Uri};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
-use res_shared::wire::{
-    AcknowledgeRequest, Call, CancelExecutionRequest, ChannelCreateRequest, ChannelDeleteRequest,
-    ChannelListRequest, ChannelTestRequest, ClaimBatchRequest, ClaimRequest, ConfigApplyRequest,
-    ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest, DescribeRuleRequest,
-    ExecutionListRequest, FUNCTIONS_PREFIX, FleetSummaryRequest, ForceStopRuleRequest,
-    HeartbeatBatchRequest, HeartbeatRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest,
-    KeyRotateRequest, PauseRequest, PauseRuleRequest, PlanRequest, RegisterRequest,
-    ResumeRuleRequest, RuleListRequest, RunNowRequest, RunnerListRequest,
-    SetNextRunTimeBatchRequest, SetNextRunTimeRequest, ShowExecutionRequest, ViolationListRequest,
-    ViolationRequest,
-};
+use res_shared::wire::{Call, FUNCTIONS_PREFIX};
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
 use tower_http::trace::TraceLayer;
@@ -28,192 +18,93 @@ use crate::metrics;
 use crate::openapi;
 use crate::state::AppState;
 
-/// The public functions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Function {
-    /// `get-execution-plan-v2`.
-    ExecutionPlan,
-    /// `branch_rules_claim`.
-    Claim,
-    /// `branch_rules_claim_batch`.
-    ClaimBatch,
-    /// `executions_heartbeat`.
-    Heartbeat,
-    /// `executions_heartbeat_batch`.
-    HeartbeatBatch,
-    /// `violations_create`.
-    CreateViolation,
-    /// `branch_rules_set_NextRunTime`.
-    SetNextRunTime,
-    /// `branch_rules_set_NextRunTime_batch`.
-    SetNextRunTimeBatch,
-    /// `executions_pause`.
-    Pause,
-    /// `runner_register`.
-    Register,
-    /// `rules_run_now`.
-    RunNow,
-    /// `rules_pause`.
-    PauseRule,
-    /// `rules_resume`.
-    ResumeRule,
-    /// `rules_force_stop`.
-    ForceStopRule,
-    /// `executions_cancel`.
-    CancelExecution,
-    /// `executions_list`.
-    ListExecutions,
-    /// `rules_describe`.
-    DescribeRule,
-    /// `executions_show`.
-    ShowExecution,
-    /// `rules_list`.
-    ListRules,
-    /// `fleet_summary`.
-    FleetSummary,
-    /// `attention_acknowledge`.
-    Acknowledge,
-    /// `runners_list`.
-    ListRunners,
-    /// `violations_list`.
-    ListViolations,
-    /// `keys_list`.
-    ListKeys,
-    /// `keys_create`.
-    CreateKey,
-    /// `keys_rotate`.
-    RotateKey,
-    /// `keys_revoke`.
-    RevokeKey,
-    /// `config_export`.
-    ExportConfig,
-    /// `config_apply`.
-    ApplyConfig,
-    /// `config_history`.
-    ConfigHistory,
-    /// `config_show`.
-    ShowConfig,
-    /// `channels_create`.
-    CreateChannel,
-    /// `channels_list`.
-    ListChannels,
-    /// `channels_delete`.
-    DeleteChannel,
-    /// `channels_test`.
-    TestChannel,
+/// Declares every public function in one row — its variant, its request type (which names
+/// it), its handler and whether the operator Lambda serves it — and from that one table the
+/// enum, `ALL`, `OPERATOR`, the names, the routes and the OpenAPI paths. Adding a function
+/// is adding a row.
+macro_rules! functions {
+    ($($variant:ident($request:ident) => [$($handler:tt)+] $($operator:ident)?;)*) => {
+        /// The public functions.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Function {
+            $(
+                #[doc = concat!("`", stringify!($request), "`'s function.")]
+                $variant,
+            )*
+        }
+
+        impl Function {
+            /// Every function.
+            pub const ALL: [Function; [$(stringify!($variant)),*].len()] = [$(Function::$variant,)*];
+
+            /// The operator functions, deployed together as one Lambda
+            /// (`operator-functions`): they are called by people, rarely, so one warm
+            /// function serves them all.
+            pub const OPERATOR: &[Function] = &[$($({
+                let _ = stringify!($operator);
+                Function::$variant
+            },)?)*];
+
+            /// The function's name, as in its path.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Function::$variant => <res_shared::wire::$request as Call>::NAME,)*
+                }
+            }
+
+            fn handler(self) -> axum::routing::MethodRouter<AppState> {
+                match self {
+                    $(Function::$variant => post($($handler)+),)*
+                }
+            }
+        }
+
+        /// The functions' operations in the OpenAPI document.
+        #[derive(utoipa::OpenApi)]
+        #[openapi(paths($($($handler)+,)* crate::api::health::health))]
+        pub(crate) struct FunctionPaths;
+    };
+}
+
+functions! {
+    ExecutionPlan(PlanRequest) => [crate::api::plan::get_execution_plan];
+    Claim(ClaimRequest) => [crate::api::claim::claim];
+    ClaimBatch(ClaimBatchRequest) => [crate::api::claim::claim_batch];
+    Heartbeat(HeartbeatRequest) => [crate::api::heartbeat::heartbeat];
+    HeartbeatBatch(HeartbeatBatchRequest) => [crate::api::heartbeat::heartbeat_batch];
+    CreateViolation(ViolationRequest) => [crate::api::violations::create_violation];
+    SetNextRunTime(SetNextRunTimeRequest) => [crate::api::next_run::set_next_run_time];
+    SetNextRunTimeBatch(SetNextRunTimeBatchRequest) => [crate::api::next_run::set_next_run_time_batch];
+    Pause(PauseRequest) => [crate::api::pause::pause];
+    Register(RegisterRequest) => [crate::api::register::register];
+    RunNow(RunNowRequest) => [crate::api::operator::rules::run_now] operator;
+    PauseRule(PauseRuleRequest) => [crate::api::operator::rules::pause] operator;
+    ResumeRule(ResumeRuleRequest) => [crate::api::operator::rules::resume] operator;
+    ForceStopRule(ForceStopRuleRequest) => [crate::api::operator::rules::force_stop] operator;
+    CancelExecution(CancelExecutionRequest) => [crate::api::operator::cancel::cancel] operator;
+    ListExecutions(ExecutionListRequest) => [crate::api::operator::history::list] operator;
+    DescribeRule(DescribeRuleRequest) => [crate::api::operator::inspect::describe] operator;
+    ShowExecution(ShowExecutionRequest) => [crate::api::operator::inspect::show] operator;
+    ListRules(RuleListRequest) => [crate::api::operator::fleet::rules] operator;
+    FleetSummary(FleetSummaryRequest) => [crate::api::operator::overview::fleet_summary] operator;
+    Acknowledge(AcknowledgeRequest) => [crate::api::operator::acknowledge::acknowledge] operator;
+    ListRunners(RunnerListRequest) => [crate::api::operator::fleet::runners] operator;
+    ListViolations(ViolationListRequest) => [crate::api::operator::fleet::violations] operator;
+    ListKeys(KeyListRequest) => [crate::api::operator::fleet::keys] operator;
+    CreateKey(KeyCreateRequest) => [crate::api::operator::keys::create] operator;
+    RotateKey(KeyRotateRequest) => [crate::api::operator::keys::rotate] operator;
+    RevokeKey(KeyRevokeRequest) => [crate::api::operator::keys::revoke] operator;
+    ExportConfig(ConfigExportRequest) => [crate::api::operator::config::export] operator;
+    ApplyConfig(ConfigApplyRequest) => [crate::api::operator::config_apply::apply] operator;
+    ConfigHistory(ConfigHistoryRequest) => [crate::api::operator::config::history] operator;
+    ShowConfig(ConfigShowRequest) => [crate::api::operator::config::show] operator;
+    CreateChannel(ChannelCreateRequest) => [crate::api::operator::channels::create] operator;
+    ListChannels(ChannelListRequest) => [crate::api::operator::channels::list] operator;
+    DeleteChannel(ChannelDeleteRequest) => [crate::api::operator::channels::delete] operator;
+    TestChannel(ChannelTestRequest) => [crate::api::operator::channels::test] operator;
 }
 
 impl Function {
-    /// Every function.
-    pub const ALL: [Function; 35] = [
-        Function::ExecutionPlan,
-        Function::Claim,
-        Function::ClaimBatch,
-        Function::Heartbeat,
-        Function::HeartbeatBatch,
-        Function::CreateViolation,
-        Function::SetNextRunTime,
-        Function::SetNextRunTimeBatch,
-        Function::Pause,
-        Function::Register,
-        Function::RunNow,
-        Function::PauseRule,
-        Function::ResumeRule,
-        Function::ForceStopRule,
-        Function::CancelExecution,
-        Function::ListExecutions,
-        Function::DescribeRule,
-        Function::ShowExecution,
-        Function::ListRules,
-        Function::FleetSummary,
-        Function::Acknowledge,
-        Function::ListRunners,
-        Function::ListViolations,
-        Function::ListKeys,
-        Function::CreateKey,
-        Function::RotateKey,
-        Function::RevokeKey,
-        Function::ExportConfig,
-        Function::ApplyConfig,
-        Function::ConfigHistory,
-        Function::ShowConfig,
-        Function::CreateChannel,
-        Function::ListChannels,
-        Function::DeleteChannel,
-        Function::TestChannel,
-    ];
-
-    /// The operator functions, deployed together as one Lambda (`operator-functions`):
-    /// they are called by people, rarely, so one warm function serves them all.
-    pub const OPERATOR: [Function; 25] = [
-        Function::RunNow,
-        Function::PauseRule,
-        Function::ResumeRule,
-        Function::ForceStopRule,
-        Function::CancelExecution,
-        Function::ListExecutions,
-        Function::DescribeRule,
-        Function::ShowExecution,
-        Function::ListRules,
-        Function::FleetSummary,
-        Function::Acknowledge,
-        Function::ListRunners,
-        Function::ListViolations,
-        Function::ListKeys,
-        Function::CreateKey,
-        Function::RotateKey,
-        Function::RevokeKey,
-        Function::ExportConfig,
-        Function::ApplyConfig,
-        Function::ConfigHistory,
-        Function::ShowConfig,
-        Function::CreateChannel,
-        Function::ListChannels,
-        Function::DeleteChannel,
-        Function::TestChannel,
-    ];
-
-    /// The function's name, as in its path.
-    pub fn name(self) -> &'static str {
-        match self {
-            Function::ExecutionPlan => PlanRequest::NAME,
-            Function::Claim => ClaimRequest::NAME,
-            Function::ClaimBatch => ClaimBatchRequest::NAME,
-            Function::Heartbeat => HeartbeatRequest::NAME,
-            Function::HeartbeatBatch => HeartbeatBatchRequest::NAME,
-            Function::CreateViolation => ViolationRequest::NAME,
-            Function::SetNextRunTime => SetNextRunTimeRequest::NAME,
-            Function::SetNextRunTimeBatch => SetNextRunTimeBatchRequest::NAME,
-            Function::Pause => PauseRequest::NAME,
-            Function::Register => RegisterRequest::NAME,
-            Function::RunNow => RunNowRequest::NAME,
-            Function::PauseRule => PauseRuleRequest::NAME,
-            Function::ResumeRule => ResumeRuleRequest::NAME,
-            Function::ForceStopRule => ForceStopRuleRequest::NAME,
-            Function::CancelExecution => CancelExecutionRequest::NAME,
-            Function::ListExecutions => ExecutionListRequest::NAME,
-            Function::DescribeRule => DescribeRuleRequest::NAME,
-            Function::ShowExecution => ShowExecutionRequest::NAME,
-            Function::ListRules => RuleListRequest::NAME,
-            Function::FleetSummary => FleetSummaryRequest::NAME,
-            Function::Acknowledge => AcknowledgeRequest::NAME,
-            Function::ListRunners => RunnerListRequest::NAME,
-            Function::ListViolations => ViolationListRequest::NAME,
-            Function::ListKeys => KeyListRequest::NAME,
-            Function::CreateKey => KeyCreateRequest::NAME,
-            Function::RotateKey => KeyRotateRequest::NAME,
-            Function::RevokeKey => KeyRevokeRequest::NAME,
-            Function::ExportConfig => ConfigExportRequest::NAME,
-            Function::ApplyConfig => ConfigApplyRequest::NAME,
-            Function::ConfigHistory => ConfigHistoryRequest::NAME,
-            Function::ShowConfig => ConfigShowRequest::NAME,
-            Function::CreateChannel => ChannelCreateRequest::NAME,
-            Function::ListChannels => ChannelListRequest::NAME,
-            Function::DeleteChannel => ChannelDeleteRequest::NAME,
-            Function::TestChannel => ChannelTestRequest::NAME,
-        }
-    }
-
     /// The route, `/functions/v1/<name>`.
     pub fn path(self) -> String {
         format!("{FUNCTIONS_PREFIX}/{}", self.name())
@@ -241,43 +132,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
             get(openapi::document).fallback(get_only),
         );
     for function in functions {
-        let handler = match function {
-            Function::ExecutionPlan => post(api::plan::get_execution_plan),
-            Function::Claim => post(api::claim::claim),
-            Function::ClaimBatch => post(api::claim::claim_batch),
-            Function::Heartbeat => post(api::heartbeat::heartbeat),
-            Function::HeartbeatBatch => post(api::heartbeat::heartbeat_batch),
-            Function::CreateViolation => post(api::violations::create_violation),
-            Function::SetNextRunTime => post(api::next_run::set_next_run_time),
-            Function::SetNextRunTimeBatch => post(api::next_run::set_next_run_time_batch),
-            Function::Pause => post(api::pause::pause),
-            Function::Register => post(api::register::register),
-            Function::RunNow => post(api::operator::rules::run_now),
-            Function::PauseRule => post(api::operator::rules::pause),
-            Function::ResumeRule => post(api::operator::rules::resume),
-            Function::ForceStopRule => post(api::operator::rules::force_stop),
-            Function::CancelExecution => post(api::operator::cancel::cancel),
-            Function::ListExecutions => post(api::operator::history::list),
-            Function::DescribeRule => post(api::operator::inspect::describe),
-            Function::ShowExecution => post(api::operator::inspect::show),
-            Function::ListRules => post(api::operator::fleet::rules),
-            Function::FleetSummary => post(api::operator::overview::fleet_summary),
-            Function::Acknowledge => post(api::operator::acknowledge::acknowledge),
-            Function::ListRunners => post(api::operator::fleet::runners),
-            Function::ListViolations => post(api::operator::fleet::violations),
-            Function::ListKeys => post(api::operator::fleet::keys),
-            Function::CreateKey => post(api::operator::keys::create),
-            Function::RotateKey => post(api::operator::keys::rotate),
-            Function::RevokeKey => post(api::operator::keys::revoke),
-            Function::ExportConfig => post(api::operator::config::export),
-            Function::ApplyConfig => post(api::operator::config_apply::apply),
-            Function::ConfigHistory => post(api::operator::config::history),
-            Function::ShowConfig => post(api::operator::config::show),
-            Function::CreateChannel => post(api::operator::channels::create),
-            Function::ListChannels => post(api::operator::channels::list),
-            Function::DeleteChannel => post(api::operator::channels::delete),
-            Function::TestChannel => post(api::operator::channels::test),
-        };
+        let handler = function.handler();
         router = router.route(&function.path(), handler.fallback(method_not_allowed));
     }
     if console {
@@ -333,5 +188,35 @@ mod tests {
         served.sort_unstable();
         contract.sort_unstable();
         assert_eq!(served, contract);
+    }
+
+    #[test]
+    fn the_operator_lambda_serves_every_function_but_the_runners_and_the_document_lists_all() {
+        let site = [
+            Function::ExecutionPlan,
+            Function::Claim,
+            Function::ClaimBatch,
+            Function::Heartbeat,
+            Function::HeartbeatBatch,
+            Function::CreateViolation,
+            Function::SetNextRunTime,
+            Function::SetNextRunTimeBatch,
+            Function::Pause,
+            Function::Register,
+        ];
+        let operator: Vec<Function> = Function::ALL
+            .into_iter()
+            .filter(|f| !site.contains(f))
+            .collect();
+        assert_eq!(Function::OPERATOR, operator.as_slice());
+        let document = <crate::openapi::ApiDoc as utoipa::OpenApi>::openapi();
+        for function in Function::ALL {
+            assert!(
+                document.paths.paths.contains_key(&function.path()),
+                "{} in the OpenAPI document",
+                function.name()
+            );
+        }
+        assert!(document.paths.paths.contains_key("/functions/v1/health"));
     }
 }

@@ -2,5 +2,5 @@
 //! binary: on AWS Lambda, or as local routes.
 
 fn main() -> std::process::ExitCode {
-    res_functions::serve::function_main(&res_functions::Function::OPERATOR)
+    res_functions::serve::function_main(res_functions::Function::OPERATOR)
 }
