@@ -28,7 +28,6 @@ use crate::api::operator::{config, config_apply, inspect};
 use crate::auth::Administrator;
 use crate::db;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 const HISTORY_SHOWN: u32 = 20;
@@ -119,9 +118,7 @@ async fn load(state: &AppState, signed: &Signed, id: Uuid) -> Result<Loaded, Con
         branch_rule_id: id,
         next_runs: Some(1),
     };
-    let rule = inspect::describe(State(state.clone()), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let rule = inspect::describe_for(state, &signed.reader(), request).await?;
     // A key of some of the brand's branches may see the rule but not configure it: to it,
     // the configuration is as unknown as the rule of another brand.
     may_configure(state, &admin.0, ConfigScope::Brand(rule.brand_id))
@@ -131,9 +128,7 @@ async fn load(state: &AppState, signed: &Signed, id: Uuid) -> Result<Loaded, Con
         brand_id: Some(rule.brand_id),
         catalogue: false,
     };
-    let exported = config::export(State(state.clone()), admin, ApiJson(request))
-        .await?
-        .0;
+    let exported = config::export_for(state, &admin, request).await?;
     let document: Document = serde_json::from_value(exported.document)
         .map_err(|e| ApiError::Internal(format!("the export would not read back: {e}")))?;
     Ok(Loaded {
@@ -282,14 +277,9 @@ async fn render(
         before: None,
         limit: Some(HISTORY_SHOWN),
     };
-    let history = config::history(
-        State(state.clone()),
-        administrator(signed)?,
-        ApiJson(request),
-    )
-    .await?
-    .0
-    .revisions;
+    let history = config::history_for(state, &administrator(signed)?, request)
+        .await?
+        .revisions;
     let now = Utc::now();
     super::html(&ConfigurationPage {
         chrome: signed.chrome("rules"),
@@ -437,12 +427,7 @@ pub(super) async fn edit(
         prune: false,
         force: false,
     };
-    let answer = config_apply::apply(
-        State(state.clone()),
-        administrator(&signed)?,
-        ApiJson(request),
-    )
-    .await;
+    let answer = config_apply::apply_for(&state, &administrator(&signed)?, request).await;
     let error = match answer {
         Ok(_) if save => {
             let saved = format!("/console/rules/{id}/configuration?done=saved");
@@ -450,7 +435,7 @@ pub(super) async fn edit(
         }
         Ok(answer) => {
             let view = View {
-                preview: Some(answer.0.summary),
+                preview: Some(answer.summary),
                 form: EditForm {
                     base: Some(base),
                     ..form

@@ -23,7 +23,6 @@ use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
 use crate::api::operator::{cancel, inspect};
 use crate::auth::Actor;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 struct NodeRow {
@@ -104,9 +103,7 @@ pub(super) async fn page(
         output: true,
         output_node: None,
     };
-    let detail = inspect::show(State(state), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let detail = inspect::show_for(&state, &signed.reader(), request).await?;
     let now = Utc::now();
     let e = &detail.execution;
     let zone = e.timezone.as_str();
@@ -228,7 +225,7 @@ pub(super) async fn cancel(
         execution_id: id,
         reason: form.reason,
     };
-    match cancel::cancel(State(state), actor, ApiJson(request)).await {
+    match cancel::cancel_for(&state, &actor, request).await {
         Ok(_) => Ok(Redirect::to(&format!("/console/executions/{id}?done=cancel")).into_response()),
         Err(error @ ApiError::NotFound(_)) => Err(error.into()),
         Err(error) => Err(ConsoleError::Refused {

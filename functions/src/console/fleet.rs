@@ -21,7 +21,6 @@ use super::query;
 use super::session::Signed;
 use super::view::{Acked, Badge, Chrome, When, acked, badge, rule_badge, when, when_opt};
 use crate::api::operator::{channels, fleet, overview};
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// Attention groups shown before the list links on.
@@ -164,13 +163,8 @@ pub(super) async fn render(
     let reader = signed.reader();
     let (fleet, listed) = tokio::try_join!(
         overview::overview(state, &reader, None),
-        channels::list(
-            State(state.clone()),
-            reader.clone(),
-            ApiJson(ChannelListRequest::default()),
-        ),
+        channels::list_for(state, &reader, ChannelListRequest::default()),
     )?;
-    let listed = listed.0;
     let now = Utc::now();
     let channels = listed
         .channels
@@ -369,9 +363,7 @@ pub(super) async fn rules(
         after: query::given(&q.after).map(str::to_owned),
         ..RuleListRequest::default()
     };
-    let answer = fleet::rules(State(state), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let answer = fleet::rules_for(&state, &signed.reader(), request).await?;
     let now = Utc::now();
     let next_link = answer.next.map(|next| {
         let pairs = [

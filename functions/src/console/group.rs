@@ -21,7 +21,6 @@ use crate::api::operator::rules::MAX_REASON_CHARS;
 use crate::api::require_text;
 use crate::auth::Actor;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// Most branch rules one group action takes (a page's group lists at most this many).
@@ -81,7 +80,7 @@ pub(super) async fn act(
                     reason: form.reason.clone(),
                     until: until + TimeDelta::hours(hours),
                 };
-                acknowledge::acknowledge(State(state.clone()), actor.clone(), ApiJson(request))
+                acknowledge::acknowledge_for(&state, &actor, request)
                     .await
                     .map(drop)
             }

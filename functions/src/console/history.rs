@@ -16,7 +16,6 @@ use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, duration, when, when_opt};
 use crate::api::operator::history;
 use crate::db;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// One execution in a table.
@@ -144,9 +143,7 @@ pub(super) async fn page(
     };
     let (brand_id, branch_id) = (request.brand_id, request.branch_id);
     let in_scope = db::fleet::branches(&state.pool, signed.caller.scope()).await?;
-    let answer = history::list(State(state), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let answer = history::list_for(&state, &signed.reader(), request).await?;
     let mut brands: Vec<(Uuid, String, bool)> = Vec::new();
     for b in &in_scope {
         if brands.last().is_none_or(|(id, _, _)| *id != b.brand_id) {

@@ -22,7 +22,6 @@ use super::view::{Acked, Badge, Chrome, When, acked, rule_badge, when, when_opt}
 use crate::api::operator::{fleet, inspect, rules};
 use crate::auth::Actor;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 const VIOLATIONS_SHOWN: u32 = 20;
@@ -143,17 +142,14 @@ async fn render(
         branch_rule_id: id,
         next_runs: Some(5),
     };
-    let rule = inspect::describe(State(state.clone()), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let rule = inspect::describe_for(state, &signed.reader(), request).await?;
     let request = ViolationListRequest {
         branch_rule_id: Some(id),
         limit: Some(VIOLATIONS_SHOWN),
         ..ViolationListRequest::default()
     };
-    let violations = fleet::violations(State(state.clone()), signed.reader(), ApiJson(request))
+    let violations = fleet::violations_for(state, &signed.reader(), request)
         .await?
-        .0
         .violations;
     let now = Utc::now();
     let zone = rule.timezone.as_str();

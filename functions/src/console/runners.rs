@@ -13,7 +13,6 @@ use super::query;
 use super::session::Signed;
 use super::view::{Badge, Chrome, When, badge, when, when_opt};
 use crate::api::operator::fleet;
-use crate::extract::ApiJson;
 use crate::state::AppState;
 
 /// Runners span branches and zones: their times are shown in UTC, and say so.
@@ -98,9 +97,7 @@ pub(super) async fn page(
         limit: None,
         after: query::given(&q.after).map(str::to_owned),
     };
-    let answer = fleet::runners(State(state), signed.reader(), ApiJson(request))
-        .await?
-        .0;
+    let answer = fleet::runners_for(&state, &signed.reader(), request).await?;
     let now = Utc::now();
     let next_link = answer.next.map(|next| {
         let pairs = [

@@ -36,9 +36,18 @@ use crate::state::AppState;
 )]
 pub(crate) async fn acknowledge(
     State(state): State<AppState>,
-    Actor(caller): Actor,
+    caller: Actor,
     ApiJson(request): ApiJson<AcknowledgeRequest>,
 ) -> Result<Json<AcknowledgeResponse>, ApiError> {
+    acknowledge_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`acknowledge`] over typed input, for the console.
+pub(crate) async fn acknowledge_for(
+    state: &AppState,
+    Actor(caller): &Actor,
+    request: AcknowledgeRequest,
+) -> Result<AcknowledgeResponse, ApiError> {
     require_text("reason", &request.reason, MAX_REASON_CHARS)?;
     let now = Utc::now();
     let latest = now + TimeDelta::hours(i64::from(MAX_ACK_HOURS));
@@ -67,15 +76,15 @@ pub(crate) async fn acknowledge(
         ));
     }
     let asked = Asked {
-        caller: &caller,
+        caller,
         reason: &request.reason,
     };
     let acknowledged = db::operator::acknowledge(&mut tx, id, &asked, request.until).await?;
     db::operator::record(&mut tx, &asked, "acknowledge", id, None).await?;
     tx.commit().await?;
     tracing::info!(branch_rule_id = %id, key = %caller.key_name, "acknowledged");
-    Ok(Json(AcknowledgeResponse {
+    Ok(AcknowledgeResponse {
         branch_rule_id: id,
         acknowledged,
-    }))
+    })
 }

@@ -36,9 +36,18 @@ use crate::state::AppState;
 )]
 pub(crate) async fn cancel(
     State(state): State<AppState>,
-    Actor(caller): Actor,
+    caller: Actor,
     ApiJson(request): ApiJson<CancelExecutionRequest>,
 ) -> Result<Json<CancelExecutionResponse>, ApiError> {
+    cancel_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`cancel`] over typed input, for the console.
+pub(crate) async fn cancel_for(
+    state: &AppState,
+    Actor(caller): &Actor,
+    request: CancelExecutionRequest,
+) -> Result<CancelExecutionResponse, ApiError> {
     require_text("reason", &request.reason, MAX_REASON_CHARS)?;
     let id = request.execution_id;
     let not_found = || ApiError::NotFound(format!("execution {id} not found"));
@@ -58,14 +67,14 @@ pub(crate) async fn cancel(
     let stop = decide_cancel(id, status)?;
     stop_execution(&mut tx, id, status, rule_id).await?;
     let asked = Asked {
-        caller: &caller,
+        caller,
         reason: &request.reason,
     };
     db::operator::record(&mut tx, &asked, "cancel", rule_id, Some(id)).await?;
     tx.commit().await?;
     tracing::info!(execution_id = %id, %branch_id, key = %caller.key_name, "cancel requested");
     let requested = stop == Stop::Request;
-    Ok(Json(CancelExecutionResponse {
+    Ok(CancelExecutionResponse {
         execution_id: id,
         status: if requested {
             status
@@ -73,5 +82,5 @@ pub(crate) async fn cancel(
             ExecutionStatus::Cancelled
         },
         cancel_requested: requested,
-    }))
+    })
 }

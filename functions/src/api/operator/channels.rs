@@ -122,10 +122,19 @@ async fn visible_brands(state: &AppState, caller: &Caller) -> Result<Option<Vec<
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<ChannelListRequest>,
 ) -> Result<Json<ChannelListResponse>, ApiError> {
-    let visible = visible_brands(&state, &caller).await?;
+    list_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`list`] over typed input, for the console.
+pub(crate) async fn list_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: ChannelListRequest,
+) -> Result<ChannelListResponse, ApiError> {
+    let visible = visible_brands(state, caller).await?;
     let brands = match (request.brand_id, visible) {
         (Some(brand), Some(visible)) if !visible.contains(&brand) => {
             return Err(unknown_brand(brand));
@@ -134,7 +143,7 @@ pub(crate) async fn list(
         (None, visible) => visible,
     };
     let channels = db::channels::list(&state.pool, brands.as_deref()).await?;
-    Ok(Json(ChannelListResponse { channels }))
+    Ok(ChannelListResponse { channels })
 }
 
 /// The channel `id` if the caller administers its brand; an unknown channel's answer

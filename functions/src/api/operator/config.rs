@@ -144,16 +144,25 @@ pub(crate) async fn stored_document_on(
 )]
 pub(crate) async fn export(
     State(state): State<AppState>,
-    Administrator(caller): Administrator,
+    caller: Administrator,
     ApiJson(request): ApiJson<ConfigExportRequest>,
 ) -> Result<Json<ConfigExportResponse>, ApiError> {
+    export_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`export`] over typed input, for the console.
+pub(crate) async fn export_for(
+    state: &AppState,
+    Administrator(caller): &Administrator,
+    request: ConfigExportRequest,
+) -> Result<ConfigExportResponse, ApiError> {
     let scope = ConfigScope::of(&request)?;
-    may_configure(&state, &caller, scope).await?;
-    let (mut document, revision) = stored_document(&state, scope).await?;
+    may_configure(state, caller, scope).await?;
+    let (mut document, revision) = stored_document(state, scope).await?;
     document.base_revision = Some(revision);
     let document = serde_json::to_value(&document)
         .map_err(|e| ApiError::Internal(format!("the document would not serialise: {e}")))?;
-    Ok(Json(ConfigExportResponse { revision, document }))
+    Ok(ConfigExportResponse { revision, document })
 }
 
 /// A scope's configuration revisions, newest first: who applied each, when, why, and how
@@ -173,15 +182,24 @@ pub(crate) async fn export(
 )]
 pub(crate) async fn history(
     State(state): State<AppState>,
-    Administrator(caller): Administrator,
+    caller: Administrator,
     ApiJson(request): ApiJson<ConfigHistoryRequest>,
 ) -> Result<Json<ConfigHistoryResponse>, ApiError> {
+    history_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`history`] over typed input, for the console.
+pub(crate) async fn history_for(
+    state: &AppState,
+    Administrator(caller): &Administrator,
+    request: ConfigHistoryRequest,
+) -> Result<ConfigHistoryResponse, ApiError> {
     let scope = ConfigScope::of(&ConfigExportRequest {
         brand_id: request.brand_id,
         catalogue: request.catalogue,
     })?;
     let limit = super::page::limit(request.limit)?;
-    may_configure(&state, &caller, scope).await?;
+    may_configure(state, caller, scope).await?;
     let brand_id = match scope {
         ConfigScope::Brand(id) => {
             if db::config::brand_exists(&state.pool, id).await? {
@@ -195,7 +213,7 @@ pub(crate) async fn history(
     let revisions =
         db::config_history::history(&state.pool, brand_id, request.before, i64::from(limit))
             .await?;
-    Ok(Json(ConfigHistoryResponse { revisions }))
+    Ok(ConfigHistoryResponse { revisions })
 }
 
 /// One revision in full: the document as applied (apply it again to roll back to it) and

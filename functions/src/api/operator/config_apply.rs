@@ -45,9 +45,18 @@ pub(crate) const MAX_APPLY_BODY_BYTES: usize = 2 * res_config::MAX_DOCUMENT_BYTE
 )]
 pub(crate) async fn apply(
     State(state): State<AppState>,
-    Administrator(caller): Administrator,
-    ApiJson(mut request): ApiJson<ConfigApplyRequest, MAX_APPLY_BODY_BYTES>,
+    caller: Administrator,
+    ApiJson(request): ApiJson<ConfigApplyRequest, MAX_APPLY_BODY_BYTES>,
 ) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    apply_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`apply`] over typed input, for the console.
+pub(crate) async fn apply_for(
+    state: &AppState,
+    Administrator(caller): &Administrator,
+    mut request: ConfigApplyRequest,
+) -> Result<ConfigApplyResponse, ApiError> {
     let message = request.message.clone().unwrap_or_default();
     if !message.is_empty() {
         require_text("message", &message, 500)?;
@@ -59,8 +68,8 @@ pub(crate) async fn apply(
         .map_err(|e| ApiError::Internal(format!("reading the document failed: {e}")))?
         .map_err(|p| ApiError::invalid_document(vec![p], vec![]))?;
     let job = Job {
-        state: &state,
-        caller: &caller,
+        state,
+        caller,
         request: &request,
         message: &message,
         now: chrono::Utc::now(),
@@ -99,7 +108,7 @@ fn refused(path: &str, message: &str) -> ApiError {
 }
 
 impl Job<'_> {
-    async fn brand(&self, desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    async fn brand(&self, desired: Document) -> Result<ConfigApplyResponse, ApiError> {
         let Some(brand) = desired.brand.as_ref() else {
             return Err(refused("$", "a document to apply needs a `brand`"));
         };
@@ -225,7 +234,7 @@ impl Job<'_> {
         }
     }
 
-    async fn catalogue(&self, desired: Document) -> Result<Json<ConfigApplyResponse>, ApiError> {
+    async fn catalogue(&self, desired: Document) -> Result<ConfigApplyResponse, ApiError> {
         may_configure(self.state, self.caller, ConfigScope::Catalogue).await?;
         let Some(after) = desired.catalogue.as_ref() else {
             return Err(refused("$", "a document to apply needs a `catalogue`"));
@@ -336,8 +345,8 @@ fn answer(
     revision: i64,
     diff: &Diff,
     warnings: Vec<res_config::Problem>,
-) -> Result<Json<ConfigApplyResponse>, ApiError> {
-    Ok(Json(ConfigApplyResponse {
+) -> Result<ConfigApplyResponse, ApiError> {
+    Ok(ConfigApplyResponse {
         applied,
         revision,
         diff: diff_json(diff)?,
@@ -349,7 +358,7 @@ fn answer(
                 message: p.message,
             })
             .collect(),
-    }))
+    })
 }
 
 /// Refuses a brand document that names a catalogue rule or template two share (the

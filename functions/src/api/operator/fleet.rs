@@ -42,9 +42,18 @@ const CONDITION_SCAN_BATCH: i64 = 500;
 )]
 pub(crate) async fn rules(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<RuleListRequest>,
 ) -> Result<Json<RuleListResponse>, ApiError> {
+    rules_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`rules`] over typed input, for the console.
+pub(crate) async fn rules_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: RuleListRequest,
+) -> Result<RuleListResponse, ApiError> {
     let limit = page::limit(request.limit)?;
     let pager = page::Pager::new(RuleListRequest::NAME, &request);
     for (field, name) in [
@@ -96,7 +105,7 @@ pub(crate) async fn rules(
     for rule in &mut rules {
         rule.acknowledged = acks.remove(&rule.branch_rule_id);
     }
-    Ok(Json(RuleListResponse { rules, next }))
+    Ok(RuleListResponse { rules, next })
 }
 
 fn sort_key(row: &DescribedRule) -> (String, String, uuid::Uuid) {
@@ -143,9 +152,18 @@ pub(super) fn summary(row: &DescribedRule, stale_after_seconds: u32) -> RuleSumm
 )]
 pub(crate) async fn runners(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<RunnerListRequest>,
 ) -> Result<Json<RunnerListResponse>, ApiError> {
+    runners_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`runners`] over typed input, for the console.
+pub(crate) async fn runners_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: RunnerListRequest,
+) -> Result<RunnerListResponse, ApiError> {
     let limit = page::limit(request.limit)?;
     let pager = page::Pager::new(RunnerListRequest::NAME, &request);
     let thresholds = state.settings.runner_thresholds;
@@ -175,11 +193,11 @@ pub(crate) async fn runners(
     )
     .await?;
     let (runners, next) = pager.split(rows, limit, |r| (r.runner_id.clone(), r.key_id));
-    Ok(Json(RunnerListResponse {
+    Ok(RunnerListResponse {
         runners,
         thresholds,
         next,
-    }))
+    })
 }
 
 /// The runners serving one branch (for `rules_describe`).
@@ -213,9 +231,18 @@ pub(crate) async fn runners_of_branch(
 )]
 pub(crate) async fn violations(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<ViolationListRequest>,
 ) -> Result<Json<ViolationListResponse>, ApiError> {
+    violations_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`violations`] over typed input, for the console.
+pub(crate) async fn violations_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: ViolationListRequest,
+) -> Result<ViolationListResponse, ApiError> {
     let limit = page::limit(request.limit)?;
     if let Some(kind) = &request.kind {
         require_text("kind", kind, 200)?;
@@ -235,7 +262,7 @@ pub(crate) async fn violations(
     let rows =
         db::history::violations(&state.pool, caller.scope(), &filter, i64::from(limit) + 1).await?;
     let (violations, next) = pager.split(rows, limit, |v| (v.created_at, v.violation_id));
-    Ok(Json(ViolationListResponse { violations, next }))
+    Ok(ViolationListResponse { violations, next })
 }
 
 /// List the API keys whose whole scope lies inside the caller's, newest first: a brand's

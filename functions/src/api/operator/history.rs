@@ -34,9 +34,18 @@ use crate::state::AppState;
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<ExecutionListRequest>,
 ) -> Result<Json<ExecutionListResponse>, ApiError> {
+    list_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`list`] over typed input, for the console.
+pub(crate) async fn list_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: ExecutionListRequest,
+) -> Result<ExecutionListResponse, ApiError> {
     let limit = page::limit(request.limit)?;
     page::time_range(request.since, request.until)?;
     let pager = page::Pager::new(ExecutionListRequest::NAME, &request);
@@ -95,10 +104,10 @@ pub(crate) async fn list(
         let previous = after.and(executions.first().map(|e| pager.encode(key(e))));
         (executions, next, previous)
     };
-    Ok(Json(ExecutionListResponse {
+    Ok(ExecutionListResponse {
         executions,
         next,
         previous,
         counts,
-    }))
+    })
 }

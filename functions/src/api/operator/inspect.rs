@@ -41,9 +41,18 @@ const MAX_VIOLATIONS_SHOWN: i64 = 1_000;
 )]
 pub(crate) async fn describe(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<DescribeRuleRequest>,
 ) -> Result<Json<RuleDescription>, ApiError> {
+    describe_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`describe`] over typed input, for the console.
+pub(crate) async fn describe_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: DescribeRuleRequest,
+) -> Result<RuleDescription, ApiError> {
     let wanted = request.next_runs.unwrap_or(DEFAULT_NEXT_RUNS);
     if wanted > MAX_NEXT_RUNS {
         return Err(ApiError::unprocessable(
@@ -62,11 +71,11 @@ pub(crate) async fn describe(
     };
     let last_runs = db::history::page(&state.pool, caller.scope(), &filter, LAST_RUNS).await?;
     let runs = db::run_stats::of_rule(&state.pool, id).await?;
-    let runners = super::fleet::runners_of_branch(&state, &caller, found.rule.branch_id).await?;
+    let runners = super::fleet::runners_of_branch(state, caller, found.rule.branch_id).await?;
     let stale_after = state.settings.runner_thresholds.stale_after_seconds;
     let mut described = description(found, (last_runs, runs), runners, wanted, stale_after);
     described.acknowledged = db::branch_rules::acknowledgement(&state.pool, id).await?;
-    Ok(Json(described))
+    Ok(described)
 }
 
 /// Why an overdue rule is not being taken, from when its branch last heard from a runner:
@@ -252,9 +261,18 @@ fn description(
 )]
 pub(crate) async fn show(
     State(state): State<AppState>,
-    Reader(caller): Reader,
+    caller: Reader,
     ApiJson(request): ApiJson<ShowExecutionRequest>,
 ) -> Result<Json<ExecutionDetail>, ApiError> {
+    show_for(&state, &caller, request).await.map(Json)
+}
+
+/// [`show`] over typed input, for the console.
+pub(crate) async fn show_for(
+    state: &AppState,
+    Reader(caller): &Reader,
+    request: ShowExecutionRequest,
+) -> Result<ExecutionDetail, ApiError> {
     let id = request.execution_id;
     if let Some(node) = &request.output_node {
         crate::api::require_text("output_node", node, 200)?;
@@ -290,7 +308,7 @@ pub(crate) async fn show(
     } else {
         None
     };
-    Ok(Json(ExecutionDetail {
+    Ok(ExecutionDetail {
         execution,
         error: extras.error,
         result: extras.result,
@@ -307,5 +325,5 @@ pub(crate) async fn show(
         lease_expires_at: extras.lease_expires_at,
         stopped_by: extras.stop.mark(),
         output,
-    }))
+    })
 }
