@@ -52,6 +52,25 @@ pub(crate) fn judge(execution: &ExecutionRow, claim_token: &str) -> Judgement {
     }
 }
 
+/// A late report (its execution crashed and took no report) meets the rule's latest
+/// execution: it is the rule's run unless a retry took the rule since.
+pub(crate) fn late_is_superseded(execution: &ExecutionRow, latest: Option<&ExecutionRow>) -> bool {
+    latest.is_some_and(|latest| latest.id != execution.id)
+}
+
+/// Why the legacy form (no execution named) is refused, if it is: it finishes no
+/// execution, so it must not reschedule a rule under a run that still holds it (that run's
+/// runner would go on heartbeating a run the rule no longer knows).
+pub(crate) fn legacy_refusal(latest: Option<&ExecutionRow>) -> Option<String> {
+    latest.filter(|e| e.status.holds_rule()).map(|live| {
+        format!(
+            "execution {} of this rule is {}; it is finished by its own report \
+             (execution_id and claim_token), not by the legacy form",
+            live.id, live.status
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
@@ -140,5 +159,31 @@ mod tests {
                 Judgement::Stale(_)
             ));
         }
+    }
+
+    #[test]
+    fn a_late_report_is_superseded_only_by_another_execution() {
+        let late = execution("crashed", None);
+        let retry = execution("scheduled", None);
+        assert!(!late_is_superseded(&late, Some(&late)));
+        assert!(!late_is_superseded(&late, None));
+        assert!(late_is_superseded(&late, Some(&retry)));
+    }
+
+    #[test]
+    fn the_legacy_form_is_refused_only_under_a_run_that_holds_the_rule() {
+        for holding in ["scheduled", "running", "paused"] {
+            let live = execution(holding, None);
+            let refusal = legacy_refusal(Some(&live)).expect("refused");
+            assert!(refusal.contains(&live.id.to_string()) && refusal.contains(holding));
+        }
+        for ended in ["completed", "failed", "crashed", "cancelled"] {
+            assert_eq!(
+                legacy_refusal(Some(&execution(ended, None))),
+                None,
+                "{ended}"
+            );
+        }
+        assert_eq!(legacy_refusal(None), None);
     }
 }

@@ -17,6 +17,7 @@ mod outcome;
 mod output;
 
 pub(crate) use judge::{Judgement, judge, superseded_note};
+use judge::{late_is_superseded, legacy_refusal};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use outcome::{Held, RuleFacts, reported_times, run_outcome};
 use output::check_output;
@@ -242,7 +243,7 @@ async fn resolve(
                     Judgement::Finish => Resolved::Record(Some(Mode::Claimed(execution))),
                     Judgement::Late => {
                         let latest = db::executions::latest_for_rule(tx, rule.id).await?;
-                        if latest.is_some_and(|l| l.id != execution.id) {
+                        if late_is_superseded(&execution, latest.as_ref()) {
                             return Ok(Resolved::Superseded(execution));
                         }
                         tracing::warn!("late report of a crashed execution: accepted");
@@ -287,21 +288,9 @@ async fn resolve(
             }
         }
         _ => {
-            // The legacy form finishes no execution: it must not reschedule a rule under a
-            // run that is still live (its runner would go on heartbeating a run the rule
-            // no longer knows).
-            if let Some(live) = db::executions::latest_for_rule(tx, rule.id)
-                .await?
-                .filter(|e| e.status.holds_rule())
-            {
-                return Err(ApiError::conflict(
-                    ErrorCode::Running,
-                    format!(
-                        "execution {} of this rule is {}; it is finished by its own report \
-                         (execution_id and claim_token), not by the legacy form",
-                        live.id, live.status
-                    ),
-                ));
+            let latest = db::executions::latest_for_rule(tx, rule.id).await?;
+            if let Some(message) = legacy_refusal(latest.as_ref()) {
+                return Err(ApiError::conflict(ErrorCode::Running, message));
             }
             Resolved::Record(None)
         }
