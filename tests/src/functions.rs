@@ -17,6 +17,34 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+/// A database with the functions' schema, migrated once per throwaway server, that each
+/// test's database is copied from; none on a `DATABASE_URL` server, where nothing is left
+/// behind and each test migrates its own.
+async fn migrated_template() -> Option<&'static str> {
+    static TEMPLATE: tokio::sync::OnceCell<Option<String>> = tokio::sync::OnceCell::const_new();
+    TEMPLATE
+        .get_or_init(|| async {
+            if !server().is_throwaway() {
+                return None;
+            }
+            let template = server().create_database().await;
+            let pool = PgPoolOptions::new()
+                .max_connections(1)
+                .connect(&template.url)
+                .await
+                .expect("connect to the template database");
+            db::migrate(&pool).await.expect("migrations apply");
+            // A template may have no connections while it is copied.
+            pool.close().await;
+            let name = template.name().to_owned();
+            // Kept for the server's life (the throwaway server is removed at exit).
+            std::mem::forget(template);
+            Some(name)
+        })
+        .await
+        .as_deref()
+}
+
 /// The functions served on a random local port, over a migrated database of their own.
 pub struct TestApp {
     /// `http://127.0.0.1:<port>`.
@@ -69,13 +97,16 @@ impl TestApp {
     /// A migrated database and a server with `settings`; with `listening`, the server
     /// listens for key changes as `res-functions serve` does.
     pub async fn start_with(settings: Settings, listening: bool) -> TestApp {
-        let database = server().create_database().await;
+        let database = server()
+            .create_database_from(migrated_template().await)
+            .await;
         let pool = PgPoolOptions::new()
             .max_connections(20)
             .acquire_timeout(Duration::from_secs(10))
             .connect(&database.url)
             .await
             .expect("connect to the test database");
+        // Applies nothing on a copy of the template; migrates a `DATABASE_URL` database.
         db::migrate(&pool).await.expect("migrations apply");
         let state = AppState::with_settings(pool.clone(), settings);
         if listening {
