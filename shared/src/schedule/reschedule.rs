@@ -4,12 +4,10 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use super::error::ScheduleError;
-use super::next_run::{FAILED_RUN_RETRY, NextRun, Schedule};
-use super::overlap::{OverlapPolicy, buffered_run};
-use super::recurrence::Recurrence;
+use super::next_run::{FAILED_RUN_RETRY, NextRun};
+use super::overlap::OverlapPolicy;
+use super::rule::RuleSchedule;
 use super::window::OperationWindow;
-use super::zone::Zone;
 
 /// A rule whose schedule cannot be computed is retried this long after `now`.
 pub const UNSCHEDULABLE_RETRY: TimeDelta = TimeDelta::minutes(30);
@@ -35,17 +33,13 @@ pub fn reschedule(
     now: DateTime<Utc>,
     last_run_failed: bool,
 ) -> Rescheduled {
-    answer(
-        rule_schedule(cron, window, tz, offset),
-        now,
-        last_run_failed,
-    )
+    RuleSchedule::with_offset(cron, window, tz, offset).reschedule(now, last_run_failed)
 }
 
 /// [`reschedule`] for a run that was live from `started` to `now` under the rule's overlap
 /// `policy`: with `buffer_one`, an occurrence that came due while it ran starts one more
-/// run at `now` (see [`buffered_run`]); otherwise, and after a failed run, the same answer
-/// as [`reschedule`]. The schedule is built once for both questions.
+/// run at `now` (see [`super::buffered_run`]); otherwise, and after a failed run, the same
+/// answer as [`reschedule`]. A rule's callers ask its [`RuleSchedule`] instead.
 pub fn reschedule_run(
     cron: Option<&str>,
     window: Option<OperationWindow>,
@@ -55,56 +49,9 @@ pub fn reschedule_run(
     now: DateTime<Utc>,
     last_run_failed: bool,
 ) -> Rescheduled {
-    let schedule = rule_schedule(cron, window, tz, offset);
-    if !last_run_failed
-        && let Ok(schedule) = &schedule
-        && let Some(next_run) = buffered_run(schedule, policy, started, now)
-    {
-        return Rescheduled {
-            next_run,
-            problem: None,
-        };
-    }
-    answer(schedule, now, last_run_failed)
-}
-
-/// The rule's schedule with its jitter, or what is wrong with it.
-fn rule_schedule(
-    cron: Option<&str>,
-    window: Option<OperationWindow>,
-    tz: Option<&str>,
-    offset: TimeDelta,
-) -> Result<Schedule, String> {
-    let cron = cron.ok_or("the rule has no cron expression")?;
-    let build = || -> Result<Schedule, ScheduleError> {
-        let schedule = Schedule::new(
-            Recurrence::parse(cron)?,
-            window,
-            Zone::parse_or_default(tz)?,
-        )?;
-        Ok(schedule.with_offset(offset))
-    };
-    build().map_err(|error| error.to_string())
-}
-
-/// The schedule's next run after `now`, or the fixed delay when there is none.
-fn answer(
-    schedule: Result<Schedule, String>,
-    now: DateTime<Utc>,
-    last_run_failed: bool,
-) -> Rescheduled {
-    let computed = schedule.and_then(|schedule| {
-        schedule
-            .next_run(now, last_run_failed)
-            .map_err(|error| error.to_string())
-    });
-    match computed {
-        Ok(next_run) => Rescheduled {
-            next_run,
-            problem: None,
-        },
-        Err(problem) => fixed_delay(now, last_run_failed, problem),
-    }
+    RuleSchedule::with_offset(cron, window, tz, offset)
+        .overlapping(policy)
+        .reschedule_after(started, now, last_run_failed)
 }
 
 /// The answer for a schedule that cannot be used: `now + 5 min` after a failed run, else

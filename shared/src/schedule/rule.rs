@@ -54,9 +54,23 @@ impl RuleSchedule {
     pub fn new(timing: RuleTiming<'_>) -> RuleSchedule {
         // The window needs both ends, as the row and the plan entry have always read it.
         let window = OperationWindow::from_ends(timing.from, timing.to);
-        let zone = Zone::parse_or_default(timing.zone);
         let offset = jitter_offset(timing.id, timing.jitter_seconds);
-        let schedule = match (timing.cron, &zone) {
+        let mut rule = RuleSchedule::with_offset(timing.cron, window, timing.zone, offset);
+        rule.jitter_seconds = timing.jitter_seconds;
+        rule.overlap = timing.overlap;
+        rule
+    }
+
+    /// A schedule from loose parts with each run moved `offset` (no jitter spread named,
+    /// skipping overlaps): the one-off questions of [`super::reschedule`].
+    pub(crate) fn with_offset(
+        cron: Option<&str>,
+        window: Option<OperationWindow>,
+        zone: Option<&str>,
+        offset: TimeDelta,
+    ) -> RuleSchedule {
+        let zone = Zone::parse_or_default(zone);
+        let schedule = match (cron, &zone) {
             (None, _) => Err("the rule has no cron expression".to_owned()),
             (Some(_), Err(error)) => Err(error.to_string()),
             (Some(cron), Ok(zone)) => Recurrence::parse(cron)
@@ -65,13 +79,19 @@ impl RuleSchedule {
                 .map_err(|error| error.to_string()),
         };
         RuleSchedule {
-            cron: timing.cron.map(str::to_owned),
+            cron: cron.map(str::to_owned),
             window,
             zone,
-            jitter_seconds: timing.jitter_seconds,
-            overlap: timing.overlap,
+            jitter_seconds: 0,
+            overlap: OverlapPolicy::Skip,
             schedule,
         }
+    }
+
+    /// The same schedule under overlap `policy`.
+    pub(crate) fn overlapping(mut self, policy: OverlapPolicy) -> RuleSchedule {
+        self.overlap = policy;
+        self
     }
 
     /// The usable schedule (jitter included), or what is wrong with it.
