@@ -81,7 +81,8 @@ pub use next_run::{OfflineRun, OfflineViolation, SetNextRunTimeRequest, SetNextR
 pub use operator::{
     CancelExecutionRequest, CancelExecutionResponse, ExecutionListRequest, ExecutionListResponse,
     ExecutionSummary, ForceStopRuleRequest, MAX_COUNTED, MAX_PAGE_SIZE, PauseRuleRequest,
-    ResumeRuleRequest, RuleAction, RuleActionResponse, RunNowRequest, StatusCounts, Trigger,
+    ResumeRuleRequest, RuleAction, RuleActionRequest, RuleActionResponse, RunNowRequest,
+    StatusCounts, Trigger,
 };
 pub use output::{
     MAX_OUTPUT_BYTES, MAX_REPORT_OUTPUT_BYTES, MAX_REPORT_OUTPUTS, NodeOutput, OutputStream,

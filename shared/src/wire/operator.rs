@@ -53,9 +53,17 @@ impl RuleAction {
     }
 }
 
+/// A request for one of the rule actions: which action, which rule and why.
+pub trait RuleActionRequest {
+    /// The action it asks for.
+    const ACTION: RuleAction;
+    /// The branch rule and the reason.
+    fn parts(&self) -> (Uuid, &str);
+}
+
 /// Declares the request of an action on one branch rule: which rule and why.
 macro_rules! rule_action {
-    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+    ($($(#[$doc:meta])* $name:ident = $action:ident;)*) => {$(
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
         #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -65,19 +73,27 @@ macro_rules! rule_action {
             /// Why: kept with the key name and the time, and shown in the rule's history.
             pub reason: String,
         }
+
+        impl RuleActionRequest for $name {
+            const ACTION: RuleAction = RuleAction::$action;
+
+            fn parts(&self) -> (Uuid, &str) {
+                (self.branch_rule_id, &self.reason)
+            }
+        }
     )*};
 }
 
 rule_action! {
     /// `rules_run_now`: run the rule as soon as a runner can take it, inside or outside
     /// its window and whatever its next run time.
-    RunNowRequest;
+    RunNowRequest = RunNow;
     /// `rules_pause`: no new run starts; a live run finishes.
-    PauseRuleRequest;
+    PauseRuleRequest = Pause;
     /// `rules_resume`: clears a pause or a force-stop and recomputes the next run.
-    ResumeRuleRequest;
+    ResumeRuleRequest = Resume;
     /// `rules_force_stop`: no new run starts and the live run is cancelled.
-    ForceStopRuleRequest;
+    ForceStopRuleRequest = ForceStop;
 }
 
 /// The answer to every rule action: the rule's operator state afterwards.

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use res_shared::wire::{
     ErrorBody, ExecutionStatus, ForceStopRuleRequest, PauseRuleRequest, ResumeRuleRequest,
-    RuleAction, RuleActionResponse, RunNowRequest,
+    RuleAction, RuleActionRequest, RuleActionResponse, RunNowRequest,
 };
 use uuid::Uuid;
 
@@ -43,15 +43,7 @@ pub(crate) async fn run_now(
     actor: Actor,
     ApiJson(request): ApiJson<RunNowRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    perform(
-        &state,
-        &actor,
-        RuleAction::RunNow,
-        request.branch_rule_id,
-        &request.reason,
-    )
-    .await
-    .map(Json)
+    answer(&state, &actor, &request).await
 }
 
 /// Pause a rule: no new run starts; a live run finishes.
@@ -73,15 +65,7 @@ pub(crate) async fn pause(
     actor: Actor,
     ApiJson(request): ApiJson<PauseRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    perform(
-        &state,
-        &actor,
-        RuleAction::Pause,
-        request.branch_rule_id,
-        &request.reason,
-    )
-    .await
-    .map(Json)
+    answer(&state, &actor, &request).await
 }
 
 /// Resume a paused or force-stopped rule; its next run comes from its schedule.
@@ -104,15 +88,7 @@ pub(crate) async fn resume(
     actor: Actor,
     ApiJson(request): ApiJson<ResumeRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    perform(
-        &state,
-        &actor,
-        RuleAction::Resume,
-        request.branch_rule_id,
-        &request.reason,
-    )
-    .await
-    .map(Json)
+    answer(&state, &actor, &request).await
 }
 
 /// Force-stop a rule: no new run starts and the live run is cancelled.
@@ -134,15 +110,17 @@ pub(crate) async fn force_stop(
     actor: Actor,
     ApiJson(request): ApiJson<ForceStopRuleRequest>,
 ) -> Result<Json<RuleActionResponse>, ApiError> {
-    perform(
-        &state,
-        &actor,
-        RuleAction::ForceStop,
-        request.branch_rule_id,
-        &request.reason,
-    )
-    .await
-    .map(Json)
+    answer(&state, &actor, &request).await
+}
+
+/// A rule action's request performed and answered: what each handler does.
+async fn answer<R: RuleActionRequest>(
+    state: &AppState,
+    actor: &Actor,
+    request: &R,
+) -> Result<Json<RuleActionResponse>, ApiError> {
+    let (id, reason) = request.parts();
+    perform(state, actor, R::ACTION, id, reason).await.map(Json)
 }
 
 /// Performs `action` on branch rule `id` for `actor` (the four handlers and the console's
