@@ -4,7 +4,7 @@ use res_shared::wire::{Call, ClaimRequest};
 use std::time::Duration;
 
 use crate::postgres::{TestDatabase, server};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Timelike, Utc};
 use res_functions::auth::{Role, generate_token, hash_token};
 use res_functions::db::api_keys::KeyScope;
 use res_functions::router::metrics_router;
@@ -621,6 +621,14 @@ pub async fn set_detector(pool: &PgPool, script: &str) {
     .execute(pool)
     .await
     .expect("detector script");
+}
+
+/// An hourly cron (`M * * * *`) whose next time is about half an hour away, so a rule a test
+/// runs now is not due again before the test ends whatever the time of day: a `0 * * * *`
+/// rule run at 09:59:58 is due again at 10:00 (minutes are the same in UTC and in the
+/// tests' whole-hour zones).
+pub fn hourly_cron() -> String {
+    format!("{} * * * *", (Utc::now().minute() + 30) % 60)
 }
 
 /// The next run the shared crate predicts for `cron` (Asia/Riyadh, no window) after `from`.

@@ -6,6 +6,7 @@ mod support;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
+use res_tests::functions::hourly_cron;
 use support::{Site, detector, eventually, plan_command, runner, runner_with_env};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -13,12 +14,9 @@ const WAIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread")]
 async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
     let site = Site::start().await;
+    let cron = &hourly_cron();
     let rule = site
-        .rule(
-            "0 * * * *",
-            Utc::now() - TimeDelta::minutes(1),
-            &detector(0.0, 2),
-        )
+        .rule(cron, Utc::now() - TimeDelta::minutes(1), &detector(0.0, 2))
         .await;
     let mut runner = runner(&site, "site-1", &[]);
     eventually("the rule ran", WAIT, || async {
@@ -36,7 +34,7 @@ async fn a_due_rule_runs_once_is_rescheduled_and_a_restart_keeps_the_plan() {
     let last = last.expect("last run time");
     assert_eq!(
         next,
-        Some(res_tests::functions::predicted_next_run("0 * * * *", last))
+        Some(res_tests::functions::predicted_next_run(cron, last))
     );
     assert_eq!(site.violations(rule).await, 1);
 
@@ -132,7 +130,7 @@ async fn two_runners_on_the_same_branch_never_run_a_rule_twice() {
     for _ in 0..12 {
         rules.push(
             site.rule(
-                "0 * * * *",
+                &hourly_cron(),
                 Utc::now() - TimeDelta::seconds(5),
                 &detector(0.2, 0),
             )
@@ -174,7 +172,7 @@ async fn a_corrupt_plan_file_is_reported_and_the_runner_starts_empty() {
     let site = Site::start().await;
     let rule = site
         .rule(
-            "0 * * * *",
+            &hourly_cron(),
             Utc::now() - TimeDelta::minutes(1),
             &detector(0.0, 0),
         )
@@ -214,7 +212,7 @@ async fn a_corrupt_plan_file_is_reported_and_the_runner_starts_empty() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reports_wait_in_the_outbox_across_a_restart_and_arrive_once() {
     let site = Site::start().await;
-    let cron = "0 * * * *";
+    let cron = &hourly_cron();
     let rule = site
         .rule(cron, Utc::now() - TimeDelta::minutes(1), &detector(2.0, 1))
         .await;
@@ -284,7 +282,7 @@ async fn reports_wait_in_the_outbox_across_a_restart_and_arrive_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sole_runner_runs_due_rules_offline_and_reports_them_later() {
     let site = Site::start().await;
-    let cron = "0 * * * *";
+    let cron = &hourly_cron();
     let rule = site
         .rule(cron, Utc::now() + TimeDelta::seconds(4), &detector(0.0, 1))
         .await;
@@ -334,7 +332,7 @@ async fn kill_9_mid_run_crashes_the_execution_and_the_next_boot_retries_it() {
     let site = Site::start().await;
     let rule = site
         .rule(
-            "0 * * * *",
+            &hourly_cron(),
             Utc::now() - TimeDelta::minutes(1),
             &detector(1.5, 0),
         )
@@ -375,7 +373,7 @@ async fn above_the_memory_limit_no_job_starts() {
     let site = Site::start().await;
     let rule = site
         .rule(
-            "0 * * * *",
+            &hourly_cron(),
             Utc::now() - TimeDelta::minutes(1),
             &detector(0.0, 0),
         )

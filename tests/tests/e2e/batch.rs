@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use res_shared::wire::{Call, ClaimRequest, SetNextRunTimeRequest};
+use res_tests::functions::hourly_cron;
 use res_tests::processes::free_port;
 use serde_json::{Value, json};
 
@@ -16,7 +17,7 @@ async fn a_runners_batches_racing_an_older_runners_single_claims_claim_every_rul
     let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
     let system =
         System::start_with(&["--metrics-bind", &format!("127.0.0.1:{metrics_port}")]).await;
-    let cron = "0 * * * *";
+    let cron = &hourly_cron();
     let mut rules = Vec::new();
     for _ in 0..40 {
         rules.push(system.rule(due(cron), &detector(0.3, 0)).await);

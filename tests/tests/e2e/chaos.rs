@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
 use nix::sys::signal::Signal;
-use res_tests::functions::RuleSpec;
+use res_tests::functions::{RuleSpec, hourly_cron};
 use res_tests::processes::eventually;
 use uuid::Uuid;
 
@@ -42,7 +42,9 @@ async fn a_frozen_runner_and_an_outage_longer_than_the_lease_cause_no_false_fail
 
     // 1. The host stalls (SIGSTOP) for longer than the detector's timeout while the
     //    detector finishes in one second: the run keeps its result.
-    let frozen = system.rule(due("0 0 * * * *"), &detector(1.0, 0)).await;
+    let frozen = system
+        .rule(due(&format!("0 {}", hourly_cron())), &detector(1.0, 0))
+        .await;
     detector_timeout(&system, frozen, 2).await;
     eventually("the detector runs", WAIT, || async {
         system.statuses(frozen).await.iter().any(|s| s == "running")
@@ -139,7 +141,9 @@ async fn a_killed_runners_detectors_are_ended_by_its_next_boot() {
         "cat >/dev/null; echo $$ > {}; sleep 120; echo '{{\"violations\": 0}}'",
         pid_file.display()
     );
-    system.rule(due("0 0 * * * *"), &script).await;
+    system
+        .rule(due(&format!("0 {}", hourly_cron())), &script)
+        .await;
     let mut runner = system.runner("site-1", &[]);
     eventually("the detector started", WAIT, || async { pid_file.exists() }).await;
     let pid: i32 = std::fs::read_to_string(&pid_file)

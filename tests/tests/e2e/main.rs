@@ -18,7 +18,7 @@ mod waits;
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use res_tests::functions::RuleSpec;
+use res_tests::functions::{RuleSpec, hourly_cron};
 use res_tests::processes::eventually;
 use system::{System, detector};
 
@@ -35,7 +35,7 @@ fn due(cron: &str) -> RuleSpec<'_> {
 #[tokio::test(flavor = "multi_thread")]
 async fn forty_rules_due_at_once_run_exactly_once_across_two_runners() {
     let system = System::start().await;
-    let cron = "0 * * * *";
+    let cron = &hourly_cron();
     let mut rules = Vec::new();
     for _ in 0..40 {
         rules.push(system.rule(due(cron), &detector(0.1, 0)).await);
@@ -68,7 +68,7 @@ async fn forty_rules_due_at_once_run_exactly_once_across_two_runners() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_runner_killed_mid_detection_is_crashed_and_another_runner_retries_after_the_lease() {
     let system = System::start().await;
-    let rule = system.rule(due("0 * * * *"), &detector(60.0, 0)).await;
+    let rule = system.rule(due(&hourly_cron()), &detector(60.0, 0)).await;
     let mut a = system.runner("runner-a", &[]);
     eventually("runner-a is detecting", WAIT, || async {
         system
@@ -209,7 +209,7 @@ async fn the_window_closing_mid_run_ends_it_with_its_partial_results() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_corrupt_plan_and_a_stale_marker_are_reported_and_the_runner_starts_anyway() {
     let system = System::start().await;
-    let rule = system.rule(due("0 * * * *"), &detector(0.0, 0)).await;
+    let rule = system.rule(due(&hourly_cron()), &detector(0.0, 0)).await;
     let state = system.dir.join("site-1");
     std::fs::create_dir_all(&state).expect("state dir");
     std::fs::write(
