@@ -137,6 +137,26 @@ async fn without_the_functions_a_sole_runner_keeps_scheduling_and_every_report_a
             .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
     })
     .await;
+    // Online runs go on every 4 s: pause the rule (claims are refused from the commit on)
+    // and let the run in flight report, so the stop cuts no run short.
+    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = $1")
+        .bind(rule)
+        .execute(&system.pool)
+        .await
+        .expect("pause");
+    eventually("the last online run is in", WAIT, || async {
+        let settled = system
+            .statuses(rule)
+            .await
+            .iter()
+            .all(|s| s != "scheduled" && s != "running");
+        settled
+            && runner
+                .status()
+                .await
+                .is_some_and(|s| s["outbox_depth"] == 0)
+    })
+    .await;
     assert!(runner.stop());
     let offline_total = offline_runs(&runner.log());
     let executions = system.executions(rule).await;
