@@ -161,6 +161,12 @@ for line in sys.stdin:
 
 /// Runs `program` in CPython with `args`, feeds it `input` and returns what it printed.
 fn cpython(program: &str, args: &[&str], input: String) -> String {
+    if let Err(message) = res_setup::require(
+        &[res_setup::Tool::Python3],
+        "checking expressions against CPython",
+    ) {
+        panic!("{message}");
+    }
     let mut child = Command::new("python3")
         .args(["-c", program])
         .args(args)

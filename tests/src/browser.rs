@@ -28,6 +28,12 @@ pub struct Browser {
 impl Browser {
     /// A headless Chromium `width` pixels wide, with a fresh profile.
     pub async fn start(width: u32, height: u32) -> Browser {
+        if let Err(message) = res_setup::require(
+            &[res_setup::Tool::Chromium, res_setup::Tool::ChromeDriver],
+            "the console's browser tests",
+        ) {
+            panic!("{message}");
+        }
         let port = free_port();
         let driver = Command::new(chromedriver())
             .arg(format!("--port={port}"))
@@ -36,7 +42,7 @@ impl Browser {
             // Its own process group, so dropping the browser ends Chromium too.
             .process_group(0)
             .spawn()
-            .expect("chromedriver runs (apt-get install chromium chromium-driver)");
+            .expect("chromedriver runs");
         let profile =
             std::env::temp_dir().join(format!("res-chromium-{port}-{}", std::process::id()));
         let args = [

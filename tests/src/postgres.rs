@@ -158,11 +158,12 @@ fn start_throwaway() -> Result<PgServer, String> {
 /// `dir` once this process exits, however it exits. As root, the server runs as the
 /// `postgres` user (or `nobody`), which must be able to reach `dir`.
 pub fn start_in(dir: &Path) -> Result<PgServer, String> {
-    let bin = find_bin_dir().ok_or(
-        "DATABASE_URL is not set and the PostgreSQL server binaries (initdb, pg_ctl) are \
-         neither on PATH nor under /usr/lib/postgresql/*/bin; install the PostgreSQL server \
-         (Debian: apt-get install postgresql) or set DATABASE_URL",
+    res_setup::require(
+        &[res_setup::Tool::PostgresServer],
+        "a throwaway database; or set DATABASE_URL to a server of yours",
     )?;
+    let bin = res_setup::postgres_bin_dir()
+        .ok_or("the PostgreSQL server binaries (initdb, pg_ctl) are not found")?;
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -283,28 +284,6 @@ fn server_user() -> &'static str {
         .status()
         .is_ok_and(|s| s.success());
     if exists { "postgres" } else { "nobody" }
-}
-
-/// The directory holding `initdb` and `pg_ctl`: on PATH, else the newest Debian install.
-fn find_bin_dir() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
-    });
-    on_path.or_else(|| {
-        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-            .ok()?
-            .filter_map(|entry| entry.ok().map(|e| e.path().join("bin")))
-            .filter(|bin| bin.join("initdb").is_file())
-            .collect();
-        versions.sort_by_key(|bin| {
-            bin.parent()
-                .and_then(|v| v.file_name())
-                .and_then(|v| v.to_str())
-                .and_then(|v| v.parse::<u32>().ok())
-        });
-        versions.pop()
-    })
 }
 
 #[cfg(test)]

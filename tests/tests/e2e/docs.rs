@@ -137,6 +137,12 @@ fn json_values(output: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
+    if let Err(message) = res_setup::require(
+        &[res_setup::Tool::Curl, res_setup::Tool::Jq],
+        "running the documented examples",
+    ) {
+        panic!("{message}");
+    }
     let system = System::start().await;
     let rule = system
         .rule(
@@ -277,6 +283,12 @@ async fn the_curl_examples_in_docs_api_md_answer_as_documented() {
 /// the metrics on their own port.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_examples_in_docs_operate_md_run_as_written() {
+    if let Err(message) = res_setup::require(
+        &[res_setup::Tool::Curl, res_setup::Tool::Jq],
+        "running the documented examples",
+    ) {
+        panic!("{message}");
+    }
     let metrics_port = res_tests::processes::free_port().to_string();
     let metrics_bind = format!("127.0.0.1:{metrics_port}");
     let system = System::start_with(&["--metrics-bind", &metrics_bind]).await;

@@ -65,8 +65,14 @@ fn every_metric_the_alerts_and_the_dashboard_name_is_declared_in_the_code() {
     assert!(dashboard["panels"].as_array().is_some_and(|p| p.len() > 10));
 }
 
-/// `promtool`, which the README lists for the tests and `.ci/run` installs when missing.
+/// `promtool`, which the README lists for the tests (installed when missing where it may be).
 fn promtool(args: &[&str]) -> String {
+    if let Err(message) = res_setup::require(
+        &[res_setup::Tool::Promtool],
+        "checking the shipped alert rules",
+    ) {
+        panic!("{message}");
+    }
     let output = Command::new("promtool")
         .args(args)
         .current_dir(dir())

@@ -1,5 +1,5 @@
-//! `cargo xtask demo` as a user runs it (with prebuilt binaries and a time limit): the
-//! system comes up, executions stream in, and everything is gone afterwards.
+//! `res-demo demo` as `cargo xtask demo` runs it (with the binaries built beside it and a
+//! time limit): the system comes up, executions stream in, and everything is gone afterwards.
 
 use std::process::Command;
 
@@ -16,7 +16,7 @@ fn the_demo_runs_the_whole_system_and_leaves_nothing_behind() {
     assert!(bin_dir.join("res-functions").is_file());
     let state = std::env::temp_dir().join(format!("res-demo-test-{}", std::process::id()));
     let (functions_port, status_port) = (free_port(), free_port());
-    let output = Command::new(env!("CARGO_BIN_EXE_xtask"))
+    let output = Command::new(env!("CARGO_BIN_EXE_res-demo"))
         // Longer than the widest gap of the failing detector's schedule (`*/40` seconds: :00 and
         // :40, 40 s apart) plus start-up, so it fails at least once whatever the minute.
         .args(["demo", "--for", "50", "--bin-dir"])

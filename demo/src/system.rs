@@ -1,11 +1,7 @@
-//! `cargo xtask demo`: PostgreSQL (throwaway, project-local, or `DATABASE_URL`), migrations,
-//! `res-functions serve`, the demo's configuration applied with `resctl apply`, one
-//! `res-runner` with the demo detector, and a live line per execution. Ctrl-C stops everything and leaves nothing running.
-
-mod children;
-mod configure;
-mod live;
-mod screenshots;
+//! The whole system on this machine: PostgreSQL (throwaway, project-local, or
+//! `DATABASE_URL`), migrations, `res-functions serve`, the demo's configuration applied with
+//! `resctl apply`, one `res-runner` with the demo detector, and a live line per execution.
+//! Ctrl-C stops everything and leaves nothing running.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -17,9 +13,10 @@ use chrono::Utc;
 use clap::Args;
 use sqlx::postgres::PgPoolOptions;
 
-use children::Process;
+use crate::children::Process;
+use crate::{configure, live, screenshots};
 
-/// Options of `cargo xtask demo`.
+/// Options of `cargo xtask demo` (which builds the binaries, then runs this with them).
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Port of the functions (`http://127.0.0.1:<port>/functions/v1`).
@@ -31,10 +28,8 @@ pub struct DemoArgs {
     /// Stop by itself after this many seconds (default: run until Ctrl-C).
     #[arg(long = "for")]
     run_for: Option<u64>,
-    /// Use release builds.
-    #[arg(long)]
-    release: bool,
-    /// Use binaries already built in this directory instead of building them.
+    /// Where `res-functions`, `res-runner` and `resctl` are [default: beside this program,
+    /// where the same `cargo build` put them].
     #[arg(long)]
     bin_dir: Option<PathBuf>,
     /// Where the demo keeps its state and logs [default: .res/demo in the workspace].
@@ -48,35 +43,15 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// Builds (or finds) `res-functions`, `res-runner` and `resctl`.
-fn binaries(args: &DemoArgs, root: &Path) -> anyhow::Result<PathBuf> {
+/// The directory of `res-functions`, `res-runner` and `resctl`.
+fn binaries(args: &DemoArgs) -> anyhow::Result<PathBuf> {
     if let Some(dir) = &args.bin_dir {
         return Ok(dir.clone());
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    println!("building res-functions, res-runner and resctl …");
-    let mut build = Command::new(cargo);
-    build.current_dir(root).args([
-        "build",
-        "--quiet",
-        "-p",
-        "res-functions",
-        "-p",
-        "res-runner",
-        "-p",
-        "resctl",
-        "--bins",
-    ]);
-    if args.release {
-        build.arg("--release");
-    }
-    let status = build.status().context("cannot run cargo build")?;
-    if !status.success() {
-        bail!("cargo build failed");
-    }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    Ok(target.join(if args.release { "release" } else { "debug" }))
+    let me = std::env::current_exe().context("cannot find this program")?;
+    Ok(me
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf))
 }
 
 fn port_free(port: u16, flag: &str) -> anyhow::Result<()> {
@@ -96,11 +71,11 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
         .unwrap_or_else(|| root.join(".res").join("demo"));
     port_free(args.functions_port, "--functions-port")?;
     port_free(args.status_port, "--status-port")?;
-    let bin = binaries(&args, &root)?;
+    let bin = binaries(&args)?;
     for name in ["res-functions", "res-runner", "resctl"] {
         if !bin.join(name).is_file() {
             bail!(
-                "{} is missing (build it, or point --bin-dir at it)",
+                "{} is missing: `cargo xtask demo` builds it (or point --bin-dir at it)",
                 bin.join(name).display()
             );
         }
