@@ -26,6 +26,20 @@ pub(super) fn offline_runs(runner: &Runner) -> usize {
         .count()
 }
 
+/// The rules the runner has run offline at least once (by the `job{branch_rule_id=…}` span
+/// of each finished offline job).
+pub(super) fn rules_run_offline(runner: &Runner) -> std::collections::BTreeSet<String> {
+    runner
+        .log()
+        .lines()
+        .filter(|l| l.contains("job finished") && l.contains("offline=true"))
+        .filter_map(|l| {
+            let (_, rest) = l.split_once("job{branch_rule_id=")?;
+            rest.split_once('}').map(|(id, _)| id.to_owned())
+        })
+        .collect()
+}
+
 /// The runner's `/status` row for `branch`: (owner, held).
 pub(super) async fn owner_seen_by(runner: &Runner, branch: Uuid) -> Option<(String, bool)> {
     let status = runner.status().await?;
@@ -412,7 +426,7 @@ async fn the_owners_offline_next_runs_equal_the_clouds_for_intervals_and_buffer_
 }
 
 /// The offline runs in progress a runner has on disk.
-fn journal_entries(runner: &Runner) -> Vec<serde_json::Value> {
+pub(super) fn journal_entries(runner: &Runner) -> Vec<serde_json::Value> {
     std::fs::read_dir(runner.state_dir.join("offline-runs"))
         .map(|dir| {
             dir.filter_map(Result::ok)

@@ -31,6 +31,15 @@ pub struct System {
     _database: TestDatabase,
 }
 
+impl Drop for System {
+    fn drop(&mut self) {
+        // A passing test leaves nothing behind; a failing one keeps its logs to read.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 /// Runs `res-functions <args>` against `database_url`; its stdout.
 pub fn functions_cli(database_url: &str, args: &[&str]) -> String {
     let output = Command::new(binary("res-functions"))
