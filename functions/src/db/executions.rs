@@ -214,6 +214,63 @@ pub(crate) async fn insert_offline(
     Ok(inserted.rows_affected() == 1)
 }
 
+/// Takes the offline runs recorded as retries of `crashed` out of its chain, now that its
+/// own report arrived (it did not crash): each becomes the first attempt of a chain of its
+/// own, with the runs that retried it, and their violations are keyed by it again; what
+/// either side found that the other had recorded first (withheld as a repeat) becomes its
+/// own violation. Only offline runs: the functions took them for retries when they were
+/// recorded, while a claimed retry was handed the crashed run's occurrence and stays its
+/// retry.
+pub(crate) async fn unlink_offline_retries(
+    tx: &mut Tx,
+    crashed: &ExecutionRow,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let heads: Vec<(Uuid, i32)> =
+        sqlx::query_as("SELECT id, attempt FROM executions WHERE retry_of = $1 AND offline")
+            .bind(crashed.id)
+            .fetch_all(&mut **tx)
+            .await?;
+    for (head, attempt) in &heads {
+        sqlx::query(
+            "WITH RECURSIVE chain AS ( \
+                 SELECT id FROM executions WHERE id = $1 \
+                 UNION SELECT e.id FROM executions e JOIN chain c ON e.retry_of = c.id), \
+             moved AS ( \
+                 UPDATE executions e SET root_id = $1, attempt = e.attempt - $2 + 1, \
+                     retry_of = CASE WHEN e.id = $1 THEN NULL ELSE e.retry_of END \
+                 FROM chain c WHERE e.id = c.id RETURNING e.id) \
+             UPDATE violations v \
+             SET idempotency_key = $1::text || substr(v.idempotency_key, 37) \
+             FROM moved m \
+             WHERE v.execution_id = m.id AND starts_with(v.idempotency_key, $3::text || ':')",
+        )
+        .bind(head)
+        .bind(attempt)
+        .bind(crashed.root_id)
+        .execute(&mut **tx)
+        .await?;
+        // Repeats withheld in either chain, keyed by their execution's chain now: a key
+        // still taken is a repeat within one chain, and stays none.
+        sqlx::query(
+            "WITH promoted AS ( \
+                 DELETE FROM violations_withheld w USING executions e \
+                 WHERE e.id = w.execution_id AND e.root_id IN ($1, $2) \
+                 RETURNING w.branch_rule_id, w.execution_id, w.kind, w.details, \
+                           CASE WHEN w.idempotency_key ~ '^[0-9a-f-]{36}:' \
+                                THEN e.root_id::text || substr(w.idempotency_key, 37) \
+                                ELSE w.idempotency_key END AS idempotency_key) \
+             INSERT INTO violations (branch_rule_id, execution_id, kind, details, idempotency_key) \
+             SELECT branch_rule_id, execution_id, kind, details, idempotency_key FROM promoted \
+             ON CONFLICT (branch_rule_id, idempotency_key) DO NOTHING",
+        )
+        .bind(head)
+        .bind(crashed.root_id)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(heads.into_iter().map(|(id, _)| id).collect())
+}
+
 /// An offline run recorded from its report.
 pub(crate) struct OfflineRecord<'a> {
     pub(crate) id: Uuid,

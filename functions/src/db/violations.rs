@@ -63,11 +63,25 @@ pub(crate) async fn record(tx: &mut Tx, new: &NewViolation<'_>) -> Result<Record
     .bind(new.branch_rule_id)
     .fetch_one(&mut **tx)
     .await?;
-    Ok(
-        if execution_id == Some(new.execution_id) || same_chain == Some(true) {
-            Recorded::Replayed(id)
-        } else {
-            Recorded::KeyTaken { execution_id }
-        },
+    if execution_id == Some(new.execution_id) {
+        return Ok(Recorded::Replayed(id));
+    }
+    if same_chain != Some(true) {
+        return Ok(Recorded::KeyTaken { execution_id });
+    }
+    // Found again by another attempt of the chain: not a second violation, but kept aside
+    // in case the chain splits (`executions::unlink_offline_retries`).
+    sqlx::query(
+        "INSERT INTO violations_withheld (branch_rule_id, execution_id, kind, details, \
+                                          idempotency_key) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (execution_id, idempotency_key) DO NOTHING",
     )
+    .bind(new.branch_rule_id)
+    .bind(new.execution_id)
+    .bind(new.kind)
+    .bind(new.details)
+    .bind(new.idempotency_key)
+    .execute(&mut **tx)
+    .await?;
+    Ok(Recorded::Replayed(id))
 }

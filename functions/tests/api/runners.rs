@@ -1,7 +1,9 @@
 //! What a runner needs when it restarts or loses the functions for a while: registering a
 //! new boot, late reports of crashed executions, and reports of runs made offline.
 
-use res_shared::wire::{Call, ClaimRequest, RegisterRequest, SetNextRunTimeRequest};
+use res_shared::wire::{
+    Call, ClaimRequest, RegisterRequest, SetNextRunTimeRequest, ViolationRequest,
+};
 use res_tests::functions as support;
 
 use chrono::{DateTime, TimeDelta, Timelike, Utc};
@@ -404,4 +406,192 @@ async fn a_claim_after_a_crashed_offline_run_retries_it() {
     assert_eq!(claim.body["retry_of"], json!(crashed));
     assert_eq!(claim.body["attempt"], 2);
     assert_eq!(claim.body["root_execution_id"], json!(crashed));
+}
+
+/// What a rule's violations are: (execution, key), oldest first.
+async fn violation_keys(app: &TestApp, rule: Uuid) -> Vec<(Uuid, String)> {
+    sqlx::query_as(
+        "SELECT execution_id, idempotency_key FROM violations WHERE branch_rule_id = $1 \
+         ORDER BY created_at, id",
+    )
+    .bind(rule)
+    .fetch_all(&app.pool)
+    .await
+    .expect("violations")
+}
+
+/// An offline report of a completed run `execution` that found one violation, keyed by
+/// `root` as its runner knew its chain; it ran at `now` (after any crashed run before it).
+fn offline_run(rule: Uuid, execution: Uuid, root: Uuid, now: DateTime<Utc>) -> Value {
+    json!({
+        "branch_rule_id": rule, "is_last_run_failed": false,
+        "execution_id": execution, "claim_token": format!("offline-{execution}"),
+        "status": "completed",
+        "offline": {"runner_id": "site-1", "started_at": now, "finished_at": now,
+                    "violations": [{"kind": "queue", "details": {"people": 7},
+                                    "idempotency_key": format!("{root}:violation:1")}]}
+    })
+}
+
+/// A claimed run that found a violation (`records`) and whose runner then restarted: its
+/// new boot crashes it. Answers (execution, claim token).
+async fn crashed_online(app: &TestApp, token: &str, rule: Uuid, records: bool) -> (Uuid, String) {
+    let (execution, claim_token) = claim(app, token, rule, &format!("boot-{rule}-1")).await;
+    if records {
+        let recorded = app
+            .call(
+                ViolationRequest::NAME,
+                token,
+                json!({"execution_id": execution, "claim_token": claim_token, "kind": "queue",
+                       "details": {"people": 9},
+                       "idempotency_key": format!("{execution}:violation:1")}),
+            )
+            .await;
+        assert_eq!(recorded.status, 201, "{}", recorded.body);
+    }
+    let registered = app
+        .call(
+            RegisterRequest::NAME,
+            token,
+            json!({"runner_id": "site-1", "boot_id": format!("boot-{rule}-2")}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+    assert_eq!(status(app, execution).await.0, "crashed");
+    (execution, claim_token)
+}
+
+#[tokio::test]
+async fn an_offline_run_taken_for_a_crashed_runs_retry_records_what_it_found_again_once() {
+    let app = TestApp::start().await;
+    let (branch, rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let (crashed, _) = crashed_online(&app, &token, rule, true).await;
+    // The runner restarted without the functions and ran the rule offline, not knowing of
+    // the crashed run: it keyed the violation by the offline run's own id.
+    let retry = Uuid::new_v4();
+    let now = app.db_now().await;
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            offline_run(rule, retry, retry, now),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let chain: (Option<Uuid>, Uuid, i32) =
+        sqlx::query_as("SELECT retry_of, root_id, attempt FROM executions WHERE id = $1")
+            .bind(retry)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the retry");
+    assert_eq!(chain, (Some(crashed), crashed, 2));
+    assert_eq!(
+        violation_keys(&app, rule).await,
+        [(crashed, format!("{crashed}:violation:1"))],
+        "the retry found again what the crashed run recorded: one violation"
+    );
+}
+
+#[tokio::test]
+async fn an_offline_run_is_not_a_retry_of_a_run_whose_late_report_says_it_finished() {
+    let app = TestApp::start().await;
+    let seed = Seed::new(&app.pool);
+    let (branch, first) = seed.due_rule(RuleSpec::default()).await;
+    let second = seed.branch_rule(branch, RuleSpec::default()).await;
+    let token = app.runner_token(&[branch]).await;
+    let late = |rule: Uuid, execution: Uuid, claim_token: &str| {
+        json!({"branch_rule_id": rule, "is_last_run_failed": false, "execution_id": execution,
+               "claim_token": claim_token, "status": "completed"})
+    };
+
+    // The late report first: the offline run after it is a run of its own.
+    let (crashed, claim_token) = crashed_online(&app, &token, first, true).await;
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            late(first, crashed, &claim_token),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let own = Uuid::new_v4();
+    let now = app.db_now().await;
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            offline_run(first, own, own, now),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        violation_keys(&app, first).await,
+        [
+            (crashed, format!("{crashed}:violation:1")),
+            (own, format!("{own}:violation:1"))
+        ]
+    );
+
+    // The offline run first, taken for the retry; the crashed run's violation, then its
+    // late report, after it: the chain splits and each keeps what it found.
+    let (crashed, claim_token) = crashed_online(&app, &token, second, false).await;
+    let offline = Uuid::new_v4();
+    let now = app.db_now().await;
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            offline_run(second, offline, offline, now),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        violation_keys(&app, second).await,
+        [(offline, format!("{crashed}:violation:1"))],
+        "taken for the retry: keyed by the chain"
+    );
+    let found = app
+        .call(
+            ViolationRequest::NAME,
+            &token,
+            json!({"execution_id": crashed, "claim_token": claim_token, "kind": "queue",
+                   "details": {"people": 9},
+                   "idempotency_key": format!("{crashed}:violation:1")}),
+        )
+        .await;
+    assert_eq!(found.status, 201, "{}", found.body);
+    assert_eq!(
+        violation_keys(&app, second).await.len(),
+        1,
+        "a repeat, so far"
+    );
+    let reply = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &token,
+            late(second, crashed, &claim_token),
+        )
+        .await;
+    assert_eq!(
+        (reply.status, &reply.body["error"]["code"]),
+        (409, &json!("superseded")),
+        "{}",
+        reply.body
+    );
+    let chain: (Option<Uuid>, Uuid, i32) =
+        sqlx::query_as("SELECT retry_of, root_id, attempt FROM executions WHERE id = $1")
+            .bind(offline)
+            .fetch_one(&app.pool)
+            .await
+            .expect("the offline run");
+    assert_eq!(chain, (None, offline, 1), "a run of its own again");
+    let mut keys = violation_keys(&app, second).await;
+    keys.sort();
+    let mut expected = vec![
+        (offline, format!("{offline}:violation:1")),
+        (crashed, format!("{crashed}:violation:1")),
+    ];
+    expected.sort();
+    assert_eq!(keys, expected, "each keeps what it found");
 }

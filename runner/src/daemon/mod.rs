@@ -112,6 +112,7 @@ fn report_unfinished_offline_runs(
     for run in journal.unfinished()? {
         if !reported.contains(&run.execution_id) {
             outbox.push(&outbox::Item::Report(run.crashed_report()))?;
+            journal.note_retry(run.branch_rule_id, run.chain())?;
             tracing::warn!(
                 branch_rule_id = %run.branch_rule_id,
                 execution_id = %run.execution_id,

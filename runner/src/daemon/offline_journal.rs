@@ -3,11 +3,16 @@
 //! fresh while it runs, and removed once its report is stored. An entry found at start
 //! belongs to a run this runner was killed during (`kill -9`, power loss); it becomes a
 //! `crashed` report in the outbox, so the run leaves a record and is retried in its chain
-//! (reference 004: "find runs with status=active, mark crashed, create a recovery run").
+//! (reference 004: "find runs with status=active, mark crashed, create a recovery run"):
+//! the chain is noted per rule (`retry/<rule>.json`) until the rule's next run continues
+//! it, so that run keys its violations by the chain's root, as a retry the cloud hands out
+//! does, and records nothing twice that the crashed run recorded.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use res_shared::wire::{FinishStatus, OfflineRun, OfflineViolation, SetNextRunTimeRequest};
@@ -34,9 +39,41 @@ pub(crate) struct Started {
     /// Violations its business actions found so far.
     #[serde(default)]
     pub(crate) violations: Vec<OfflineViolation>,
+    /// The first attempt of its retry chain, when it retries a crashed run (absent in
+    /// entries of older runners: a first attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) root_execution_id: Option<Uuid>,
+    /// Its attempt in that chain (absent: 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) attempt: Option<i32>,
+}
+
+/// A retry chain a rule's next run continues: its root and the attempt that crashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Chain {
+    pub(crate) root: Uuid,
+    pub(crate) attempt: i32,
+}
+
+impl Chain {
+    /// The next attempt of this chain.
+    pub(crate) fn next(self) -> Chain {
+        Chain {
+            root: self.root,
+            attempt: self.attempt.saturating_add(1),
+        }
+    }
 }
 
 impl Started {
+    /// The chain this run is an attempt of.
+    pub(crate) fn chain(&self) -> Chain {
+        Chain {
+            root: self.root_execution_id.unwrap_or(self.execution_id),
+            attempt: self.attempt.unwrap_or(1),
+        }
+    }
+
     /// The report of this run, stopped without finishing: crashed from its start to when
     /// it was last seen alive, with what it had found.
     pub(crate) fn crashed_report(&self) -> SetNextRunTimeRequest {
@@ -67,19 +104,77 @@ impl Started {
     }
 }
 
-/// The directory of entries, one file per run.
+/// The directory of entries, one file per run, and the chains crashed runs left to
+/// continue (`retry/`, one file per rule, also kept in memory).
 #[derive(Debug)]
 pub(crate) struct Journal {
     dir: PathBuf,
+    retries: Mutex<HashMap<Uuid, Chain>>,
 }
 
 impl Journal {
     /// Opens (creating) the journal in `dir`.
     pub(crate) fn open(dir: &Path) -> io::Result<Journal> {
-        fs::create_dir_all(dir)?;
+        fs::create_dir_all(dir.join("retry"))?;
+        let mut retries = HashMap::new();
+        for entry in fs::read_dir(dir.join("retry"))? {
+            let path = entry?.path();
+            let rule = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| Uuid::parse_str(s).ok());
+            let chain = fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Chain>(&bytes).ok());
+            match (rule, chain) {
+                (Some(rule), Some(chain)) => {
+                    retries.insert(rule, chain);
+                }
+                // Unreadable: the next run starts a chain of its own, as before retries
+                // were noted.
+                _ => {
+                    tracing::warn!(path = %path.display(), "unreadable retry note removed");
+                    fs::remove_file(&path)?;
+                }
+            }
+        }
         Ok(Journal {
             dir: dir.to_owned(),
+            retries: Mutex::new(retries),
         })
+    }
+
+    fn retries(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, Chain>> {
+        self.retries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn retry_path(&self, rule: Uuid) -> PathBuf {
+        self.dir.join("retry").join(format!("{rule}.json"))
+    }
+
+    /// Notes (durably) that `rule`'s next run continues `chain`, whose last attempt crashed.
+    pub(crate) fn note_retry(&self, rule: Uuid, chain: Chain) -> io::Result<()> {
+        let bytes = serde_json::to_vec(&chain).map_err(io::Error::other)?;
+        write_atomic(&self.retry_path(rule), &bytes)?;
+        self.retries().insert(rule, chain);
+        Ok(())
+    }
+
+    /// The chain `rule`'s next run continues, if a crashed run left one.
+    pub(crate) fn retry_of(&self, rule: Uuid) -> Option<Chain> {
+        self.retries().get(&rule).copied()
+    }
+
+    /// `rule`'s chain was continued (a run reported, or the cloud claimed the rule, and it
+    /// knows the chain): the note goes.
+    pub(crate) fn retried(&self, rule: Uuid) -> io::Result<()> {
+        if self.retries().remove(&rule).is_none() {
+            return Ok(());
+        }
+        match fs::remove_file(self.retry_path(rule)) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
     }
 
     fn path(&self, execution_id: Uuid) -> PathBuf {
@@ -158,6 +253,8 @@ mod tests {
                 details: serde_json::json!({"length": 9}),
                 idempotency_key: "k1".into(),
             }],
+            root_execution_id: None,
+            attempt: None,
         }
     }
 
@@ -177,6 +274,39 @@ mod tests {
                 .error
                 .is_some_and(|e| e.contains("last seen running at 2026-11-25T09:00:07Z"))
         );
+    }
+
+    #[test]
+    fn a_crashed_run_s_chain_is_continued_by_the_rule_s_next_run_across_a_reopen() {
+        let dir = std::env::temp_dir().join(format!("res-journal-{}", Uuid::new_v4()));
+        let journal = Journal::open(&dir).expect("opens");
+        let crashed = started("2026-11-25T09:00:00Z");
+        let rule = crashed.branch_rule_id;
+        assert_eq!(
+            crashed.chain(),
+            Chain {
+                root: crashed.execution_id,
+                attempt: 1
+            },
+            "an entry without a chain (an older runner's) is a first attempt"
+        );
+        journal.note_retry(rule, crashed.chain()).expect("noted");
+        let reopened = Journal::open(&dir).expect("reopens");
+        let next = reopened.retry_of(rule).map(Chain::next);
+        assert_eq!(
+            next,
+            Some(Chain {
+                root: crashed.execution_id,
+                attempt: 2
+            })
+        );
+        assert_eq!(reopened.retry_of(Uuid::new_v4()), None);
+        reopened.retried(rule).expect("continued");
+        assert_eq!(reopened.retry_of(rule), None);
+        assert_eq!(Journal::open(&dir).expect("reopens").retry_of(rule), None);
+        fs::write(dir.join("retry").join("garbage.json"), b"{").expect("garbage");
+        assert!(Journal::open(&dir).is_ok(), "an unreadable note is dropped");
+        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::Daemon;
 use super::coalesce::Coalescer;
 use super::config::OfflineExecution;
 use super::delivery;
-use super::offline_journal::{self, Started};
+use super::offline_journal::{self, Chain, Started};
 use super::outbox::Item;
 use super::pool::Handler;
 use super::queue::Job;
@@ -258,6 +258,10 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     // The claim was just made: the run is live from about now, as the cloud counts it.
     let claimed_at = Utc::now();
     let id = job.branch_rule_id;
+    // The cloud holds the rule's chain now (it hands out a crashed run's retry itself).
+    if let Err(error) = daemon.journal.retried(id) {
+        tracing::warn!(%error, "cannot remove the rule's retry note");
+    }
     let cancel = daemon.abort.child_token();
     let (progress, seen) = services::progress();
     let heartbeat = tokio::spawn(heartbeat(
@@ -384,6 +388,10 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let execution_id = Uuid::new_v4();
     let claim_token = format!("offline-{}", Uuid::new_v4().simple());
     let started_at = Utc::now();
+    // After a run of this rule crashed here, this run is its retry: the next attempt of its
+    // chain, keying violations by the chain's root as a retry the cloud hands out does.
+    let chain = daemon.journal.retry_of(id).map(Chain::next);
+    let (root, attempt) = chain.map_or((execution_id, 1), |c| (c.root, c.attempt));
     daemon.activity.claimed(id, execution_id);
     let lag = (started_at - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
     daemon.metrics.dispatch_lag_seconds.observe(lag);
@@ -397,6 +405,8 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         started_at,
         alive_at: started_at,
         violations: Vec::new(),
+        root_execution_id: chain.map(|c| c.root),
+        attempt: chain.map(|c| c.attempt),
     };
     let services = match OfflineServices::start(Arc::clone(&daemon.journal), entry) {
         Ok(services) => Arc::new(services),
@@ -414,8 +424,8 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         Ok((prepared, entry)) => {
             let execution = Execution {
                 execution_id,
-                root_execution_id: execution_id,
-                attempt: 1,
+                root_execution_id: root,
+                attempt,
                 workflow: Arc::clone(&prepared.workflow),
                 branch_rule: Arc::clone(&prepared.branch_rule),
                 details: Arc::clone(&prepared.details),
@@ -429,9 +439,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
                 .instrument(tracing::info_span!("execution", %execution_id, offline = true))
                 .await
         }
-        Err(message) => {
-            ExecutionReport::failed_before_start(execution_id, execution_id, 1, message)
-        }
+        Err(message) => ExecutionReport::failed_before_start(execution_id, root, attempt, message),
     };
     // Stopped and awaited before the entry goes, so it cannot write the entry back.
     keep_alive.abort();
@@ -453,8 +461,12 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         violations: services.take(),
     });
     let next = report_run(daemon, request, started_at).await;
-    // The report is delivered or in the outbox now: the run is no longer in progress.
+    // The report is delivered or in the outbox now: the run is no longer in progress, and
+    // a chain it continued is continued.
     forget_offline_run(&services);
+    if let Err(error) = daemon.journal.retried(id) {
+        tracing::warn!(%error, "cannot remove the rule's retry note; its next offline run keys as this one did");
+    }
     JobOutcome {
         execution_id: Some(execution_id),
         status: JobStatus::Ran(report.status),

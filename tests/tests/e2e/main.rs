@@ -11,6 +11,7 @@ mod observability;
 mod offline;
 mod operate;
 mod output;
+mod retries;
 mod schedule;
 mod system;
 mod waits;

@@ -151,8 +151,19 @@ fn check_shape(caller: &Caller, request: &SetNextRunTimeRequest) -> Result<(), A
 enum Mode {
     /// The claimed execution, live or late.
     Claimed(ExecutionRow),
-    /// A run without a claim, just recorded from this report.
-    Offline(Uuid),
+    /// A run without a claim, just recorded from this report: its id and its retry chain's
+    /// root (its own id unless it retries a crashed run).
+    Offline { id: Uuid, root: Uuid },
+}
+
+impl Mode {
+    /// The execution and its chain's root.
+    fn execution(&self) -> (Uuid, Uuid) {
+        match self {
+            Mode::Claimed(execution) => (execution.id, execution.root_id),
+            Mode::Offline { id, root } => (*id, *root),
+        }
+    }
 }
 
 async fn record(
@@ -261,6 +272,7 @@ async fn resolve(
                     let retried = db::executions::latest_for_rule(tx, rule.id)
                         .await?
                         .filter(|e| e.status == ExecutionStatus::Crashed);
+                    let root = retried.as_ref().map_or(id, |crashed| crashed.root_id);
                     let inserted = db::executions::insert_offline(
                         tx,
                         &db::executions::OfflineRecord {
@@ -282,7 +294,7 @@ async fn resolve(
                             format!("execution {id} was recorded at the same time; retry"),
                         ));
                     }
-                    Resolved::Record(Some(Mode::Offline(id)))
+                    Resolved::Record(Some(Mode::Offline { id, root }))
                 }
                 (None, None) => return Err(execution_not_found(id, rule.id)),
             }
@@ -307,14 +319,15 @@ async fn write_report(
     mode: Option<&Mode>,
     status_name: &str,
 ) -> Result<SetNextRunTimeResponse, ApiError> {
-    if let (Some(FinishStatus::Crashed), Some(Mode::Offline(id))) = (request.status, mode) {
-        return record_crashed(tx, rule, request, *id).await;
+    if let (Some(FinishStatus::Crashed), Some(Mode::Offline { id, root })) = (request.status, mode)
+    {
+        return record_crashed(tx, rule, request, (*id, *root)).await;
     }
     let held = match mode {
         Some(Mode::Claimed(execution)) => Held::Claimed {
             claimed_at: execution.scheduled_at,
         },
-        Some(Mode::Offline(_)) => Held::Offline,
+        Some(Mode::Offline { .. }) => Held::Offline,
         None => Held::Unknown,
     };
     let facts = RuleFacts {
@@ -354,24 +367,27 @@ async fn write_report(
         warnings,
         revision: Some(counters.revision),
     };
-    let execution_id = match mode {
-        Some(Mode::Claimed(execution)) => Some(execution.id),
-        Some(Mode::Offline(id)) => Some(*id),
-        None => None,
-    };
-    if let Some(id) = execution_id {
-        finish_execution(tx, (rule.id, id), request, status_name, &answer, times).await?;
+    if let Some(execution) = mode.map(Mode::execution) {
+        finish_execution(
+            tx,
+            (rule.id, execution),
+            request,
+            status_name,
+            &answer,
+            times,
+        )
+        .await?;
     }
     tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = held == Held::Offline, "rescheduled");
     Ok(answer)
 }
 
-/// Finishes execution `id` of rule `rule_id` as `status` with the report's results, its
-/// `(started, finished)` times, and `answer` (kept for replays); records an offline run's
-/// violations.
+/// Finishes execution `id` (of chain `root`) of rule `rule_id` as `status` with the
+/// report's results, its `(started, finished)` times, and `answer` (kept for replays);
+/// records an offline run's violations, keyed by the chain's root.
 async fn finish_execution(
     tx: &mut db::Tx,
-    (rule_id, id): (Uuid, Uuid),
+    (rule_id, (id, root)): (Uuid, (Uuid, Uuid)),
     request: &SetNextRunTimeRequest,
     status: &str,
     answer: &SetNextRunTimeResponse,
@@ -397,7 +413,7 @@ async fn finish_execution(
     }
     let offline = request.offline.as_ref();
     for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
-        record_offline_violation(tx, rule_id, id, violation).await?;
+        record_offline_violation(tx, (rule_id, id, root), violation).await?;
     }
     Ok(())
 }
@@ -409,7 +425,7 @@ async fn record_crashed(
     tx: &mut db::Tx,
     rule: &LockedRule,
     request: &SetNextRunTimeRequest,
-    id: Uuid,
+    execution: (Uuid, Uuid),
 ) -> Result<SetNextRunTimeResponse, ApiError> {
     let offline = request.offline.as_ref();
     let counters = db::branch_rules::run_counters(tx, rule.id).await?;
@@ -429,7 +445,7 @@ async fn record_crashed(
     };
     let times = offline.map(|o| (o.started_at, o.finished_at));
     let crashed = ExecutionStatus::Crashed.as_str();
-    finish_execution(tx, (rule.id, id), request, crashed, &answer, times).await?;
+    finish_execution(tx, (rule.id, execution), request, crashed, &answer, times).await?;
     tracing::warn!(
         "an offline run stopped without finishing: recorded as crashed, the rule is due for its retry"
     );
@@ -469,6 +485,10 @@ async fn superseded(
     .await?;
     if !request.output.is_empty() {
         db::output::store(&mut tx, execution.id, &request.output).await?;
+    }
+    // It did not crash after all: an offline run taken for its retry was its own occurrence.
+    for unlinked in db::executions::unlink_offline_retries(&mut tx, execution).await? {
+        tracing::info!(%unlinked, "an offline run taken for this run's retry is its own run again");
     }
     tx.commit().await?;
     Err(superseded_refusal(execution.id))

@@ -1,6 +1,8 @@
 //! Offline runs: what a report of a run made without a claim must satisfy, and its
 //! violations.
 
+use std::borrow::Cow;
+
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{OfflineRun, OfflineViolation};
 use uuid::Uuid;
@@ -78,12 +80,28 @@ pub(super) fn check_offline(offline: &OfflineRun, rule: &LockedRule) -> Result<(
     Ok(())
 }
 
+/// A violation key as its run's retry chain writes it. Runners key a violation
+/// `<root>:<node>:<visit>` by the chain they know, which for a run made offline is its own
+/// id when it took the run for a first attempt; which chain the run belongs to is decided
+/// here (it retries a crashed run or not), so the key's root is the chain's as recorded.
+/// Keys of another form are kept as given.
+pub(super) fn chain_key(key: &str, root: Uuid) -> Cow<'_, str> {
+    match key.split_once(':') {
+        Some((prefix, rest)) if Uuid::parse_str(prefix).is_ok_and(|id| id != root) => {
+            Cow::Owned(format!("{root}:{rest}"))
+        }
+        _ => Cow::Borrowed(key),
+    }
+}
+
+/// Records one of an offline run's violations (`execution` of `rule`, chain `root`), keyed
+/// by its chain, so a retry records once what the run it retries recorded.
 pub(super) async fn record_offline_violation(
     tx: &mut db::Tx,
-    branch_rule_id: Uuid,
-    execution_id: Uuid,
+    (branch_rule_id, execution_id, root): (Uuid, Uuid, Uuid),
     violation: &OfflineViolation,
 ) -> Result<(), ApiError> {
+    let key = chain_key(&violation.idempotency_key, root);
     let recorded = db::violations::record(
         tx,
         &NewViolation {
@@ -91,7 +109,7 @@ pub(super) async fn record_offline_violation(
             execution_id,
             kind: &violation.kind,
             details: &violation.details,
-            idempotency_key: &violation.idempotency_key,
+            idempotency_key: &key,
         },
     )
     .await?;
@@ -99,7 +117,28 @@ pub(super) async fn record_offline_violation(
         execution_id: owner,
     } = recorded
     {
-        tracing::warn!(key = %Untrusted(&violation.idempotency_key), ?owner, "offline violation key already used; kept the first");
+        tracing::warn!(key = %Untrusted(&key), ?owner, "offline violation key already used; kept the first");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_violation_key_takes_its_chain_s_root() {
+        let (own, root) = (Uuid::new_v4(), Uuid::new_v4());
+        assert_eq!(
+            chain_key(&format!("{own}:violation:1"), root),
+            format!("{root}:violation:1")
+        );
+        assert_eq!(
+            chain_key(&format!("{root}:violation:2"), root),
+            format!("{root}:violation:2")
+        );
+        for other in ["custom-key", "not-a-uuid:violation:1", ""] {
+            assert_eq!(chain_key(other, root), other);
+        }
+    }
 }
