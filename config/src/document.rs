@@ -329,15 +329,29 @@ pub struct BranchRule {
     pub actions: BTreeMap<String, Value>,
 }
 
-/// An operation window: `from` and `to` as `HH:MM` wall-clock times; `to` may be `24:00`,
-/// and a window may run past midnight (`22:00`-`06:00`).
+/// An operation window: `from` and `to` as `HH:MM[:SS]` wall-clock times (a one-digit
+/// hour is read as written, `9:00` as `09:00`); `to` may be `24:00`, and a window may run
+/// past midnight (`22:00`-`06:00`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Window {
     /// First minute it may run.
+    #[serde(serialize_with = "quoted")]
+    #[schemars(extend("pattern" = WALL_TIME))]
     pub from: String,
     /// When it must be done.
+    #[serde(serialize_with = "quoted")]
+    #[schemars(extend("pattern" = WALL_TIME))]
     pub to: String,
+}
+
+/// A wall-clock time as documents write it (the schema's pattern; `res-shared` decides).
+const WALL_TIME: &str = "^(([01]?[0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?|24:00(:00)?)$";
+
+/// A time written quoted in YAML, `"08:30"` and `"22:00"` alike: unquoted, a YAML 1.1
+/// reader (PyYAML, many editors) takes `22:00` for the number 1320. JSON is unchanged.
+fn quoted<S: serde::Serializer>(time: &str, serializer: S) -> Result<S::Ok, S::Error> {
+    serde_saphyr::DoubleQuoted(time).serialize(serializer)
 }
 
 fn default_zone() -> String {

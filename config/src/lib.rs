@@ -9,6 +9,7 @@
 mod diff;
 mod document;
 pub mod generate;
+mod names;
 mod outline;
 mod parse;
 mod path;
@@ -17,13 +18,15 @@ mod stored;
 mod validate;
 
 pub use diff::{
-    Change, ChangeAction, Diff, FieldChange, RunPreview, diff, next_run_at, pair_branches,
-    pair_rules, pair_templates, unknown_catalogue_ids, unknown_ids,
+    Archived, Change, ChangeAction, Diff, FieldChange, RunPreview, brand_ids, catalogue_ids,
+    changed_objects, diff, next_run_at, pair_branches, pair_rules, pair_templates,
+    unknown_catalogue_ids, unknown_ids,
 };
 pub use document::{
     ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
     NodeKind, Rule, RuleSettings, TemplateKind, Window, WorkflowDoc,
 };
+pub use names::resolve_names;
 pub use outline::node_order;
 pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
 pub use print::to_yaml;

@@ -30,4 +30,32 @@ mod tests {
         );
         assert_eq!(parse(&written).expect("reads back"), document, "{written}");
     }
+
+    #[test]
+    fn window_times_are_written_in_one_form_quoted() {
+        let mut document = parse(include_str!("../../docs/config/brand.yaml")).expect("parses");
+        document.normalize();
+        for rule in document
+            .brand
+            .iter_mut()
+            .flat_map(|b| b.branches.iter_mut())
+            .flat_map(|b| b.rules.values_mut())
+        {
+            rule.window = Some(crate::Window {
+                from: "08:30".into(),
+                to: "22:00".into(),
+            });
+        }
+        let written = to_yaml(&document, "exported").expect("writes");
+        assert!(
+            written.contains("from: \"08:30\"") && written.contains("to: \"22:00\""),
+            "{written}"
+        );
+        assert!(!written.contains("from: 08:30") && !written.contains("to: 22:00"));
+        let json = serde_json::to_value(&document).expect("json");
+        assert_eq!(
+            json["brand"]["branches"][0]["rules"]["Empty shelves"]["window"]["from"],
+            "08:30"
+        );
+    }
 }

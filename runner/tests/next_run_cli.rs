@@ -56,6 +56,29 @@ fn prints_the_next_run_in_utc() {
     assert_eq!(stdout(&output), "2026-03-02T11:30:00Z\n");
 }
 
+/// docs/schedule.md: a one-digit hour is read as written, here as in documents and the
+/// console (`9:00` is `09:00`).
+#[test]
+fn a_one_digit_hour_is_read_as_written() {
+    let at = |from: &str| {
+        let output = runner(&[
+            "next-run",
+            "--cron",
+            "*/30 * * * *",
+            "--from",
+            from,
+            "--to",
+            "18:00",
+            "--now",
+            "2026-03-02T03:00:00Z",
+        ]);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        stdout(&output)
+    };
+    assert_eq!(at("9:00"), at("09:00"));
+    assert_eq!(at("9:00"), "2026-03-02T09:00:00Z\n");
+}
+
 #[test]
 fn json_output_carries_the_degenerate_flag() {
     let output = runner(&[

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::document::{Catalogue, Document};
 
-pub use ids::{unknown_catalogue_ids, unknown_ids};
+pub use ids::{Archived, brand_ids, catalogue_ids, unknown_catalogue_ids, unknown_ids};
 pub use objects::{pair_branches, pair_rules, pair_templates};
 pub use runs::{RunPreview, next_run_at};
 
@@ -41,6 +41,10 @@ pub struct Change {
     /// The next runs before and after, when its schedule, window, zone or jitter changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<RunPreview>,
+    /// A creation that brings an archived object back under its id, with its history
+    /// (rolling back past an archive). Absent otherwise, so older readers see a creation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restored: bool,
 }
 
 /// What happens to an object.
@@ -96,6 +100,27 @@ pub fn diff(
     now: DateTime<Utc>,
     prune: bool,
 ) -> Diff {
+    let mut found = changed_objects(current, desired, prune);
+    if let Some(after) = &desired.brand {
+        let catalogues = runs::Catalogues {
+            before: current.catalogue.as_ref().or(stored),
+            after: desired.catalogue.as_ref().or(stored),
+        };
+        runs::preview(
+            current.brand.as_ref(),
+            after,
+            &catalogues,
+            now,
+            &mut found.changes,
+        );
+    }
+    found
+}
+
+/// The objects `desired` would change, by their fields alone: [`diff`] without the next
+/// runs, which a brand of thousands of branch rules takes seconds to preview. What a stale
+/// document would undo is judged on this, before anything else is checked.
+pub fn changed_objects(current: &Document, desired: &Document, prune: bool) -> Diff {
     let mut changes = Vec::new();
     let gone = if prune {
         ChangeAction::Delete
@@ -107,18 +132,7 @@ pub fn diff(
         objects::catalogue(&before, after, gone, &mut changes);
     }
     if let Some(after) = &desired.brand {
-        let catalogues = runs::Catalogues {
-            before: current.catalogue.as_ref().or(stored),
-            after: desired.catalogue.as_ref().or(stored),
-        };
         objects::brand(current.brand.as_ref(), after, gone, &mut changes);
-        runs::preview(
-            current.brand.as_ref(),
-            after,
-            &catalogues,
-            now,
-            &mut changes,
-        );
     }
     Diff { changes }
 }

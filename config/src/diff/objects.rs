@@ -115,7 +115,9 @@ pub fn pair_rules<'a>(
 }
 
 /// Pairs of (before, after): matched by id when the later document gives one that exists,
-/// else by name; then the objects only `before` has, paired with `None`.
+/// else by name — an object with an id only with one that has none, since two ids are two
+/// objects (an archived branch brought back beside a new one of its name is not the new
+/// one); then the objects only `before` has, paired with `None`.
 fn matched<'a, T>(
     before: &'a [T],
     after: &'a [T],
@@ -136,9 +138,12 @@ fn matched<'a, T>(
     for now in after {
         let (id, name) = key(now);
         let found = id.and_then(|id| by_id.get(&id).copied()).or_else(|| {
-            by_name
-                .get(name)
-                .and_then(|candidates| candidates.iter().copied().find(|&i| !taken[i]))
+            by_name.get(name).and_then(|candidates| {
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&i| !taken[i] && (id.is_none() || key(&before[i]).0.is_none()))
+            })
         });
         match found {
             Some(i) if !taken[i] => {
@@ -248,6 +253,7 @@ fn push_pair(
         action,
         fields,
         runs: None,
+        restored: false,
     });
 }
 
@@ -258,6 +264,7 @@ fn removed(kind: &'static str, name: String, gone: ChangeAction) -> Change {
         action: gone,
         fields: Vec::new(),
         runs: None,
+        restored: false,
     }
 }
 

@@ -10,6 +10,9 @@ impl fmt::Display for Diff {
         let mut out = String::new();
         for change in &self.changes {
             let (mark, note) = match change.action {
+                ChangeAction::Create if change.restored => {
+                    ('+', " (restored: back under its id, with its history)")
+                }
                 ChangeAction::Create => ('+', ""),
                 ChangeAction::Update => ('~', ""),
                 ChangeAction::Archive => (
@@ -45,12 +48,18 @@ impl fmt::Display for Diff {
             }
         }
         let (created, changed, removed) = self.counts();
+        let restored = self.changes.iter().filter(|c| c.restored).count();
+        let restored = if restored > 0 {
+            format!(" ({restored} restored)")
+        } else {
+            String::new()
+        };
         if self.changes.is_empty() {
             out.push_str("No changes: the document says what is stored.\n");
         } else {
             let _ = writeln!(
                 out,
-                "{created} to create, {changed} to change, {removed} to archive or delete."
+                "{created} to create{restored}, {changed} to change, {removed} to archive or delete."
             );
         }
         f.write_str(&out)

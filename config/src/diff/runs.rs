@@ -93,6 +93,7 @@ pub(super) fn preview(
                     action: ChangeAction::Update,
                     fields: Vec::new(),
                     runs: Some(preview),
+                    restored: false,
                 });
             }
         }

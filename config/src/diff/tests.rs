@@ -286,7 +286,7 @@ fn ids_must_be_the_brand_s_own_and_each_names_one_object() {
         )
     });
     let current = with_ids.brand.as_ref().expect("brand");
-    assert!(crate::unknown_ids(current, current).is_empty());
+    assert!(crate::unknown_ids(current, current, &Archived::default()).is_empty());
     let twice = brand(|b| {
         b.replace(
             "    - name: Berlin Mitte\n",
@@ -297,7 +297,11 @@ fn ids_must_be_the_brand_s_own_and_each_names_one_object() {
             &format!("    - name: Riyadh Olaya\n      id: {id}\n"),
         )
     });
-    let problems = crate::unknown_ids(current, twice.brand.as_ref().expect("brand"));
+    let problems = crate::unknown_ids(
+        current,
+        twice.brand.as_ref().expect("brand"),
+        &Archived::default(),
+    );
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].path, "brand.branches[1].id");
     assert!(problems[0].message.contains("another object"));
@@ -310,13 +314,163 @@ fn ids_must_be_the_brand_s_own_and_each_names_one_object() {
             ),
         )
     });
-    let problems = crate::unknown_ids(current, stranger.brand.as_ref().expect("brand"));
+    let problems = crate::unknown_ids(
+        current,
+        stranger.brand.as_ref().expect("brand"),
+        &Archived::default(),
+    );
     assert_eq!(problems[0].path, "brand.branches[1].id");
     assert!(
         problems[0]
             .message
             .contains("is not the id of one of this brand's branches")
     );
+}
+
+/// The documented brand with an id for every branch and branch rule.
+fn with_ids() -> Document {
+    let mut document = brand(|b| b);
+    if let Some(brand) = document.brand.as_mut() {
+        for branch in &mut brand.branches {
+            branch.id = Some(uuid::Uuid::new_v4());
+            for rule in branch.rules.values_mut() {
+                rule.id = Some(uuid::Uuid::new_v4());
+            }
+        }
+    }
+    document
+}
+
+#[test]
+fn an_archived_branch_named_by_its_id_is_restored_with_its_rules_where_they_were() {
+    let before = with_ids();
+    let brand = before.brand.as_ref().expect("brand");
+    let mitte = brand.branches[1].clone();
+    let mut after = before.clone();
+    if let Some(b) = after.brand.as_mut() {
+        b.branches.truncate(1);
+    }
+    // Berlin Mitte was archived: the stored brand no longer has it.
+    let stored = after.brand.as_ref().expect("brand");
+    let archived = Archived {
+        branches: [mitte.id.expect("id")].into(),
+        branch_rules: mitte
+            .rules
+            .iter()
+            .map(|(name, r)| (r.id.expect("id"), (mitte.id.expect("id"), name.clone())))
+            .collect(),
+        ..Archived::default()
+    };
+    assert!(
+        crate::unknown_ids(stored, brand, &Archived::default())
+            .iter()
+            .all(|p| p.message.contains("is not the id of one of this brand's")),
+        "without the archive, its ids are unknown ones"
+    );
+    assert_eq!(crate::unknown_ids(stored, brand, &archived), []);
+    let mut found = changed(&after, &before, false);
+    found.mark_restored(&before, &archived);
+    let restored: Vec<(&str, &str)> = found
+        .changes
+        .iter()
+        .filter(|c| c.restored)
+        .map(|c| (c.kind.as_str(), c.name.as_str()))
+        .collect();
+    assert_eq!(
+        restored,
+        [
+            ("branch", "Berlin Mitte"),
+            ("branch rule", "Berlin Mitte / Queue length")
+        ]
+    );
+    let text = found.to_string();
+    assert!(
+        text.contains("+ branch 'Berlin Mitte' (restored: back under its id, with its history)")
+            && text.contains("2 to create (2 restored), 0 to change"),
+        "{text}"
+    );
+
+    // A branch rule comes back only at its own branch, under its own rule, and not beside
+    // the one that runs there now.
+    let olaya_rule = brand.branches[0].rules["Queue length"].id.expect("id");
+    let mut elsewhere = before.clone();
+    if let Some(b) = elsewhere.brand.as_mut() {
+        let id = b.branches[1].rules["Queue length"].id;
+        b.branches[0]
+            .rules
+            .get_mut("Queue length")
+            .expect("rule")
+            .id = id;
+        b.branches[1]
+            .rules
+            .get_mut("Queue length")
+            .expect("rule")
+            .id = None;
+    }
+    let problems = crate::unknown_ids(stored, elsewhere.brand.as_ref().expect("brand"), &archived);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(
+        problems[0].path,
+        "brand.branches[0].rules[\"Queue length\"].id"
+    );
+    assert!(
+        problems[0].message.contains("another branch"),
+        "{problems:?}"
+    );
+    let beside = Archived {
+        branch_rules: [(
+            uuid::Uuid::new_v4(),
+            (brand.branches[0].id.expect("id"), "Queue length".to_owned()),
+        )]
+        .into(),
+        ..Archived::default()
+    };
+    let mut doubled = after.clone();
+    if let Some(b) = doubled.brand.as_mut() {
+        let archived_id = beside.branch_rules.keys().next().copied();
+        b.branches[0]
+            .rules
+            .get_mut("Queue length")
+            .expect("rule")
+            .id = archived_id;
+    }
+    let problems = crate::unknown_ids(stored, doubled.brand.as_ref().expect("brand"), &beside);
+    assert!(
+        problems.len() == 1
+            && problems[0]
+                .message
+                .contains(&format!("runs at this branch as {olaya_rule} now")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn an_id_pairs_only_with_its_own_object_or_one_without_an_id() {
+    let before = with_ids();
+    let mut after = before.clone();
+    if let Some(b) = after.brand.as_mut() {
+        // Another object of the same name: not the stored one.
+        b.branches[1].id = Some(uuid::Uuid::new_v4());
+    }
+    let found = changed(&before, &after, false);
+    let actions: Vec<(&str, ChangeAction)> = found
+        .changes
+        .iter()
+        .filter(|c| c.kind == "branch")
+        .map(|c| (c.name.as_str(), c.action))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("Berlin Mitte", ChangeAction::Create),
+            ("Berlin Mitte", ChangeAction::Archive)
+        ]
+    );
+    let mut unnamed = before.clone();
+    if let Some(b) = unnamed.brand.as_mut() {
+        b.branches[1].id = None;
+    }
+    assert_eq!(changed(&before, &unnamed, false), Diff::default());
 }
 
 #[test]

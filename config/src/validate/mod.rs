@@ -124,7 +124,7 @@ pub(crate) fn check_unique<'n>(
 ) {
     let mut seen: BTreeMap<String, Path> = BTreeMap::new();
     for (name, at) in names {
-        let folded = name.trim().to_lowercase();
+        let folded = crate::names::folded(name);
         match seen.get(&folded) {
             Some(first) => report.error(
                 &at,

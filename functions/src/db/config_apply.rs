@@ -19,6 +19,8 @@ pub(crate) struct Apply<'a> {
     pub(crate) catalogue: &'a Catalogue,
     /// Branch rules (`Branch / Rule`) whose timing the diff moved.
     pub(crate) moved: HashSet<String>,
+    /// Archived objects the document brings back under their ids.
+    pub(crate) archived: &'a res_config::Archived,
     pub(crate) prune: bool,
     pub(crate) now: DateTime<Utc>,
 }
@@ -81,7 +83,7 @@ pub(crate) async fn prepare(
     for pair in res_config::pair_branches(&current.branches, &desired.branches) {
         match pair {
             (was, Some(branch)) => {
-                let branch_id = pending.branch(was, branch);
+                let branch_id = pending.branch(was, branch, apply.archived);
                 pending.branch_rules(apply, &brand_rules, branch_id, was, branch);
             }
             (Some(gone), None) => {
@@ -213,10 +215,18 @@ struct RuleRows {
 }
 
 impl Pending {
-    /// Notes one branch to create or update; answers its id (new ones get theirs here).
-    fn branch(&mut self, was: Option<&Branch>, branch: &Branch) -> Uuid {
-        match was.and_then(|w| w.id.map(|id| (w, id))) {
-            Some((was, id)) => {
+    /// Notes one branch to create, restore or update; answers its id (new ones get theirs
+    /// here).
+    fn branch(
+        &mut self,
+        was: Option<&Branch>,
+        branch: &Branch,
+        archived: &res_config::Archived,
+    ) -> Uuid {
+        // Back from the archive: its row is updated (and unarchived), not inserted.
+        let restored = branch.id.filter(|id| archived.branches.contains(id));
+        match (was.and_then(|w| w.id.map(|id| (w, id))), restored) {
+            (Some((was, id)), _) => {
                 if (&was.name, &was.zone, was.active) != (&branch.name, &branch.zone, branch.active)
                 {
                     self.changed_branches.push(id, branch);
@@ -224,7 +234,12 @@ impl Pending {
                 self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
-            None => {
+            (None, Some(id)) => {
+                self.changed_branches.push(id, branch);
+                self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
+                id
+            }
+            (None, None) => {
                 let id = Uuid::new_v4();
                 self.new_branches.push(id, branch);
                 self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
@@ -269,7 +284,12 @@ impl Pending {
                 continue;
             };
             let existing = before.get(name).and_then(|r| r.id.map(|id| (r, id)));
-            let id = existing.map_or_else(Uuid::new_v4, |(_, id)| id);
+            // Back from the archive at its branch: updated (and unarchived) under its id,
+            // scheduled afresh like a new one.
+            let restored = rule
+                .id
+                .filter(|id| existing.is_none() && apply.archived.branch_rules.contains_key(id));
+            let id = existing.map_or_else(|| restored.unwrap_or_else(Uuid::new_v4), |(_, id)| id);
             if let Some((_, rules)) = self.ids.get_mut(&branch.name) {
                 rules.insert(name.clone(), id);
             }
@@ -293,7 +313,8 @@ impl Pending {
                     )
                 })
                 .flatten();
-            let rows = if existing.is_some() {
+            let stored = existing.is_some() || restored.is_some();
+            let rows = if stored {
                 &mut self.changed_rules
             } else {
                 &mut self.new_rules
@@ -311,7 +332,7 @@ impl Pending {
             rows.moved.push(moved);
             rows.next_run.push(next_run);
             if existing.map(|(was, _)| &was.actions) != Some(&rule.actions) {
-                if existing.is_some() {
+                if stored {
                     self.replaced_actions.push(id);
                 }
                 for (template, config) in &rule.actions {
@@ -353,7 +374,8 @@ impl Pending {
         .await?;
         let b = &self.changed_branches;
         sqlx::query(
-            "UPDATE branches x SET name = u.name, timezone = u.zone, is_active = u.active \
+            "UPDATE branches x SET name = u.name, timezone = u.zone, is_active = u.active, \
+                 is_archived = false \
              FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[]) AS u(id, name, zone, active) \
              WHERE x.id = u.id",
         )
@@ -415,7 +437,7 @@ impl Pending {
         sqlx::query(
             "UPDATE branch_rules x SET brand_rule_id = u.brand_rule_id, is_active = u.active, \
                  operation_time_from = u.f::time, operation_time_to = u.t::time, \
-                 overlap_policy = u.o, jitter_seconds = u.j, \
+                 overlap_policy = u.o, jitter_seconds = u.j, is_archived = false, \
                  next_run_time = CASE WHEN u.moved THEN u.next ELSE x.next_run_time END \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::bool[], $4::text[], $5::text[], $6::text[], \
                          $7::int4[], $8::bool[], $9::timestamptz[]) \

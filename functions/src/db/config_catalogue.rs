@@ -14,6 +14,8 @@ use uuid::Uuid;
 pub(crate) struct CatalogueApply<'a> {
     pub(crate) current: &'a Catalogue,
     pub(crate) desired: &'a Catalogue,
+    /// Archived templates and rules the document brings back under their ids.
+    pub(crate) archived: &'a res_config::Archived,
     pub(crate) prune: bool,
 }
 
@@ -93,7 +95,10 @@ pub(crate) async fn write(
     for pair in apply.templates() {
         match pair {
             (was, Some(template)) => {
-                let id = write_template(conn, was, template).await?;
+                let restored = template
+                    .id
+                    .filter(|id| apply.archived.templates.contains(id));
+                let id = write_template(conn, was, template, restored).await?;
                 template_ids.insert(&template.name, id);
             }
             (Some(gone), None) => {
@@ -109,7 +114,8 @@ pub(crate) async fn write(
     for pair in apply.rules() {
         match pair {
             (was, Some(rule)) => {
-                let id = write_rule(conn, was, rule, &template_ids).await?;
+                let restored = rule.id.filter(|id| apply.archived.rules.contains(id));
+                let id = write_rule(conn, (was, restored), rule, &template_ids).await?;
                 if was.is_some_and(|w| w.schedule != rule.schedule) {
                     moved.push(id);
                 }
@@ -126,10 +132,13 @@ pub(crate) async fn write(
     Ok(moved)
 }
 
+/// Writes one template: updates the stored one (`was`), brings an archived one back
+/// (`restored`, its id), or inserts a new one; answers its id.
 async fn write_template(
     conn: &mut PgConnection,
     was: Option<&ActionTemplate>,
     template: &ActionTemplate,
+    restored: Option<Uuid>,
 ) -> Result<Uuid, sqlx::Error> {
     let kind = template.kind.as_str();
     match was.and_then(|w| w.id.map(|id| (w, id))) {
@@ -149,20 +158,31 @@ async fn write_template(
             }
             Ok(id)
         }
-        None => sqlx::query_scalar(
-            "INSERT INTO action_templates (name, kind, config) VALUES ($1, $2, $3) RETURNING id",
-        )
-        .bind(&template.name)
-        .bind(kind)
-        .bind(&template.config)
-        .fetch_one(&mut *conn)
-        .await,
+        None => {
+            sqlx::query_scalar(match restored {
+                Some(_) => {
+                    "UPDATE action_templates SET name = $2, kind = $3, config = $4, \
+                 is_archived = false WHERE id = $1 RETURNING id"
+                }
+                None => {
+                    "INSERT INTO action_templates (name, kind, config) VALUES ($2, $3, $4) \
+                 RETURNING id"
+                }
+            })
+            .bind(restored)
+            .bind(&template.name)
+            .bind(kind)
+            .bind(&template.config)
+            .fetch_one(&mut *conn)
+            .await
+        }
     }
 }
 
+/// Writes one rule and its workflow, as [`write_template`] writes a template.
 async fn write_rule(
     conn: &mut PgConnection,
-    was: Option<&Rule>,
+    (was, restored): (Option<&Rule>, Option<Uuid>),
     rule: &Rule,
     template_ids: &BTreeMap<&str, Uuid>,
 ) -> Result<Uuid, sqlx::Error> {
@@ -188,14 +208,24 @@ async fn write_rule(
             }
             id
         }
-        None => sqlx::query_scalar(
-            "INSERT INTO rules (name, status, cron_expression) VALUES ($1, $2, $3) RETURNING id",
-        )
-        .bind(&rule.name)
-        .bind(rule.status.as_str())
-        .bind(&rule.schedule)
-        .fetch_one(&mut *conn)
-        .await?,
+        None => {
+            sqlx::query_scalar(match restored {
+                Some(_) => {
+                    "UPDATE rules SET name = $2, status = $3, cron_expression = $4, \
+                 is_archived = false WHERE id = $1 RETURNING id"
+                }
+                None => {
+                    "INSERT INTO rules (name, status, cron_expression) VALUES ($2, $3, $4) \
+                 RETURNING id"
+                }
+            })
+            .bind(restored)
+            .bind(&rule.name)
+            .bind(rule.status.as_str())
+            .bind(&rule.schedule)
+            .fetch_one(&mut *conn)
+            .await?
+        }
     };
     sqlx::query(
         "INSERT INTO action_template_connections (rule_id, workflow_config) VALUES ($1, $2) \

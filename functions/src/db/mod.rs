@@ -9,6 +9,7 @@ pub(crate) mod channels;
 pub(crate) mod claims;
 pub(crate) mod config;
 pub(crate) mod config_apply;
+pub(crate) mod config_archive;
 pub(crate) mod config_catalogue;
 pub(crate) mod config_history;
 pub(crate) mod executions;

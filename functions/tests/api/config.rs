@@ -4,6 +4,11 @@
 
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::Call;
+use res_shared::wire::PlanRequest;
+use res_shared::wire::{
+    ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest,
+};
 use res_tests::functions::TestApp;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -94,7 +99,11 @@ async fn a_brand_admin_exports_its_brand_as_a_document_that_validates() {
     let before = f.app.fingerprint().await;
     let reply = f
         .app
-        .call("config_export", &f.admin_a, json!({"brand_id": f.brand_a}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.admin_a,
+            json!({"brand_id": f.brand_a}),
+        )
         .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert_eq!(reply.body["revision"], 0);
@@ -138,7 +147,11 @@ async fn a_brand_admin_exports_its_brand_as_a_document_that_validates() {
     // with itself: export is a faithful picture.
     let catalogue = f
         .app
-        .call("config_export", &f.platform, json!({"catalogue": true}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.platform,
+            json!({"catalogue": true}),
+        )
         .await;
     assert_eq!(catalogue.status, 200, "{}", catalogue.body);
     let catalogue = document(&catalogue.body).catalogue.expect("the catalogue");
@@ -164,11 +177,19 @@ async fn another_brand_answers_as_an_unknown_one_and_the_catalogue_needs_a_platf
     let unknown = Uuid::new_v4();
     let foreign = f
         .app
-        .call("config_export", &f.admin_a, json!({"brand_id": f.brand_b}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.admin_a,
+            json!({"brand_id": f.brand_b}),
+        )
         .await;
     let missing = f
         .app
-        .call("config_export", &f.admin_a, json!({"brand_id": unknown}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.admin_a,
+            json!({"brand_id": unknown}),
+        )
         .await;
     assert_eq!((foreign.status, missing.status), (404, 404));
     assert_eq!(
@@ -180,7 +201,11 @@ async fn another_brand_answers_as_an_unknown_one_and_the_catalogue_needs_a_platf
     );
     let catalogue = f
         .app
-        .call("config_export", &f.admin_a, json!({"catalogue": true}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.admin_a,
+            json!({"catalogue": true}),
+        )
         .await;
     assert_eq!(catalogue.status, 403, "{}", catalogue.body);
 
@@ -199,7 +224,7 @@ async fn another_brand_answers_as_an_unknown_one_and_the_catalogue_needs_a_platf
     let own = f
         .app
         .call(
-            "config_export",
+            ConfigExportRequest::NAME,
             &branch_admin,
             json!({"brand_id": f.brand_a}),
         )
@@ -214,7 +239,11 @@ async fn another_brand_answers_as_an_unknown_one_and_the_catalogue_needs_a_platf
         let token = f.app.token(role.as_str(), role, &scope).await;
         let reply = f
             .app
-            .call("config_export", &token, json!({"brand_id": f.brand_a}))
+            .call(
+                ConfigExportRequest::NAME,
+                &token,
+                json!({"brand_id": f.brand_a}),
+            )
             .await;
         assert_eq!(reply.status, 403, "{role:?}: {}", reply.body);
         assert_eq!(reply.body["error"]["code"], "forbidden", "{}", reply.body);
@@ -222,12 +251,19 @@ async fn another_brand_answers_as_an_unknown_one_and_the_catalogue_needs_a_platf
     let runner = f.app.runner_token(&[f.branch_a]).await;
     let reply = f
         .app
-        .call("config_export", &runner, json!({"brand_id": f.brand_a}))
+        .call(
+            ConfigExportRequest::NAME,
+            &runner,
+            json!({"brand_id": f.brand_a}),
+        )
         .await;
     assert_eq!(reply.status, 403, "{}", reply.body);
 
     for body in [json!({}), json!({"brand_id": f.brand_a, "catalogue": true})] {
-        let reply = f.app.call("config_export", &f.platform, body).await;
+        let reply = f
+            .app
+            .call(ConfigExportRequest::NAME, &f.platform, body)
+            .await;
         assert_eq!(reply.status, 422, "{}", reply.body);
         assert!(
             reply.body["error"]["message"]
@@ -250,7 +286,11 @@ async fn names_a_document_cannot_tell_apart_are_refused_with_what_to_rename() {
     .expect("a second rule of the same name");
     let reply = f
         .app
-        .call("config_export", &f.admin_a, json!({"brand_id": f.brand_a}))
+        .call(
+            ConfigExportRequest::NAME,
+            &f.admin_a,
+            json!({"brand_id": f.brand_a}),
+        )
         .await;
     assert_eq!(reply.status, 409, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], "ambiguous_names");
@@ -266,7 +306,7 @@ async fn names_a_document_cannot_tell_apart_are_refused_with_what_to_rename() {
 async fn export_brand(f: &Fleet, token: &str, brand: Uuid) -> res_config::Document {
     let reply = f
         .app
-        .call("config_export", token, json!({"brand_id": brand}))
+        .call(ConfigExportRequest::NAME, token, json!({"brand_id": brand}))
         .await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     document(&reply.body)
@@ -307,7 +347,7 @@ async fn an_edited_export_is_shown_then_applied_in_one_revision_and_runners_see_
     let before = f.app.fingerprint().await;
     let mut dry = body.clone();
     dry["dry_run"] = json!(true);
-    let shown = f.app.call("config_apply", &f.admin_a, dry).await;
+    let shown = f.app.call(ConfigApplyRequest::NAME, &f.admin_a, dry).await;
     assert_eq!(shown.status, 200, "{}", shown.body);
     assert_eq!(
         (
@@ -335,7 +375,7 @@ async fn an_edited_export_is_shown_then_applied_in_one_revision_and_runners_see_
         assert!(summary.contains(line), "missing {line:?} in\n{summary}");
     }
 
-    let applied = f.app.call("config_apply", &f.admin_a, body).await;
+    let applied = f.app.call(ConfigApplyRequest::NAME, &f.admin_a, body).await;
     assert_eq!(applied.status, 200, "{}", applied.body);
     assert_eq!(
         (
@@ -388,7 +428,7 @@ async fn an_edited_export_is_shown_then_applied_in_one_revision_and_runners_see_
     let plan = f
         .app
         .call(
-            "get-execution-plan-v2",
+            PlanRequest::NAME,
             &runner,
             json!({"runner_id": "site-olaya"}),
         )
@@ -407,7 +447,7 @@ async fn an_edited_export_is_shown_then_applied_in_one_revision_and_runners_see_
     let replay = f
         .app
         .call(
-            "config_apply",
+            ConfigApplyRequest::NAME,
             &f.admin_a,
             json!({"document": text_of(&again)}),
         )
@@ -446,7 +486,7 @@ async fn a_document_with_problems_is_refused_whole_with_every_path_and_nothing_w
     let reply = f
         .app
         .call(
-            "config_apply",
+            ConfigApplyRequest::NAME,
             &f.admin_a,
             json!({"document": text_of(&edited)}),
         )
@@ -484,7 +524,11 @@ async fn a_document_with_problems_is_refused_whole_with_every_path_and_nothing_w
     ] {
         let reply = f
             .app
-            .call("config_apply", &f.admin_a, json!({"document": document}))
+            .call(
+                ConfigApplyRequest::NAME,
+                &f.admin_a,
+                json!({"document": document}),
+            )
             .await;
         assert_eq!(reply.status, status, "{document}: {}", reply.body);
         assert_eq!(reply.body["error"]["code"], code, "{}", reply.body);
@@ -500,7 +544,7 @@ async fn applying_to_another_brand_answers_as_an_unknown_one_and_only_admins_app
     let foreign = f
         .app
         .call(
-            "config_apply",
+            ConfigApplyRequest::NAME,
             &f.admin_a,
             json!({"document": text_of(&theirs)}),
         )
@@ -513,7 +557,7 @@ async fn applying_to_another_brand_answers_as_an_unknown_one_and_only_admins_app
     let missing = f
         .app
         .call(
-            "config_apply",
+            ConfigApplyRequest::NAME,
             &f.admin_a,
             json!({"document": text_of(&unknown_doc)}),
         )
@@ -541,7 +585,7 @@ async fn applying_to_another_brand_answers_as_an_unknown_one_and_only_admins_app
         let reply = f
             .app
             .call(
-                "config_apply",
+                ConfigApplyRequest::NAME,
                 &token,
                 json!({"document": text_of(&ours), "dry_run": true}),
             )
@@ -559,7 +603,7 @@ async fn an_apply_from_a_stale_export_is_refused_when_it_touches_what_changed_si
         let body = json!({"document": text_of(document), "force": force});
         let app = &f.app;
         let token = f.admin_a.clone();
-        async move { app.call("config_apply", &token, body).await }
+        async move { app.call(ConfigApplyRequest::NAME, &token, body).await }
     };
     let set_window = |document: &res_config::Document, branch: &str, from: &str| {
         let mut d = document.clone();
@@ -607,6 +651,24 @@ async fn an_apply_from_a_stale_export_is_refused_when_it_touches_what_changed_si
         "{}",
         elsewhere.body
     );
+    // The base is checked first, before the document itself (a big brand's full check
+    // and diff take seconds): a stale document is refused as stale even where it is also
+    // invalid, and nothing is written.
+    let before = f.app.fingerprint().await;
+    let broken = set_window(&set_window(&rev1, "Olaya", "10:00"), "Malqa", "25:00");
+    let stale_and_broken = apply(&broken, false).await;
+    assert_eq!(
+        (
+            stale_and_broken.status,
+            &stale_and_broken.body["error"]["code"]
+        ),
+        (409, &json!("stale_revision")),
+        "{}",
+        stale_and_broken.body
+    );
+    assert_eq!(f.app.fingerprint().await, before);
+    let forced_broken = apply(&broken, true).await;
+    assert_eq!(forced_broken.status, 422, "{}", forced_broken.body);
     let forced = apply(&set_window(&rev1, "Olaya", "10:00"), true).await;
     assert_eq!(forced.status, 200, "{}", forced.body);
     assert_eq!(forced.body["revision"], 3);
@@ -632,7 +694,11 @@ async fn huge_documents_are_refused_by_size_before_they_are_read() {
     );
     let reply = f
         .app
-        .call("config_apply", &f.admin_a, json!({"document": big}))
+        .call(
+            ConfigApplyRequest::NAME,
+            &f.admin_a,
+            json!({"document": big}),
+        )
         .await;
     assert_eq!(
         reply.status,
@@ -652,9 +718,10 @@ async fn huge_documents_are_refused_by_size_before_they_are_read() {
         .await
         .expect("connects");
     let head = format!(
-        "POST /functions/v1/config_apply HTTP/1.1\r\nHost: {address}\r\n\
+        "POST {} HTTP/1.1\r\nHost: {address}\r\n\
          Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
          Content-Length: {}\r\n\r\n",
+        ConfigApplyRequest::path(),
         f.admin_a,
         (32 << 20) + 1
     );
@@ -687,7 +754,7 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
         let reply = f
             .app
             .call(
-                "config_apply",
+                ConfigApplyRequest::NAME,
                 &f.admin_a,
                 json!({"document": set_from(&base, from), "message": why}),
             )
@@ -696,7 +763,11 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
     }
     let history = f
         .app
-        .call("config_history", &f.admin_a, json!({"brand_id": f.brand_a}))
+        .call(
+            ConfigHistoryRequest::NAME,
+            &f.admin_a,
+            json!({"brand_id": f.brand_a}),
+        )
         .await;
     assert_eq!(history.status, 200, "{}", history.body);
     let revisions = history.body["revisions"]
@@ -724,7 +795,7 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
     let page = f
         .app
         .call(
-            "config_history",
+            ConfigHistoryRequest::NAME,
             &f.admin_a,
             json!({"brand_id": f.brand_a, "before": 2}),
         )
@@ -739,7 +810,7 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
     // Roll back: revision 1's document, applied again.
     let first = f
         .app
-        .call("config_show", &f.admin_a, json!({"revision": 1}))
+        .call(ConfigShowRequest::NAME, &f.admin_a, json!({"revision": 1}))
         .await;
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["message"], "later opening");
@@ -752,7 +823,7 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
     let rolled = f
         .app
         .call(
-            "config_apply",
+            ConfigApplyRequest::NAME,
             &f.admin_a,
             json!({"document": text_of(&old), "message": "roll back to 1"}),
         )
@@ -789,11 +860,11 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
         .await;
     let theirs = f
         .app
-        .call("config_show", &admin_b, json!({"revision": 1}))
+        .call(ConfigShowRequest::NAME, &admin_b, json!({"revision": 1}))
         .await;
     let nobody = f
         .app
-        .call("config_show", &admin_b, json!({"revision": 999}))
+        .call(ConfigShowRequest::NAME, &admin_b, json!({"revision": 999}))
         .await;
     assert_eq!((theirs.status, nobody.status), (404, 404));
     assert_eq!(
@@ -808,12 +879,272 @@ async fn history_lists_each_apply_and_applying_an_old_revision_rolls_back_to_it(
     );
     let listed = f
         .app
-        .call("config_history", &admin_b, json!({"brand_id": f.brand_a}))
+        .call(
+            ConfigHistoryRequest::NAME,
+            &admin_b,
+            json!({"brand_id": f.brand_a}),
+        )
         .await;
     assert_eq!(listed.status, 404, "{}", listed.body);
     let catalogue = f
         .app
-        .call("config_history", &f.admin_a, json!({"catalogue": true}))
+        .call(
+            ConfigHistoryRequest::NAME,
+            &f.admin_a,
+            json!({"catalogue": true}),
+        )
         .await;
     assert_eq!(catalogue.status, 403, "{}", catalogue.body);
+}
+
+/// A branch (with its rule) archived at one revision and the revision before applied again:
+/// the branch, its rule and the brand rule come back under their ids, active, scheduled
+/// afresh, and the branch's runner (whose key names the branch's id) has the rule again.
+#[tokio::test]
+async fn rolling_back_past_an_archive_brings_the_branch_and_its_rules_back_under_their_ids() {
+    let f = fleet().await;
+    let malqa: (Uuid, Uuid) = sqlx::query_as(
+        "SELECT b.id, x.id FROM branches b JOIN branch_rules x ON x.branch_id = b.id \
+         WHERE b.name = 'Malqa'",
+    )
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("Malqa");
+    let apply = |document: String, message: &'static str| {
+        let app = &f.app;
+        let admin = f.admin_a.clone();
+        async move {
+            app.call(
+                ConfigApplyRequest::NAME,
+                &admin,
+                json!({"document": document, "message": message}),
+            )
+            .await
+        }
+    };
+    // Revision 1: a later opening at Olaya; revision 2: Malqa closed (archived).
+    let mut later = export_brand(&f, &f.admin_a, f.brand_a).await;
+    if let Some(b) = later.brand.as_mut() {
+        for x in &mut b.branches {
+            if let Some(w) = x
+                .rules
+                .get_mut("Queue length")
+                .and_then(|r| r.window.as_mut())
+            {
+                w.from = "09:00".into();
+            }
+        }
+    }
+    assert_eq!(apply(text_of(&later), "later").await.status, 200);
+    let mut closed = export_brand(&f, &f.admin_a, f.brand_a).await;
+    if let Some(b) = closed.brand.as_mut() {
+        b.branches.retain(|x| x.name != "Malqa");
+    }
+    assert_eq!(apply(text_of(&closed), "close Malqa").await.status, 200);
+    let archived: (bool, bool) = sqlx::query_as(
+        "SELECT b.is_archived, x.is_archived FROM branches b JOIN branch_rules x ON x.branch_id = b.id \
+         WHERE b.id = $1",
+    )
+    .bind(malqa.0)
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("archived");
+    assert_eq!(archived, (true, true));
+    let runner = f.app.runner_token(&[malqa.0]).await;
+    let plan = |token: String| {
+        let app = &f.app;
+        async move {
+            let plan = app
+                .call(
+                    PlanRequest::NAME,
+                    &token,
+                    json!({"runner_id": "site-malqa"}),
+                )
+                .await;
+            assert_eq!(plan.status, 200, "{}", plan.body);
+            plan.body["workflows"]
+                .as_array()
+                .map(|w| {
+                    w.iter()
+                        .map(|r| (r["id"].clone(), r["is_archived"].clone()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        }
+    };
+    // The site's plan keeps the rule, archived: it runs nothing.
+    assert_eq!(plan(runner.clone()).await, [(json!(malqa.1), json!(true))]);
+
+    // Another brand's admin naming the archived branch's id is answered as for any id it
+    // does not know, and nothing changes.
+    let admin_b = f.app.brand_token("B admin", Role::Admin, f.brand_b).await;
+    let theirs = export_brand(&f, &admin_b, f.brand_b).await;
+    let stranger = |id: Uuid| {
+        let mut d = theirs.clone();
+        if let Some(b) = d.brand.as_mut() {
+            b.branches[0].id = Some(id);
+        }
+        text_of(&d)
+    };
+    let before = f.app.fingerprint().await;
+    let mut refusals = Vec::new();
+    for id in [malqa.0, Uuid::new_v4()] {
+        let reply = f
+            .app
+            .call(
+                ConfigApplyRequest::NAME,
+                &admin_b,
+                json!({"document": stranger(id), "dry_run": true}),
+            )
+            .await;
+        assert_eq!(reply.status, 422, "{}", reply.body);
+        refusals.push(
+            reply.body["problems"][0]["message"]
+                .as_str()
+                .map(|m| m.replace(&id.to_string(), "ID")),
+        );
+    }
+    assert_eq!(refusals[0], refusals[1]);
+    assert_eq!(f.app.fingerprint().await, before);
+
+    // Revision 1's document applied again: Malqa and its rule are restored.
+    let first = f
+        .app
+        .call(ConfigShowRequest::NAME, &f.admin_a, json!({"revision": 1}))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let old = document(&first.body);
+    let diff = f
+        .app
+        .call(
+            ConfigApplyRequest::NAME,
+            &f.admin_a,
+            json!({"document": text_of(&old), "dry_run": true}),
+        )
+        .await;
+    assert_eq!(diff.status, 200, "{}", diff.body);
+    let summary = diff.body["summary"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        summary.contains("+ branch 'Malqa' (restored: back under its id, with its history)")
+            && summary.contains("+ branch rule 'Malqa / Queue length' (restored")
+            && summary.contains("2 to create (2 restored)"),
+        "{summary}"
+    );
+    assert_eq!(
+        diff.body["diff"]["changes"][0]["restored"], true,
+        "{}",
+        diff.body
+    );
+    let rolled = apply(text_of(&old), "reopen Malqa").await;
+    assert_eq!(rolled.status, 200, "{}", rolled.body);
+    let back: (
+        bool,
+        bool,
+        bool,
+        bool,
+        Option<chrono::DateTime<chrono::Utc>>,
+    ) = sqlx::query_as(
+        "SELECT b.is_archived, b.is_active, x.is_archived, x.is_active, x.next_run_time \
+         FROM branches b JOIN branch_rules x ON x.branch_id = b.id WHERE x.id = $1",
+    )
+    .bind(malqa.1)
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("restored");
+    assert_eq!((back.0, back.1, back.2, back.3), (false, true, false, true));
+    assert!(
+        back.4.is_some_and(|next| next > chrono::Utc::now()),
+        "scheduled afresh, not overdue: {back:?}"
+    );
+    assert_eq!(plan(runner).await, [(json!(malqa.1), json!(false))]);
+    let exported = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let ids: Vec<(String, Option<Uuid>)> = exported
+        .brand
+        .iter()
+        .flat_map(|b| b.branches.iter().map(|x| (x.name.clone(), x.id)))
+        .collect();
+    assert!(
+        ids.contains(&("Malqa".to_owned(), Some(malqa.0))),
+        "{ids:?}"
+    );
+}
+
+/// docs/schedule.md: a window time with a one-digit hour is read as written — `9:00` is
+/// `09:00` — and stored and exported as `09:00`, so applying the same document again
+/// changes nothing. (The console's form: console.rs; the runner's CLI: next_run_cli.rs.)
+#[tokio::test]
+async fn a_one_digit_hour_in_a_document_is_stored_and_exported_as_hh_mm() {
+    let f = fleet().await;
+    let mut doc = export_brand(&f, &f.admin_a, f.brand_a).await;
+    doc.base_revision = None;
+    if let Some(w) = doc
+        .brand
+        .as_mut()
+        .and_then(|b| b.branches.iter_mut().find(|x| x.name == "Olaya"))
+        .and_then(|x| x.rules.get_mut("Queue length"))
+        .and_then(|r| r.window.as_mut())
+    {
+        w.from = "9:00".into();
+    }
+    let text = text_of(&doc);
+    assert!(text.contains("from: \"9:00\""), "{text}");
+    for (round, applied) in [(1, true), (2, false)] {
+        let reply = f
+            .app
+            .call(
+                ConfigApplyRequest::NAME,
+                &f.admin_a,
+                json!({"document": text, "message": "nine"}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(
+            reply.body["applied"], applied,
+            "round {round}: {}",
+            reply.body
+        );
+    }
+    let stored: String = sqlx::query_scalar(
+        "SELECT operation_time_from::text FROM branch_rules WHERE branch_id = $1",
+    )
+    .bind(f.branch_a)
+    .fetch_one(&f.app.pool)
+    .await
+    .expect("the window");
+    assert_eq!(stored, "09:00:00");
+    let exported = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let window = exported
+        .brand
+        .as_ref()
+        .and_then(|b| b.branches.iter().find(|x| x.name == "Olaya"))
+        .and_then(|x| x.rules.get("Queue length"))
+        .and_then(|r| r.window.clone())
+        .expect("a window");
+    assert_eq!(window.from, "09:00");
+}
+
+/// Names are unique ignoring case, so a document may write them in any case: references
+/// resolve to what they name and are stored as the catalogue spells them.
+#[tokio::test]
+async fn names_in_another_case_resolve_to_what_they_name() {
+    let f = fleet().await;
+    let doc = export_brand(&f, &f.admin_a, f.brand_a).await;
+    let text = text_of(&doc)
+        .replace("Queue length:", "queue LENGTH:")
+        .replace("Queue detector:", "QUEUE detector:");
+    assert!(text.contains("queue LENGTH:"), "{text}");
+    let reply = f
+        .app
+        .call(
+            ConfigApplyRequest::NAME,
+            &f.admin_a,
+            json!({"document": text, "dry_run": true}),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.body["summary"], "No changes: the document says what is stored.\n",
+        "{}",
+        reply.body
+    );
 }

@@ -4,6 +4,11 @@
 
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::Call;
+use res_shared::wire::{
+    ConfigApplyRequest, ConfigExportRequest, ConfigHistoryRequest, ConfigShowRequest,
+    ShowExecutionRequest,
+};
 use res_tests::functions::TestApp;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -28,7 +33,7 @@ impl Platform {
         if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
             body.extend(extra.clone());
         }
-        let reply = self.app.call("config_apply", token, body).await;
+        let reply = self.app.call(ConfigApplyRequest::NAME, token, body).await;
         json!({"status": reply.status, "body": reply.body})
     }
 
@@ -40,7 +45,10 @@ impl Platform {
     }
 
     async fn export(&self, scope: Value) -> res_config::Document {
-        let reply = self.app.call("config_export", &self.platform, scope).await;
+        let reply = self
+            .app
+            .call(ConfigExportRequest::NAME, &self.platform, scope)
+            .await;
         assert_eq!(reply.status, 200, "{}", reply.body);
         serde_json::from_value(reply.body["document"].clone()).expect("a document")
     }
@@ -119,7 +127,11 @@ async fn the_catalogue_and_a_new_brand_are_configured_from_nothing_and_export_ro
     assert_eq!(revisions, 2, "one for the catalogue, one for the brand");
     let history = p
         .app
-        .call("config_history", &p.platform, json!({"catalogue": true}))
+        .call(
+            ConfigHistoryRequest::NAME,
+            &p.platform,
+            json!({"catalogue": true}),
+        )
         .await;
     assert_eq!(history.body["revisions"][0]["message"], "by a test");
 }
@@ -190,6 +202,7 @@ async fn what_a_brand_uses_stays_and_what_none_uses_is_archived_or_pruned() {
     let p = platform().await;
     p.configured().await;
     let mut catalogue = p.export(json!({"catalogue": true})).await;
+    let as_exported = catalogue.clone();
     let before = p.app.fingerprint().await;
 
     // Dropping a rule the brand runs (and the templates its branches set) is refused.
@@ -246,6 +259,30 @@ async fn what_a_brand_uses_stays_and_what_none_uses_is_archived_or_pruned() {
     .await
     .expect("archived row");
     assert_eq!(kept, (1, true));
+
+    // Rolling back to the export before: the template comes back under its id.
+    let archived_id = as_exported
+        .catalogue
+        .iter()
+        .flat_map(|c| c.action_templates.iter())
+        .find(|t| t.name == "Tell the manager")
+        .and_then(|t| t.id);
+    let mut rollback = as_exported.clone();
+    rollback.base_revision = None;
+    let reply = p.applied(&yaml(&rollback)).await;
+    assert!(
+        reply["summary"].as_str().is_some_and(|s| s.contains(
+            "+ action template 'Tell the manager' (restored: back under its id, with its history)"
+        )),
+        "{reply}"
+    );
+    let back: (Option<Uuid>, bool) = sqlx::query_as(
+        "SELECT id, is_archived FROM action_templates WHERE name = 'Tell the manager'",
+    )
+    .fetch_one(&p.app.pool)
+    .await
+    .expect("the template");
+    assert_eq!(back, (archived_id, false));
 
     // Once the brand has let go of a rule, prune deletes it and its template for good.
     let id: Uuid = sqlx::query_scalar("SELECT id FROM brands")
@@ -401,7 +438,7 @@ async fn an_execution_says_which_configuration_revisions_it_ran_with() {
     let shown = p
         .app
         .call(
-            "executions_show",
+            ShowExecutionRequest::NAME,
             &p.platform,
             json!({"execution_id": claim.execution}),
         )
@@ -476,7 +513,7 @@ impl Platform {
         let shown = self
             .app
             .call(
-                "config_show",
+                ConfigShowRequest::NAME,
                 &self.platform,
                 json!({"revision": applied["revision"]}),
             )

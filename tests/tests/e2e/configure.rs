@@ -217,3 +217,131 @@ async fn a_run_in_flight_keeps_the_workflow_it_started_with_and_the_next_takes_t
     );
     assert_eq!(system.violations(rule).await, 1);
 }
+
+/// `resctl` with `token`, which must succeed; its standard output.
+async fn resctl_ok(system: &System, token: &str, args: &[&str]) -> String {
+    let output = system.resctl(token, args).await;
+    assert!(
+        output.status.success(),
+        "resctl {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Executions of `rule` that ended.
+async fn ended(system: &System, rule: Uuid) -> usize {
+    system
+        .executions(rule)
+        .await
+        .iter()
+        .filter(|e| e.1 != "running" && e.1 != "scheduled")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_branch_archived_then_rolled_back_runs_its_rules_at_its_site_again() {
+    let system = System::start().await;
+    let rule = system
+        .rule(
+            res_tests::functions::RuleSpec {
+                cron: Some("*/2 * * * * *"),
+                next_run_time: Some(chrono::Utc::now()),
+                ..res_tests::functions::RuleSpec::default()
+            },
+            &super::system::detector(0.1, 0),
+        )
+        .await;
+    let _runner = system.runner("site-1", &[]);
+    system.completes(rule, "a run before the archive").await;
+    let brand: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
+        .bind(system.branch)
+        .fetch_one(&system.pool)
+        .await
+        .expect("the brand");
+    let platform = functions_cli(
+        system.database_url(),
+        &[
+            "create-api-key",
+            "--name",
+            "platform",
+            "--role",
+            "admin",
+            "--all-brands",
+        ],
+    );
+    let export = resctl_ok(
+        &system,
+        &platform,
+        &["export", "--brand", &brand.to_string()],
+    )
+    .await;
+    let exported = res_config::parse(&export).expect("the export parses");
+    let write = |name: &str, document: &res_config::Document| {
+        let path = system.dir.join(name);
+        let text = res_config::to_yaml(document, "by the test").expect("yaml");
+        std::fs::write(&path, text).expect("written");
+        path.to_str().expect("a UTF-8 path").to_owned()
+    };
+    // Revision 1 keeps the branch (a higher failure threshold); revision 2 archives it.
+    let mut kept = exported.clone();
+    kept.base_revision = None;
+    for rule in kept.brand.iter_mut().flat_map(|b| b.rules.values_mut()) {
+        rule.failure_threshold = Some(5);
+    }
+    let kept = write("kept.yaml", &kept);
+    resctl_ok(
+        &system,
+        &platform,
+        &["apply", "-f", &kept, "-m", "threshold 5"],
+    )
+    .await;
+    let mut archived = exported.clone();
+    archived.base_revision = None;
+    if let Some(b) = archived.brand.as_mut() {
+        b.branches.clear();
+    }
+    let archived = write("archived.yaml", &archived);
+    let out = resctl_ok(
+        &system,
+        &platform,
+        &["apply", "-f", &archived, "-m", "close it"],
+    )
+    .await;
+    assert!(out.contains("- branch 'Branch' (archived"), "{out}");
+
+    // The site stops running it: after the run in flight, nothing more ends.
+    res_tests::processes::eventually("the run in flight ended", WAIT, || async {
+        system
+            .statuses(rule)
+            .await
+            .iter()
+            .all(|s| s != "running" && s != "scheduled")
+    })
+    .await;
+    let before = ended(&system, rule).await;
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(ended(&system, rule).await, before, "an archived rule ran");
+
+    // Revision 1's document applied again: the branch and its rule come back under their
+    // ids, and the site (whose key names that branch) runs the rule again.
+    let old = resctl_ok(&system, &platform, &["config", "show", "1", "--document"]).await;
+    let path = system.dir.join("revision-1.yaml");
+    std::fs::write(&path, old).expect("written");
+    let out = resctl_ok(
+        &system,
+        &platform,
+        &["apply", "-f", path.to_str().expect("path"), "-m", "reopen"],
+    )
+    .await;
+    assert!(
+        out.contains("+ branch 'Branch' (restored: back under its id, with its history)")
+            && out.contains("Applied as configuration revision 3."),
+        "{out}"
+    );
+    res_tests::processes::eventually("the restored rule ran at the site", WAIT, || async {
+        ended(&system, rule).await >= before + 2
+    })
+    .await;
+}

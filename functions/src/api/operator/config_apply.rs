@@ -2,6 +2,8 @@
 //! `dry_run`) only what it would change. Validated first by the code that runs it; nothing
 //! is written on any refusal. Each apply is a revision of its scope (docs/configure.md).
 
+use std::collections::HashMap;
+
 use axum::Json;
 use axum::extract::State;
 use res_config::{Diff, Document};
@@ -108,7 +110,7 @@ fn refused(path: &str, message: &str) -> ApiError {
 }
 
 impl Job<'_> {
-    async fn brand(&self, desired: Document) -> Result<ConfigApplyResponse, ApiError> {
+    async fn brand(&self, mut desired: Document) -> Result<ConfigApplyResponse, ApiError> {
         let Some(brand) = desired.brand.as_ref() else {
             return Err(refused("$", "a document to apply needs a `brand`"));
         };
@@ -127,8 +129,13 @@ impl Job<'_> {
         };
         let catalogue = db::config::catalogue(&mut tx).await?;
         ambiguous_in_catalogue(brand, &catalogue)?;
+        if !created {
+            self.refuse_if_stale(&mut tx, Some(brand_id), &desired, Some(&catalogue))
+                .await?;
+        }
         // Checking the document (CPU) and reading the stored brand (the database) at once.
         let checking = tokio::task::spawn_blocking(move || {
+            res_config::resolve_names(&mut desired, Some(&catalogue));
             let report = res_config::validate(&desired, Some(&catalogue));
             (desired, catalogue, report)
         });
@@ -143,8 +150,10 @@ impl Job<'_> {
         let Some(brand) = desired.brand.as_ref() else {
             return Err(refused("$", "a document to apply needs a `brand`"));
         };
+        let archived =
+            db::config_archive::of_brand(&mut tx, brand_id, &res_config::brand_ids(brand)).await?;
         let mut problems = report.errors;
-        problems.extend(res_config::unknown_ids(&current, brand));
+        problems.extend(res_config::unknown_ids(&current, brand, &archived));
         if !problems.is_empty() {
             return Err(ApiError::invalid_document(problems, report.warnings));
         }
@@ -153,15 +162,14 @@ impl Job<'_> {
         desired.normalize();
         // A new brand is a created object in the diff, not a renamed empty one.
         current_doc.brand = (!created).then(|| current.clone());
-        let diff = res_config::diff(
+        let mut diff = res_config::diff(
             &current_doc,
             &desired,
             Some(&catalogue),
             self.now,
             self.request.prune,
         );
-        self.check_base(&mut tx, Some(brand_id), &desired, latest, &diff)
-            .await?;
+        diff.mark_restored(&desired, &archived);
         if self.request.dry_run || diff.changes.is_empty() {
             return answer(false, latest, &diff, report.warnings);
         }
@@ -174,6 +182,7 @@ impl Job<'_> {
             desired: desired_brand,
             catalogue: &catalogue,
             moved: db::config_apply::moved_branch_rules(&diff),
+            archived: &archived,
             prune: self.request.prune,
             now: self.now,
         };
@@ -234,27 +243,33 @@ impl Job<'_> {
         }
     }
 
-    async fn catalogue(&self, desired: Document) -> Result<ConfigApplyResponse, ApiError> {
+    async fn catalogue(&self, mut desired: Document) -> Result<ConfigApplyResponse, ApiError> {
         may_configure(self.state, self.caller, ConfigScope::Catalogue).await?;
+        let mut tx = self.state.pool.begin().await?;
+        db::config::lock_catalogue(&mut tx).await?;
+        self.refuse_if_stale(&mut tx, None, &desired, None).await?;
+        let (current_doc, latest) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
+        let current = current_doc.catalogue.clone().unwrap_or_default();
+        res_config::resolve_names(&mut desired, None);
         let Some(after) = desired.catalogue.as_ref() else {
             return Err(refused("$", "a document to apply needs a `catalogue`"));
         };
-        let mut tx = self.state.pool.begin().await?;
-        db::config::lock_catalogue(&mut tx).await?;
-        let (current_doc, latest) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
-        let current = current_doc.catalogue.clone().unwrap_or_default();
         let report = res_config::validate(&desired, None);
+        let archived =
+            db::config_archive::of_catalogue(&mut tx, &res_config::catalogue_ids(after)).await?;
         let mut problems = report.errors;
-        problems.extend(res_config::unknown_catalogue_ids(&current, after));
+        problems.extend(res_config::unknown_catalogue_ids(
+            &current, after, &archived,
+        ));
         if !problems.is_empty() {
             return Err(ApiError::invalid_document(problems, report.warnings));
         }
-        let diff = res_config::diff(&current_doc, &desired, None, self.now, self.request.prune);
-        self.check_base(&mut tx, None, &desired, latest, &diff)
-            .await?;
+        let mut diff = res_config::diff(&current_doc, &desired, None, self.now, self.request.prune);
+        diff.mark_restored(&desired, &archived);
         let apply = CatalogueApply {
             current: &current,
             desired: after,
+            archived: &archived,
             prune: self.request.prune,
         };
         let used = db::config_catalogue::still_used(&mut tx, &apply).await?;
@@ -298,21 +313,32 @@ impl Job<'_> {
         answer(true, revision, &diff, report.warnings)
     }
 
-    /// Refuses a document whose `base_revision` is stale for what it changes, unless forced.
-    async fn check_base(
+    /// Refuses a document whose `base_revision` is stale for what it changes, unless
+    /// forced — first, before the document is checked or its runs previewed (seconds for a
+    /// brand of thousands of branches): only the objects' fields are compared, so the
+    /// refusal comes at once.
+    async fn refuse_if_stale(
         &self,
         tx: &mut sqlx::PgConnection,
         brand_id: Option<Uuid>,
         desired: &Document,
-        latest: i64,
-        diff: &Diff,
+        catalogue: Option<&res_config::Catalogue>,
     ) -> Result<(), ApiError> {
-        match desired.base_revision {
-            Some(base) if base != latest && !self.request.force => {
-                stale(tx, brand_id, base, latest, diff).await
-            }
-            _ => Ok(()),
+        let Some(base) = desired.base_revision.filter(|_| !self.request.force) else {
+            return Ok(());
+        };
+        let latest = db::config::latest_revision(tx, brand_id).await?;
+        if base == latest {
+            return Ok(());
         }
+        let scope = brand_id.map_or(ConfigScope::Catalogue, ConfigScope::Brand);
+        let (current, _) = stored_document_on(tx, scope).await?;
+        // Compared as it would be stored (names, defaults, times), like the full diff.
+        let mut probe = desired.clone();
+        res_config::resolve_names(&mut probe, catalogue);
+        probe.normalize();
+        let changes = res_config::changed_objects(&current, &probe, self.request.prune);
+        stale(tx, brand_id, base, latest, &changes).await
     }
 
     /// Records the apply as the scope's next revision, with the document as now stored.
@@ -423,14 +449,17 @@ async fn stale(
             ),
         ));
     }
-    let since = db::config_apply::changed_since(conn, brand_id, base).await?;
+    // The latest change of each object since `base`, looked up (not scanned: a brand-wide
+    // change is tens of thousands of them).
+    let since: HashMap<(String, String), (i64, String)> =
+        db::config_apply::changed_since(conn, brand_id, base)
+            .await?
+            .into_iter()
+            .map(|(kind, name, revision, who)| ((kind, name), (revision, who)))
+            .collect();
     let mut touched: Vec<String> = Vec::new();
     for change in &mine.changes {
-        if let Some((_, _, revision, who)) = since
-            .iter()
-            .rev()
-            .find(|(kind, name, _, _)| *kind == change.kind && *name == change.name)
-        {
+        if let Some((revision, who)) = since.get(&(change.kind.clone(), change.name.clone())) {
             touched.push(format!(
                 "{} '{}' (revision {revision}, by {who})",
                 change.kind, change.name
@@ -440,6 +469,12 @@ async fn stale(
     if touched.is_empty() {
         return Ok(());
     }
+    // A brand-wide change touches thousands: the first ones name it.
+    let more = touched.len().saturating_sub(STALE_NAMED);
+    touched.truncate(STALE_NAMED);
+    if more > 0 {
+        touched.push(format!("and {more} more"));
+    }
     Err(ApiError::conflict(
         ErrorCode::StaleRevision,
         format!(
@@ -448,3 +483,6 @@ async fn stale(
         ),
     ))
 }
+
+/// How many objects a stale refusal names.
+const STALE_NAMED: usize = 20;
