@@ -20,7 +20,8 @@ pub(crate) struct Cli {
     /// config file's `url`, else http://127.0.0.1:54321].
     #[arg(long, env = "RES_URL", global = true)]
     pub(crate) url: Option<String>,
-    /// An operator or viewer key [default: the config file's `token`].
+    /// The API key; each command's help says which role it needs [default: the config
+    /// file's `token`].
     #[arg(long, env = "RES_TOKEN", hide_env_values = true, global = true)]
     pub(crate) token: Option<String>,
     /// A TOML file with `url` and `token` [default: $XDG_CONFIG_HOME/resctl/config.toml,
@@ -41,6 +42,7 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// The fleet at a glance: rules, runners and the last day's runs counted, and what
     /// needs someone grouped by rule and reason, with how many branches and since when.
+    #[command(after_help = READS)]
     Fleet {
         /// One brand of your scope.
         #[arg(long)]
@@ -73,28 +75,54 @@ pub(crate) enum Command {
     Config(ConfigCommand),
     /// The stored configuration as a YAML document (an admin key): one brand, or the
     /// catalogue (a platform-wide key).
+    #[command(after_help = CONFIGURES)]
     Export(ExportArgs),
     /// What applying a brand or catalogue document would change, checked by the functions
     /// (nothing is written): each object and field, and when each moved branch rule runs
     /// next.
-    Diff(ApplyArgs),
+    #[command(after_help = CONFIGURES)]
+    Diff(DiffArgs),
     /// Apply a brand or catalogue document in one transaction, or nothing: the diff, then
     /// the new configuration revision. A brand document without an id names its brand by
     /// name (a platform-wide key naming a new one makes it).
+    #[command(after_help = CONFIGURES)]
     Apply(ApplyArgs),
 }
 
+/// The role a reading command needs, under its help.
+const READS: &str = "Key: a viewer, operator or admin key (or a service key), through --token, \
+RES_TOKEN or the config file; it sees its own scope only.";
+/// … an acting command.
+const ACTS: &str = "Key: an operator or admin key (or a service key), through --token, \
+RES_TOKEN or the config file; a viewer key is refused (exit 3).";
+/// … a command over keys or channels.
+const ADMIN: &str = "Key: an admin key (or, for channels, a service key), through --token, \
+RES_TOKEN or the config file; it manages what lies inside its own scope.";
+/// … a command over configuration documents.
+const CONFIGURES: &str = "Key: an admin key of the whole brand; the catalogue takes an \
+all-brands admin key or a service key. Through --token, RES_TOKEN or the config file.";
+/// … a command that reads no functions.
+const OFFLINE: &str = "Key: none; no functions are needed.";
+
+/// A document to show the changes of.
 #[derive(Debug, Args)]
-pub(crate) struct ApplyArgs {
+pub(crate) struct DiffArgs {
     /// The document (YAML or JSON; `-` reads standard input).
     #[arg(short = 'f', long = "file")]
     pub(crate) file: PathBuf,
-    /// Why (recorded with the revision).
-    #[arg(short = 'm', long = "message")]
-    pub(crate) message: Option<String>,
     /// Delete what the document leaves out, with its history, instead of archiving it.
     #[arg(long)]
     pub(crate) prune: bool,
+}
+
+/// A document to apply.
+#[derive(Debug, Args)]
+pub(crate) struct ApplyArgs {
+    #[command(flatten)]
+    pub(crate) document: DiffArgs,
+    /// Why (recorded with the revision).
+    #[arg(short = 'm', long = "message")]
+    pub(crate) message: Option<String>,
     /// Apply even when objects it changes were changed since its base_revision.
     #[arg(long)]
     pub(crate) force: bool,
@@ -118,9 +146,11 @@ pub(crate) struct ExportArgs {
 pub(crate) enum ConfigCommand {
     /// The JSON Schema of configuration documents, for editors (`# yaml-language-server:
     /// $schema=…` or VS Code's `yaml.schemas`).
+    #[command(after_help = OFFLINE)]
     Schema,
     /// Check a document here, without the functions: every problem with its path, then
     /// warnings. Exit 2 when it has problems.
+    #[command(after_help = OFFLINE)]
     Validate {
         /// The document (YAML or JSON; `-` reads standard input).
         #[arg(short = 'f', long = "file")]
@@ -131,6 +161,7 @@ pub(crate) enum ConfigCommand {
     },
     /// Compare two documents here: what applying FILE over FROM would create, change and
     /// archive, with the next runs of every branch rule whose timing moves.
+    #[command(after_help = OFFLINE)]
     Compare {
         /// The document as it was (an earlier export, say).
         #[arg(long)]
@@ -146,6 +177,7 @@ pub(crate) enum ConfigCommand {
         prune: bool,
     },
     /// The applied revisions of a brand or of the catalogue, newest first (an admin key).
+    #[command(after_help = CONFIGURES)]
     History {
         /// The brand's id.
         #[arg(
@@ -166,6 +198,7 @@ pub(crate) enum ConfigCommand {
     },
     /// One revision: who, when, why and its changes; with --document, the document as
     /// applied (apply it to roll back to that revision).
+    #[command(after_help = CONFIGURES)]
     Show {
         revision: i64,
         /// Print the document (YAML) instead of the changes.
@@ -187,6 +220,7 @@ impl ConfigCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ChannelCommand {
     /// The channels of your brands: where each points, whether it delivers, what waits.
+    #[command(after_help = READS)]
     List {
         /// One brand.
         #[arg(long)]
@@ -194,6 +228,7 @@ pub(crate) enum ChannelCommand {
     },
     /// A new channel (an admin key of the whole brand); a webhook's signing secret is
     /// printed this once.
+    #[command(after_help = ADMIN)]
     Create {
         #[arg(long)]
         brand: Uuid,
@@ -207,11 +242,13 @@ pub(crate) enum ChannelCommand {
         to: String,
     },
     /// Delete a channel and the messages waiting for it.
+    #[command(after_help = ADMIN)]
     Delete {
         /// The channel's id.
         channel: Uuid,
     },
     /// Queue a test message behind the channel's others.
+    #[command(after_help = ADMIN)]
     Test {
         /// The channel's id.
         channel: Uuid,
@@ -225,12 +262,14 @@ fn parse_channel_kind(text: &str) -> Result<ChannelKind, String> {
 #[derive(Debug, Subcommand)]
 pub(crate) enum KeyCommand {
     /// Keys whose whole scope lies inside yours: name, role, scope, last use; never a secret.
+    #[command(after_help = ADMIN)]
     List {
         /// Include revoked keys.
         #[arg(long)]
         all: bool,
     },
     /// Make a key inside your scope (an admin key's); its secret is printed this once.
+    #[command(after_help = ADMIN)]
     Create {
         /// Who will hold it.
         #[arg(long)]
@@ -250,11 +289,13 @@ pub(crate) enum KeyCommand {
     },
     /// Make a successor of a key, same name, role and scope; its secret is printed this once.
     /// The old key works until you revoke it.
+    #[command(after_help = ADMIN)]
     Rotate {
         /// The key's id.
         id: uuid::Uuid,
     },
     /// Revoke a key: it stops working at once.
+    #[command(after_help = ADMIN)]
     Revoke {
         /// The key's id.
         id: uuid::Uuid,
@@ -264,18 +305,24 @@ pub(crate) enum KeyCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum RuleCommand {
     /// Rules with their state, next run and last run; needs-attention and overdue marked.
+    #[command(after_help = READS)]
     List(RuleListArgs),
     /// Run the rule as soon as a runner of its branch claims it, even outside its window.
+    #[command(after_help = ACTS)]
     RunNow(GroupableAction),
     /// No new run starts; a live run finishes.
+    #[command(after_help = ACTS)]
     Pause(GroupableAction),
     /// Clear a pause, a force-stop or "needs attention"; the next run comes from the schedule.
+    #[command(after_help = ACTS)]
     Resume(GroupableAction),
     /// No new run starts and the live run is cancelled.
+    #[command(after_help = ACTS)]
     ForceStop(RuleAction),
     /// Acknowledge that the rule needs attention (or is overdue): `fleet` and the console
     /// show it apart, with who, why and until when, until `--hours` run out or it is
     /// flagged anew.
+    #[command(after_help = ACTS)]
     Acknowledge {
         #[command(flatten)]
         action: GroupableAction,
@@ -284,6 +331,7 @@ pub(crate) enum RuleCommand {
         hours: u32,
     },
     /// The rule's state, what blocks it, its schedule in words, next runs and last runs.
+    #[command(after_help = READS)]
     Describe {
         #[command(flatten)]
         rule: RuleRef,
@@ -353,6 +401,7 @@ pub(crate) struct PageArgs {
 #[derive(Debug, Subcommand)]
 pub(crate) enum RunnerCommand {
     /// Runners with their state (alive, stale, gone), version, boot, last plan and outbox.
+    #[command(after_help = READS)]
     List {
         #[arg(long)]
         brand: Option<Uuid>,
@@ -370,6 +419,7 @@ pub(crate) enum RunnerCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ViolationCommand {
     /// Violations newest first, with the execution that found each.
+    #[command(after_help = READS)]
     List {
         #[arg(long)]
         brand: Option<Uuid>,
@@ -395,14 +445,17 @@ pub(crate) enum ViolationCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ExecutionCommand {
     /// Executions newest first.
+    #[command(after_help = READS)]
     List(ListArgs),
     /// One execution in full, with its violations and retry chain.
+    #[command(after_help = READS)]
     Show {
         /// The execution's id.
         execution: Uuid,
     },
     /// What its programs printed: the last 64 KiB of each stream of each node run, the cut
     /// marked, control characters shown as escapes.
+    #[command(after_help = READS)]
     Logs {
         /// The execution's id.
         execution: Uuid,
@@ -414,6 +467,7 @@ pub(crate) enum ExecutionCommand {
         stream: Option<OutputStream>,
     },
     /// Stop an execution (a running one within one heartbeat interval).
+    #[command(after_help = ACTS)]
     Cancel {
         /// The execution's id.
         execution: Uuid,
@@ -479,4 +533,74 @@ fn parse_attention_kind(text: &str) -> Result<AttentionKind, String> {
 
 fn parse_runner_state(text: &str) -> Result<RunnerState, String> {
     RunnerState::parse(text).ok_or_else(|| format!("no runner state '{text}'"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every command a person runs, by its words (`rules run-now`).
+    fn leaves(command: &clap::Command, path: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in command.get_subcommands() {
+            let words = format!("{path} {}", sub.get_name()).trim().to_owned();
+            if sub.has_subcommands() {
+                leaves(sub, &words, out);
+            } else {
+                out.push((words, sub.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn every_commands_help_names_the_key_it_needs_and_only_its_own_flags() {
+        let cli = Cli::command();
+        cli.clone().debug_assert();
+        let token = cli
+            .get_arguments()
+            .find(|a| a.get_id() == "token")
+            .and_then(|a| a.get_help().map(ToString::to_string))
+            .unwrap_or_default();
+        assert!(!token.contains("operator or viewer"), "{token}");
+        let mut all = Vec::new();
+        leaves(&cli, "", &mut all);
+        assert!(all.len() > 25, "{}", all.len());
+        for (words, command) in &all {
+            let after = command
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(
+                after.starts_with("Key: "),
+                "`resctl {words} --help` names no key"
+            );
+        }
+        let key = |words: &str| {
+            all.iter()
+                .find(|(w, _)| w == words)
+                .and_then(|(_, c)| c.get_after_help().map(ToString::to_string))
+                .unwrap_or_default()
+        };
+        for words in ["apply", "diff", "export", "config history", "config show"] {
+            assert!(key(words).starts_with("Key: an admin key"), "{words}");
+        }
+        assert!(key("rules run-now").starts_with("Key: an operator or admin key"));
+        assert!(key("rules describe").starts_with("Key: a viewer, operator or admin key"));
+        assert!(key("config validate").starts_with("Key: none"));
+        let flags = |words: &str| -> Vec<String> {
+            all.iter()
+                .find(|(w, _)| w == words)
+                .map(|(_, c)| c.get_arguments().map(|a| a.get_id().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let diff = flags("diff");
+        assert!(diff.contains(&"file".to_owned()) && diff.contains(&"prune".to_owned()));
+        assert!(
+            !diff.contains(&"force".to_owned()) && !diff.contains(&"message".to_owned()),
+            "{diff:?}"
+        );
+        let apply = flags("apply");
+        assert!(apply.contains(&"force".to_owned()) && apply.contains(&"message".to_owned()));
+    }
 }

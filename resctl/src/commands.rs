@@ -17,8 +17,8 @@ use uuid::Uuid;
 use crate::action::{self, Act};
 use crate::channels;
 use crate::cli::{
-    ChannelCommand, Cli, Command, ConfigCommand, ExecutionCommand, KeyCommand, RuleCommand,
-    RuleRef, RunnerCommand, ViolationCommand,
+    ApplyArgs, ChannelCommand, Cli, Command, ConfigCommand, DiffArgs, ExecutionCommand, KeyCommand,
+    RuleCommand, RuleRef, RunnerCommand, ViolationCommand,
 };
 use crate::logs;
 use crate::render;
@@ -288,20 +288,8 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
         }
         // Run offline in `main`, before any client exists.
         Command::Config(_) => Ok(String::new()),
-        Command::Diff(args) | Command::Apply(args) => {
-            let dry_run = matches!(cli.command, Command::Diff(_));
-            let document = crate::documents::read_text(&args.file).map_err(Unresolved::NotFound)?;
-            let answer = client
-                .call(&ConfigApplyRequest {
-                    document,
-                    message: args.message.clone(),
-                    dry_run,
-                    prune: args.prune,
-                    force: args.force,
-                })
-                .await?;
-            emit(json, &answer, || render::applied(&answer, dry_run))
-        }
+        Command::Diff(args) => apply(client, args, None, json).await,
+        Command::Apply(args) => apply(client, &args.document, Some(args), json).await,
         Command::Export(args) => {
             let answer = client
                 .call(&ConfigExportRequest {
@@ -346,6 +334,26 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
             emit(json, &answer, || render::violations(&answer, now))
         }
     }
+}
+
+/// `resctl diff` (no `apply`: nothing is written) or `resctl apply`.
+async fn apply(
+    client: &FunctionsClient,
+    document: &DiffArgs,
+    apply: Option<&ApplyArgs>,
+    json: bool,
+) -> Result<String, Unresolved> {
+    let text = crate::documents::read_text(&document.file).map_err(Unresolved::BadInput)?;
+    let answer = client
+        .call(&ConfigApplyRequest {
+            document: text,
+            message: apply.and_then(|a| a.message.clone()),
+            dry_run: apply.is_none(),
+            prune: document.prune,
+            force: apply.is_some_and(|a| a.force),
+        })
+        .await?;
+    emit(json, &answer, || render::applied(&answer, apply.is_none()))
 }
 
 /// A `--rule` filter (id or name, narrowed by `--branch`).

@@ -32,7 +32,10 @@ pub(crate) fn run(command: &ConfigCommand, json: bool) -> Result<Outcome, String
                 Err(outcome) => return Ok(outcome),
             };
             let report = match read_document(file)? {
-                Ok(document) => res_config::validate(&document, stored.as_ref()),
+                Ok(mut document) => {
+                    res_config::resolve_names(&mut document, stored.as_ref());
+                    res_config::validate(&document, stored.as_ref())
+                }
                 Err(problem) => Report {
                     errors: vec![problem],
                     warnings: Vec::new(),
@@ -89,7 +92,8 @@ fn compare(
     let mut documents = Vec::new();
     for path in [from, file] {
         let report = match read_document(path)? {
-            Ok(document) => {
+            Ok(mut document) => {
+                res_config::resolve_names(&mut document, stored.as_ref());
                 let report = res_config::validate(&document, stored.as_ref());
                 documents.push(document);
                 report
@@ -125,17 +129,29 @@ fn read_document(path: &Path) -> Result<Result<Document, Problem>, String> {
 }
 
 /// A document's text (`-`: standard input), read up to one byte past the largest
-/// document so the parser can say it is too large.
+/// document so the parser can say it is too large. Unreadable input and bytes that are not
+/// UTF-8 text are both bad input (exit 2), named with the file.
 pub(crate) fn read_text(path: &Path) -> Result<String, String> {
     let limit = res_config::MAX_DOCUMENT_BYTES as u64 + 1;
-    let mut text = String::new();
-    let read = if path == Path::new("-") {
-        std::io::stdin().take(limit).read_to_string(&mut text)
+    let mut bytes = Vec::new();
+    let stdin = path == Path::new("-");
+    let name = if stdin {
+        "standard input".to_owned()
     } else {
-        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut text))
+        path.display().to_string()
     };
-    read.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    Ok(text)
+    let read = if stdin {
+        std::io::stdin().take(limit).read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| format!("cannot read {name}: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{name} is not UTF-8 text (at byte offset {}): documents are YAML or JSON in UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 fn lines(kind: &str, problems: &[Problem]) -> String {

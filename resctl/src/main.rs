@@ -41,6 +41,7 @@ impl Failure {
         match error {
             Unresolved::NotFound(_) => Failure::NotFound,
             Unresolved::Ambiguous(_) => Failure::Refused,
+            Unresolved::BadInput(_) => Failure::BadUsage,
             Unresolved::Partly { unreachable, .. } => {
                 if *unreachable {
                     Failure::Unreachable
@@ -98,7 +99,7 @@ fn main() -> ExitCode {
     else {
         eprintln!(
             "error: no token: pass --token, set RES_TOKEN or put `token` in the config file \
-             (an operator or viewer key)"
+             (the key this command needs: see its --help)"
         );
         return ExitCode::from(Failure::Unauthorized as u8);
     };
@@ -137,7 +138,9 @@ fn main() -> ExitCode {
         Err(error) => {
             let failure = Failure::of(&error);
             match error {
-                Unresolved::NotFound(message) | Unresolved::Ambiguous(message) => {
+                Unresolved::NotFound(message)
+                | Unresolved::Ambiguous(message)
+                | Unresolved::BadInput(message) => {
                     eprintln!("error: {message}");
                 }
                 Unresolved::Partly { output, why, .. } => {

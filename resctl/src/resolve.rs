@@ -14,6 +14,9 @@ pub(crate) enum Unresolved {
     NotFound(String),
     /// Several things do; the message lists them.
     Ambiguous(String),
+    /// Input resctl itself cannot read (a file, standard input): bad usage, like
+    /// arguments it cannot parse.
+    BadInput(String),
     /// Done at some of a group's branches, not all: what was done (printed as usual),
     /// and why not the rest.
     Partly {

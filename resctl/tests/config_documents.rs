@@ -113,7 +113,8 @@ fn unreadable_documents_are_refused_with_their_place() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out).starts_with("error: line 3, column 3: "),
+        text(&out)
+            .starts_with("error: brand: the key 'name' appears twice here (line 3, column 3)\n"),
         "{}",
         text(&out)
     );
@@ -209,4 +210,74 @@ fn compare_shows_each_change_and_when_the_branch_rule_runs_before_and_after() {
         text(&out)
     );
     let _ = std::fs::remove_file(&moved);
+}
+
+/// `resctl` with no token, URL or config file of this machine's, `stdin` as its input.
+fn resctl_bytes(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_resctl"))
+        .args(args)
+        .env_remove("RES_TOKEN")
+        .env_remove("RES_URL")
+        .env_remove("RESCTL_CONFIG")
+        .env("XDG_CONFIG_HOME", "/nonexistent")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("resctl starts");
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(stdin).expect("stdin");
+    }
+    child.wait_with_output().expect("resctl ends")
+}
+
+/// Every command that reads a file or standard input exits 2 (bad usage) on one it cannot
+/// read or that is not UTF-8 text, naming it, before anything is sent anywhere.
+#[test]
+fn every_command_that_reads_a_file_exits_2_when_it_cannot_read_or_decode_it() {
+    let dir = std::env::temp_dir().join(format!("resctl-input-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let latin1 = dir.join("latin1.yaml");
+    std::fs::write(&latin1, b"brand:\n  name: M\xfcnchen\n").expect("written");
+    let latin1 = latin1.to_str().expect("a UTF-8 path").to_owned();
+    let missing = dir.join("missing.yaml").to_str().expect("path").to_owned();
+    let good = repo("docs/config/brand.yaml");
+    let good = good.to_str().expect("path");
+    // Online commands read the file first: a closed port proves nothing was sent.
+    let online = ["--url", "http://127.0.0.1:9", "--token", "res_unused"];
+    for bad in [&latin1, &missing] {
+        let commands: Vec<Vec<&str>> = vec![
+            vec!["config", "validate", "-f", bad],
+            vec!["config", "validate", "-f", good, "--catalogue", bad],
+            vec!["config", "compare", "--from", bad, "-f", good],
+            vec!["config", "compare", "--from", good, "-f", bad],
+            [&online[..], &["apply", "-f", bad]].concat(),
+            [&online[..], &["diff", "-f", bad]].concat(),
+        ];
+        for args in commands {
+            let out = resctl_bytes(&args, b"");
+            let all = format!("{}{}", text(&out), String::from_utf8_lossy(&out.stderr));
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {all}");
+            assert!(all.contains(bad.as_str()), "{args:?} names the file: {all}");
+            if bad == &latin1 {
+                assert!(
+                    all.contains("is not UTF-8 text (at byte offset 16)"),
+                    "{args:?}: {all}"
+                );
+            }
+        }
+    }
+    for args in [
+        vec!["config", "validate", "-f", "-"],
+        [&online[..], &["apply", "-f", "-"]].concat(),
+    ] {
+        let out = resctl_bytes(&args, b"brand: {name: \xff}\n");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("standard input is not UTF-8 text"),
+            "{args:?}: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
