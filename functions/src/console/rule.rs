@@ -205,7 +205,13 @@ async fn render(
             .unwrap_or_default(),
         timezone: rule.timezone.clone(),
         next_run: when_opt(rule.next_run_time, zone, now),
-        next_runs: rule.next_runs.iter().map(|t| when(*t, zone, now)).collect(),
+        // "Then" is after the next run, which is shown above it.
+        next_runs: rule
+            .next_runs
+            .iter()
+            .filter(|t| Some(**t) != rule.next_run_time)
+            .map(|t| when(*t, zone, now))
+            .collect(),
         marks,
         acknowledged,
         consecutive_failures: rule.consecutive_failures,
@@ -226,7 +232,11 @@ async fn render(
                 details: v.details.to_string(),
             })
             .collect(),
-        runners: rule.runners.iter().map(|r| runner_row(r, now)).collect(),
+        runners: rule
+            .runners
+            .iter()
+            .map(|r| runner_row(r, zone, now))
+            .collect(),
         forms,
         done: notice.done,
         refused: notice.refused,

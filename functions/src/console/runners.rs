@@ -34,32 +34,31 @@ pub(super) struct RunnerRow {
     pub(super) last_outage: Option<String>,
 }
 
-pub(super) fn runner_row(r: &RunnerSummary, now: DateTime<Utc>) -> RunnerRow {
+/// A runner's row with its times on `zone`'s clock: UTC on the runners page (runners span
+/// zones, and the page says so), the branch's on a rule's page, like every time there.
+pub(super) fn runner_row(r: &RunnerSummary, zone: &str, now: DateTime<Utc>) -> RunnerRow {
     RunnerRow {
         runner_id: r.runner_id.clone(),
         key_name: r.key_name.clone(),
         badge: badge(r.state.as_str()),
         version: r.version.clone().unwrap_or_else(|| "-".into()),
         boot_id: r.boot_id.clone().unwrap_or_else(|| "-".into()),
-        booted: when_opt(r.booted_at, RUNNER_ZONE, now),
+        booted: when_opt(r.booted_at, zone, now),
         branches: r
             .branches
             .iter()
             .map(ServedBranch::label)
             .collect::<Vec<_>>()
             .join(", "),
-        last_seen: when(r.last_seen_at, RUNNER_ZONE, now),
-        last_plan: when_opt(r.last_plan_at, RUNNER_ZONE, now),
+        last_seen: when(r.last_seen_at, zone, now),
+        last_plan: when_opt(r.last_plan_at, zone, now),
         outbox_depth: r
             .outbox_depth
             .map_or_else(|| "-".into(), |depth| depth.to_string()),
-        offline_since: when_opt(r.offline_since, RUNNER_ZONE, now),
+        offline_since: when_opt(r.offline_since, zone, now),
         last_outage: r.last_outage.map(|o| {
             let minutes = (o.ended_at - o.started_at).num_minutes();
-            format!(
-                "{} for {minutes} min",
-                when(o.started_at, RUNNER_ZONE, now).local
-            )
+            format!("{} for {minutes} min", when(o.started_at, zone, now).local)
         }),
     }
 }
@@ -110,7 +109,11 @@ pub(super) async fn page(
     });
     super::html(&RunnersPage {
         chrome: signed.chrome("runners"),
-        rows: answer.runners.iter().map(|r| runner_row(r, now)).collect(),
+        rows: answer
+            .runners
+            .iter()
+            .map(|r| runner_row(r, RUNNER_ZONE, now))
+            .collect(),
         states: RunnerState::ALL
             .iter()
             .map(|s| (s.as_str(), Some(*s) == wanted))

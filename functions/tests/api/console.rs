@@ -7,6 +7,8 @@ use chrono::TimeDelta;
 use reqwest::header::{HeaderMap, HeaderValue, ORIGIN};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::Call;
+use res_shared::wire::{HeartbeatRequest, RegisterRequest, SetNextRunTimeRequest};
 use res_tests::console::Console;
 use res_tests::functions::{RuleSpec, Seed, TestApp};
 use uuid::Uuid;
@@ -54,7 +56,7 @@ async fn brands() -> Brands {
     let other_run = app.claim(&site_b, other, "berlin-1").await.execution;
     let registered = app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &site_b,
             serde_json::json!({"runner_id": "berlin-1", "boot_id": "boot-b"}),
         )
@@ -732,6 +734,117 @@ async fn a_rules_configuration_is_its_brand_admins_and_forged_or_foreign_edits_c
     assert_eq!(b.app.fingerprint().await, before);
 }
 
+/// A rule's page says each time once and on the branch's clock: the next run is not
+/// listed again as the first of "Then", and the runners of the branch show when they were
+/// seen in the branch's zone, like every other time on the page.
+#[tokio::test]
+async fn a_rules_page_lists_the_next_run_once_and_its_runners_on_the_branchs_clock() {
+    let b = brands().await;
+    let branch: Uuid = sqlx::query_scalar("SELECT branch_id FROM branch_rules WHERE id = $1")
+        .bind(b.plain)
+        .fetch_one(&b.app.pool)
+        .await
+        .expect("the branch");
+    // Due on its schedule's grid (every 30 minutes), as after any run.
+    b.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = date_trunc('hour', now()) + interval '90 minutes' \
+             WHERE id = $1",
+            &[b.plain],
+        )
+        .await;
+    let site = b.app.runner_token(&[branch]).await;
+    let registered = b
+        .app
+        .call(
+            RegisterRequest::NAME,
+            &site,
+            serde_json::json!({"runner_id": "riyadh-1", "boot_id": "boot-a"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+    let console = signed_in(&b.app, &b.viewer_a).await;
+    let page = console.get(&format!("/console/rules/{}", b.plain)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    let section = |from: &str, to: &str| -> String {
+        let start = body.find(from).unwrap_or_else(|| panic!("{from}: {body}"));
+        let end = body[start..].find(to).map_or(body.len(), |e| start + e);
+        body[start..end].to_owned()
+    };
+    let next = section("<dt>Next run</dt>", "</dd>");
+    let then = section("<dt>Then</dt>", "</dd>");
+    let stamp = |html: &str| -> Vec<String> {
+        html.split("datetime=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next().map(str::to_owned))
+            .collect()
+    };
+    let (next, then) = (stamp(&next), stamp(&then));
+    assert_eq!(next.len(), 1, "{body}");
+    assert_eq!(
+        then.len(),
+        4,
+        "five next runs, the first shown as Next run: {then:?}"
+    );
+    assert!(
+        !then.contains(&next[0]),
+        "{next:?} listed again in {then:?}"
+    );
+    let runners = section("id=\"rule-runners\"", "</section>");
+    assert!(runners.contains("riyadh-1"), "{runners}");
+    assert!(
+        runners.contains(" Asia/Riyadh</time>") && !runners.contains(" UTC</time>"),
+        "{runners}"
+    );
+    // The runners page spans zones: UTC there, and it says so.
+    let all = console.get("/console/runners").await;
+    assert!(all.body.contains(" UTC</time>"), "{}", all.body);
+}
+
+/// docs/schedule.md: the configuration form reads a one-digit hour as documents do (`7:30`
+/// is `07:30`) and saves it as `07:30`.
+#[tokio::test]
+async fn the_configuration_form_reads_a_one_digit_hour_as_written() {
+    let b = brands().await;
+    // Named apart from brand B's, so a document can name it.
+    Seed::new(&b.app.pool)
+        .name_rule(b.plain, "Plain queue")
+        .await;
+    let brand: Uuid = sqlx::query_scalar(
+        "SELECT br.brand_id FROM branch_rules x JOIN branches br ON br.id = x.branch_id \
+         WHERE x.id = $1",
+    )
+    .bind(b.plain)
+    .fetch_one(&b.app.pool)
+    .await
+    .expect("brand");
+    let admin = b.app.brand_token("A admin", Role::Admin, brand).await;
+    let console = signed_in(&b.app, &admin).await;
+    let path = format!("/console/rules/{}/configuration", b.plain);
+    let csrf = console.get(&path).await.csrf().unwrap_or_default();
+    let saved = console
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("step", "save"),
+                ("from", "7:30"),
+                ("to", "18:00"),
+                ("message", "half past seven"),
+            ],
+        )
+        .await;
+    assert!(saved.status < 400, "{}: {}", saved.status, saved.body);
+    let from: String =
+        sqlx::query_scalar("SELECT operation_time_from::text FROM branch_rules WHERE id = $1")
+            .bind(b.plain)
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("the window");
+    assert_eq!(from, "07:30:00");
+}
+
 /// The rule page shows the last runs as a strip — a cell a run, oldest first, lettered and
 /// named by status (never by colour alone), linked to the run — and the day's and week's
 /// figures; a rule that never ran shows none.
@@ -894,7 +1007,7 @@ async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelle
     let beat = b
         .app
         .call(
-            "executions_heartbeat",
+            HeartbeatRequest::NAME,
             &site,
             serde_json::json!({"execution_id": claim.execution, "claim_token": claim.token,
                                "node_id": "<b>detect</b>"}),
@@ -1181,7 +1294,7 @@ async fn an_executions_page_shows_its_programs_output_escaped_with_the_cut_marke
     let report = b
         .app
         .call(
-            "branch_rules_set_NextRunTime",
+            SetNextRunTimeRequest::NAME,
             &site,
             serde_json::json!({"branch_rule_id": b.plain, "is_last_run_failed": false,
                                "execution_id": claim.execution, "claim_token": claim.token,

@@ -205,7 +205,8 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
              VALUES ($1, $2, 'site-1', $3, $4, $5, $6, 'seeded', 60, now(), $7, \
                  now() - make_interval(secs => $8), now() - make_interval(secs => $8), \
                  now() - make_interval(secs => $8 - 2), \
-                 CASE WHEN $3 = 'failed' THEN 'camera 3 did not answer' END)",
+                 CASE WHEN $3 = 'failed' THEN 'camera 3 did not answer: ' || \
+                      repeat('the stream at rtsp://10.0.0.3/stream1 reset the connection; ', 8) END)",
         )
         .bind(id)
         .bind(rule)
@@ -282,6 +283,7 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     assert_eq!(browser.path().await, format!("/console/executions/{first}"));
     browser.open(&format!("{base}/rules/{rule}")).await;
 
+
     // Another brand's rule reads exactly as an id nobody has.
     browser.open(&format!("{base}/rules/{theirs}")).await;
     let other = browser
@@ -305,6 +307,31 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
         .execute(&system.pool)
         .await
         .expect("a long branch name");
+    // Beside a long error, a long branch name and a long runner id, the history's short
+    // columns keep their words whole at 1280 px:
+    // no cell has more lines than words ("sched" / "ule" was two lines of one word).
+    sqlx::query("UPDATE executions SET runner_id = $2 WHERE branch_rule_id = $1")
+        .bind(rule)
+        .bind(format!("site-{}", "riyadh-olaya-camera-host-".repeat(6)))
+        .execute(&system.pool)
+        .await
+        .expect("a long runner id");
+    browser
+        .open(&format!("{base}/executions?rule={rule}"))
+        .await;
+    assert_eq!(browser.count("td.words").await, 4);
+    let broken = browser
+        .script(
+            "var bad = []; document.querySelectorAll('td.words').forEach(function (td) { \
+               var r = document.createRange(); r.selectNodeContents(td); \
+               var lines = new Set(Array.from(r.getClientRects()).map(function (x) { return Math.round(x.top); })); \
+               var words = td.textContent.trim().split(/\\s+/).length; \
+               if (lines.size > words) bad.push(td.textContent.trim() + ' on ' + lines.size + ' lines'); }); \
+             return bad.join(' | ');",
+        )
+        .await;
+    assert_eq!(broken.as_str(), Some(""), "words broken mid-word: {broken}");
+
     browser.resize(375, 800).await;
     for page in [
         "/".to_owned(),
