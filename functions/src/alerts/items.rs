@@ -83,7 +83,8 @@ pub(crate) struct CurrentItem {
     pub(crate) key: String,
     pub(crate) kind: AlertKind,
     pub(crate) subject: Subject,
-    /// Acknowledged by an operator: not announced, and not resolved while it lasts.
+    /// Acknowledged by an operator: not announced while it lasts. One already announced
+    /// stays open, and is resolved when it clears, closing the incident it opened.
     pub(crate) silenced: bool,
 }
 
@@ -105,7 +106,8 @@ pub(crate) struct Changes {
 }
 
 /// The items to open and to resolve. An item still there stays open, silenced or not; a
-/// silenced new item waits, and is announced if it outlasts its acknowledgement.
+/// silenced new item waits, and is announced if it outlasts its acknowledgement; an
+/// announced item that clears is resolved, silenced or not.
 pub(crate) fn diff(current: Vec<CurrentItem>, open: Vec<OpenItem>) -> Changes {
     let announced: HashSet<&str> = open.iter().map(|o| o.key.as_str()).collect();
     let present: HashSet<&str> = current.iter().map(|c| c.key.as_str()).collect();
@@ -183,6 +185,15 @@ mod tests {
         );
         let outlasted = diff(vec![now("a", false)], vec![]);
         assert_eq!(keys(&outlasted.opened, |i| &i.key), ["a"]);
+    }
+
+    #[test]
+    fn an_acknowledged_item_that_clears_is_resolved_if_announced_and_silent_if_not() {
+        // Announced, then acknowledged (still silenced when it clears): resolved.
+        let announced = diff(vec![], vec![was("a")]);
+        assert_eq!(keys(&announced.resolved, |i| &i.key), ["a"]);
+        // Acknowledged before it was announced, cleared while silenced: nothing to say.
+        assert_eq!(diff(vec![], vec![]), Changes::default());
     }
 
     #[test]

@@ -8,6 +8,9 @@ use std::time::Duration;
 use res_functions::alerts::{client, deliver_round, evaluate};
 use res_functions::auth::Role;
 use res_functions::metrics::Metrics;
+use res_shared::wire::{
+    AcknowledgeRequest, ChannelDeleteRequest, ChannelTestRequest, RegisterRequest,
+};
 use res_shared::wire::{Call, ChannelCreateRequest, ChannelListRequest, RunnerThresholds};
 use res_tests::functions::{Reply, RuleSpec, Seed, TestApp};
 use res_tests::receiver::{Receiver, signed_by};
@@ -258,7 +261,11 @@ async fn channels_are_a_brand_admins_and_another_brands_answer_as_unknown_ones()
 
     // The admin deletes one; it is gone.
     let deleted = b
-        .call("channels_delete", &b.admin, json!({"channel_id": id}))
+        .call(
+            ChannelDeleteRequest::NAME,
+            &b.admin,
+            json!({"channel_id": id}),
+        )
         .await;
     assert_eq!(deleted.status, 200, "{}", deleted.body);
     assert_eq!(b.channels(&b.admin).await.as_array().map(Vec::len), Some(1));
@@ -279,7 +286,7 @@ async fn an_item_is_announced_once_signed_and_resolved_once_and_an_acknowledgeme
     let until = (chrono::Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
     let acked = b
         .call(
-            "attention_acknowledge",
+            AcknowledgeRequest::NAME,
             &operator,
             json!({"branch_rule_id": shelf, "reason": "camera moved", "until": until}),
         )
@@ -344,6 +351,54 @@ async fn an_item_is_announced_once_signed_and_resolved_once_and_an_acknowledgeme
     assert!(
         metrics_text.contains("res_functions_notifications_total{kind=\"delivered\"} 3"),
         "{metrics_text}"
+    );
+}
+
+/// docs/operate.md: an acknowledgement silences an item while it lasts — a new one is not
+/// announced (nor resolved), and acknowledging one already announced sends nothing; when
+/// that one clears, `resolved` closes the incident its firing message opened.
+#[tokio::test]
+async fn an_acknowledged_item_is_resolved_when_it_clears_only_if_it_was_announced() {
+    let b = brands().await;
+    let receiver = Receiver::start().await;
+    b.webhook(&receiver.url).await;
+    let metrics = Metrics::default();
+    let [queue, shelf] = b.rules;
+    let operator = b.app.brand_token("ops", Role::Operator, b.brand).await;
+    let acknowledge = |rule: Uuid| {
+        let until = (chrono::Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
+        b.call(
+            AcknowledgeRequest::NAME,
+            &operator,
+            json!({"branch_rule_id": rule, "reason": "on it", "until": until}),
+        )
+    };
+
+    // Announced, then acknowledged: the acknowledgement itself sends nothing.
+    b.flag(queue).await;
+    b.sweep_and_deliver(&metrics).await;
+    assert_eq!(receiver.received().len(), 1);
+    let firing = receiver.received()[0].json();
+    assert_eq!(firing["event"], "firing");
+    assert_eq!(acknowledge(queue).await.status, 200);
+    // Acknowledged before anyone heard of it: never announced.
+    b.flag(shelf).await;
+    assert_eq!(acknowledge(shelf).await.status, 200);
+    b.sweep_and_deliver(&metrics).await;
+    b.sweep_and_deliver(&metrics).await;
+    assert_eq!(receiver.received().len(), 1, "{:?}", receiver.received());
+
+    // Both clear while acknowledged: the announced one is resolved, the other is silent.
+    b.clear(queue).await;
+    b.clear(shelf).await;
+    b.sweep_and_deliver(&metrics).await;
+    b.sweep_and_deliver(&metrics).await;
+    let received = receiver.received();
+    assert_eq!(received.len(), 2, "{received:?}");
+    let resolved = received[1].json();
+    assert_eq!(
+        (&resolved["event"], &resolved["item"]),
+        (&json!("resolved"), &firing["item"])
     );
 }
 
@@ -428,11 +483,37 @@ async fn a_failing_channel_says_so_and_gets_the_message_once_it_answers_again() 
     // A test message goes through the same outbox.
     let id = b.channels(&b.admin).await[0]["channel_id"].clone();
     let tested = b
-        .call("channels_test", &b.admin, json!({"channel_id": id}))
+        .call(
+            ChannelTestRequest::NAME,
+            &b.admin,
+            json!({"channel_id": id}),
+        )
         .await;
     assert_eq!(tested.status, 200, "{}", tested.body);
     b.sweep_and_deliver(&metrics).await;
-    assert_eq!(receiver.received().len(), 3);
+    let received = receiver.received();
+    assert_eq!(received.len(), 3);
+    // As docs/operate.md describes it: about nothing, signed like the others.
+    let test = received[2].json();
+    assert_eq!(
+        (&test["event"], &test["kind"]),
+        (&json!("test"), &Value::Null),
+        "{test}"
+    );
+    assert!(
+        test["item"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("test:")),
+        "{test}"
+    );
+    assert_eq!(
+        test["summary"],
+        format!(
+            "{} test message: asked by brand admin",
+            test["subject"]["brand_name"].as_str().unwrap_or_default()
+        )
+    );
+    assert!(test["subject"].get("rule_name").is_none(), "{test}");
 }
 
 #[tokio::test]
@@ -448,7 +529,7 @@ async fn a_gone_runner_and_an_absent_offline_owner_are_announced_and_resolved_wh
     let runner = b.app.runner_token(&[branch]).await;
     let registered = b
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &runner,
             json!({"runner_id": "site-17", "boot_id": "boot-1"}),
         )
