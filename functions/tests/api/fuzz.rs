@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use chrono::{TimeDelta, Utc};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use res_shared::wire::RuleListRequest;
 use res_tests::functions as support;
 use serde_json::{Map, Value, json};
 use support::{RuleSpec, Seed, TestApp};
@@ -522,7 +523,9 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     let admin = app.token("fuzz admin", Role::Admin, &scope).await;
     let viewer = app.token("fuzz viewer", Role::Viewer, &scope).await;
     // A real cursor of one list (offered to the others), a forged one, one holding NUL.
-    let page = app.call("rules_list", &operator, json!({"limit": 1})).await;
+    let page = app
+        .call(RuleListRequest::NAME, &operator, json!({"limit": 1}))
+        .await;
     let real = page.body["next"].as_str().unwrap_or_default().to_owned();
     assert!(!real.is_empty(), "{}", page.body);
     use base64::Engine as _;

@@ -186,7 +186,7 @@ async fn curl_style_bodies_without_a_json_content_type_are_accepted() {
     let (app, rule) = app_with_a_due_rule().await;
     let response = app
         .client
-        .post(format!("{}/functions/v1/branch_rules_claim", app.base))
+        .post(format!("{}{}", app.base, ClaimRequest::path()))
         .bearer_auth(&app.service)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(json!({"branch_rule_id": rule, "runner_id": "curl"}).to_string())
@@ -204,7 +204,7 @@ async fn unknown_paths_and_methods_get_json_errors() {
     assert_eq!(unknown.body["error"]["code"], "not_found");
     let get = app
         .client
-        .get(format!("{}/functions/v1/branch_rules_claim", app.base))
+        .get(format!("{}{}", app.base, ClaimRequest::path()))
         .send()
         .await
         .expect("answer");

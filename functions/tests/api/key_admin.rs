@@ -4,6 +4,10 @@
 
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::Call;
+use res_shared::wire::{
+    ExecutionListRequest, KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
+};
 use res_tests::functions::{Reply, Seed, TestApp};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -71,7 +75,7 @@ async fn a_brand_admin_creates_rotates_and_revokes_keys_of_its_brand_the_secret_
     let app = &b.app;
     let created = app
         .call(
-            "keys_create",
+            KeyCreateRequest::NAME,
             &b.admin_a,
             json!({"name": "wall screen", "role": "viewer", "branch_ids": [b.branch_a]}),
         )
@@ -89,15 +93,17 @@ async fn a_brand_admin_creates_rotates_and_revokes_keys_of_its_brand_the_secret_
         .and_then(|t| t.parse().ok())
         .expect("an id");
     // The new key reads; nothing lists its secret.
-    let read = app.call("executions_list", &token, json!({})).await;
+    let read = app
+        .call(ExecutionListRequest::NAME, &token, json!({}))
+        .await;
     assert_eq!(read.status, 200, "{}", read.body);
-    let listed = app.call("keys_list", &b.admin_a, json!({})).await;
+    let listed = app.call(KeyListRequest::NAME, &b.admin_a, json!({})).await;
     assert!(!listed.body.to_string().contains(&token));
     assert!(listed.body.to_string().contains("wall screen"));
 
     // Rotate: a successor with its own secret; the old key works until revoked.
     let rotated = app
-        .call("keys_rotate", &b.admin_a, json!({"key_id": id}))
+        .call(KeyRotateRequest::NAME, &b.admin_a, json!({"key_id": id}))
         .await;
     assert_eq!(rotated.status, 200, "{}", rotated.body);
     let successor = rotated.body["token"]
@@ -107,15 +113,17 @@ async fn a_brand_admin_creates_rotates_and_revokes_keys_of_its_brand_the_secret_
     assert_ne!(successor, token);
     assert_eq!(rotated.body["key"]["name"], "wall screen");
     let again = app
-        .call("keys_rotate", &b.admin_a, json!({"key_id": id}))
+        .call(KeyRotateRequest::NAME, &b.admin_a, json!({"key_id": id}))
         .await;
     assert_eq!(again.status, 409, "{}", again.body);
     assert_eq!(
-        app.call("executions_list", &token, json!({})).await.status,
+        app.call(ExecutionListRequest::NAME, &token, json!({}))
+            .await
+            .status,
         200
     );
     let revoked = app
-        .call("keys_revoke", &b.admin_a, json!({"key_id": id}))
+        .call(KeyRevokeRequest::NAME, &b.admin_a, json!({"key_id": id}))
         .await;
     assert_eq!(revoked.status, 200, "{}", revoked.body);
     assert!(
@@ -124,18 +132,20 @@ async fn a_brand_admin_creates_rotates_and_revokes_keys_of_its_brand_the_secret_
         revoked.body
     );
     assert_eq!(
-        app.call("executions_list", &token, json!({})).await.status,
+        app.call(ExecutionListRequest::NAME, &token, json!({}))
+            .await
+            .status,
         401,
         "a revoked key stops at once"
     );
     assert_eq!(
-        app.call("executions_list", &successor, json!({}))
+        app.call(ExecutionListRequest::NAME, &successor, json!({}))
             .await
             .status,
         200
     );
     let twice = app
-        .call("keys_revoke", &b.admin_a, json!({"key_id": id}))
+        .call(KeyRevokeRequest::NAME, &b.admin_a, json!({"key_id": id}))
         .await;
     assert_eq!(twice.status, 409, "{}", twice.body);
 }
@@ -166,7 +176,7 @@ async fn another_brands_keys_brands_and_branches_answer_as_unknown_ones_and_chan
         let create = |id: Uuid| {
             let mut body = json!({"name": "sneaky", "role": "operator"});
             body[field] = json!([id]);
-            app.call("keys_create", &b.admin_a, body)
+            app.call(KeyCreateRequest::NAME, &b.admin_a, body)
         };
         let (a, z) = (create(theirs).await, create(unknown).await);
         assert_eq!((a.status, z.status), (404, 404), "{field}: {}", a.body);
@@ -179,7 +189,7 @@ async fn another_brands_keys_brands_and_branches_answer_as_unknown_ones_and_chan
     // Every brand takes an all-brands admin; a service key is not made here.
     let everywhere = app
         .call(
-            "keys_create",
+            KeyCreateRequest::NAME,
             &b.admin_a,
             json!({"name": "everyone", "role": "viewer", "all_brands": true}),
         )
@@ -201,7 +211,9 @@ async fn another_brands_keys_brands_and_branches_answer_as_unknown_ones_and_chan
         ),
         (json!({"name": "nothing", "role": "viewer"}), "scope"),
     ] {
-        let reply = app.call("keys_create", &b.admin_a, body.clone()).await;
+        let reply = app
+            .call(KeyCreateRequest::NAME, &b.admin_a, body.clone())
+            .await;
         assert_eq!(reply.status, 422, "{body}: {}", reply.body);
         assert!(message(&reply).contains(field), "{body}: {}", reply.body);
     }
@@ -240,7 +252,7 @@ async fn only_admin_and_service_keys_manage_keys() {
     for token in [&platform, &app.service] {
         let reply = app
             .call(
-                "keys_create",
+                KeyCreateRequest::NAME,
                 token,
                 json!({"name": "auditor", "role": "viewer", "all_brands": true}),
             )

@@ -2,7 +2,7 @@
 //! `AWS_LAMBDA_RUNTIME_API` pointing at a local fake of the Lambda Runtime API, fed API
 //! Gateway HTTP API (v2) events. AWS itself cannot run here; its runtime protocol can.
 
-use res_shared::wire::{Call, PlanRequest};
+use res_shared::wire::{Call, ClaimRequest, PlanRequest};
 use res_tests::functions as support;
 
 use std::process::Stdio;
@@ -147,7 +147,8 @@ async fn a_function_binary_answers_api_gateway_events_through_the_runtime_api() 
         .spawn()
         .expect("the function binary starts");
 
-    let plan_path = "/functions/v1/get-execution-plan-v2";
+    let plan_path = PlanRequest::path();
+    let plan_path = plan_path.as_str();
     let events = [
         (
             "ok",
@@ -159,11 +160,7 @@ async fn a_function_binary_answers_api_gateway_events_through_the_runtime_api() 
         ),
         (
             "other-function",
-            http_api_event(
-                "/functions/v1/branch_rules_claim",
-                Some(&runner),
-                &json!({}),
-            ),
+            http_api_event(&ClaimRequest::path(), Some(&runner), &json!({})),
         ),
     ];
     let mut answers = Vec::new();

@@ -4,6 +4,7 @@
 use chrono::{TimeDelta, Timelike, Utc};
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
+use res_shared::wire::PauseRequest;
 use res_shared::wire::{
     Call, CancelExecutionRequest, ClaimRequest, DescribeRuleRequest, ExecutionListRequest,
     ForceStopRuleRequest, HeartbeatRequest, PauseRuleRequest, PlanRequest, ResumeRuleRequest,
@@ -817,7 +818,7 @@ async fn cancelling_a_paused_execution_ends_it_at_once_and_frees_the_rule() {
     let paused = s
         .app
         .call(
-            "executions_pause",
+            PauseRequest::NAME,
             &s.runner,
             json!({"execution_id": claim.execution, "claim_token": claim.token,
                    "delay_seconds": 3600, "context": {"node": "cooldown"}}),

@@ -7,6 +7,7 @@ use chrono::TimeDelta;
 use res_functions::auth::Role;
 use res_functions::db::api_keys::KeyScope;
 use res_shared::wire::{Call, DescribeRuleRequest, RuleListRequest, RunNowRequest};
+use res_shared::wire::{PauseRequest, PauseRuleRequest, RegisterRequest};
 use res_tests::console::Console;
 use res_tests::functions::{RuleSpec, Seed, TestApp};
 use serde_json::{Value, json};
@@ -58,7 +59,7 @@ async fn branch() -> Branch {
         .await;
     let registered = app
         .call(
-            "runner_register",
+            RegisterRequest::NAME,
             &runner,
             json!({"runner_id": "site-1", "boot_id": "boot-1"}),
         )
@@ -68,7 +69,7 @@ async fn branch() -> Branch {
     app.claim(&runner, lost, "site-1").await;
     let paused_run = app
         .call(
-            "executions_pause",
+            PauseRequest::NAME,
             &runner,
             json!({"execution_id": waiting_claim.execution, "claim_token": waiting_claim.token,
                    "delay_seconds": 3600, "context": {}}),
@@ -77,7 +78,7 @@ async fn branch() -> Branch {
     assert_eq!(paused_run.status, 200, "{}", paused_run.body);
     let pause = app
         .call(
-            "rules_pause",
+            PauseRuleRequest::NAME,
             &operator,
             json!({"branch_rule_id": paused, "reason": "camera moved"}),
         )

@@ -509,7 +509,7 @@ async fn the_plan_is_gzipped_for_clients_that_accept_it() {
         .no_gzip()
         .build()
         .expect("client")
-        .post(format!("{}/functions/v1/get-execution-plan-v2", w.app.base))
+        .post(format!("{}{}", w.app.base, PlanRequest::path()))
         .bearer_auth(&w.runner)
         .header("accept-encoding", "gzip")
         .json(&json!({"runner_id": "site-1"}))

@@ -2,7 +2,8 @@
 //! error shape that names what was wrong, no action is performed before it, and no 5xx.
 
 use res_shared::wire::{
-    Call, ClaimRequest, HeartbeatRequest, PauseRequest, SetNextRunTimeRequest, ViolationRequest,
+    Call, ClaimRequest, HeartbeatRequest, PauseRequest, PlanRequest, SetNextRunTimeRequest,
+    ViolationRequest,
 };
 use std::time::{Duration, Instant};
 
@@ -203,7 +204,7 @@ async fn content_negotiation_never_turns_a_claim_into_a_refusal() {
     let runner = app.runner_token(&[branch]).await;
     let post = |body: Value| {
         app.client
-            .post(format!("{}/functions/v1/branch_rules_claim", app.base))
+            .post(format!("{}{}", app.base, ClaimRequest::path()))
             .bearer_auth(&runner)
             .header("accept-encoding", "identity;q=0")
             .json(&body)
@@ -234,7 +235,7 @@ async fn a_missing_database_is_a_503_at_once() {
     .await;
     let started = Instant::now();
     let reply = support::client()
-        .post(format!("{base}/functions/v1/branch_rules_claim"))
+        .post(format!("{base}{}", ClaimRequest::path()))
         .bearer_auth("res_whatever")
         .json(&json!({"branch_rule_id": Uuid::new_v4(), "runner_id": "r"}))
         .send()
@@ -415,7 +416,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
     for scheme in ["bearer", "BEARER", "Bearer"] {
         let reply = app
             .client
-            .post(format!("{}/functions/v1/get-execution-plan-v2", app.base))
+            .post(format!("{}{}", app.base, PlanRequest::path()))
             .header("authorization", format!("{scheme} {}", app.service))
             .json(&json!({"runner_id": "r"}))
             .send()
@@ -434,9 +435,10 @@ async fn a_broken_chunked_body_is_named_as_such() {
         .await
         .expect("connect");
     let request = format!(
-        "POST /functions/v1/branch_rules_claim HTTP/1.1\r\nHost: {address}\r\n\
+        "POST {} HTTP/1.1\r\nHost: {address}\r\n\
          Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
          Transfer-Encoding: chunked\r\nConnection: close\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n",
+        ClaimRequest::path(),
         app.service
     );
     stream
