@@ -283,7 +283,6 @@ async fn viewers_other_brands_and_retry_chains_in_a_real_browser() {
     assert_eq!(browser.path().await, format!("/console/executions/{first}"));
     browser.open(&format!("{base}/rules/{rule}")).await;
 
-
     // Another brand's rule reads exactly as an id nobody has.
     browser.open(&format!("{base}/rules/{theirs}")).await;
     let other = browser
