@@ -11,22 +11,9 @@ fn repo(path: &str) -> PathBuf {
         .join(path)
 }
 
+/// `resctl` with no token, URL or config file, `stdin` as its input.
 fn resctl(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_resctl"))
-        .args(args)
-        .env_remove("RES_TOKEN")
-        .env_remove("RES_URL")
-        .env("RESCTL_CONFIG", "/nonexistent/resctl.toml")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("resctl starts");
-    if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(stdin.unwrap_or("").as_bytes())
-            .expect("stdin");
-    }
-    child.wait_with_output().expect("resctl ends")
+    resctl_bytes(args, stdin.unwrap_or("").as_bytes())
 }
 
 fn text(output: &Output) -> String {
@@ -212,7 +199,7 @@ fn compare_shows_each_change_and_when_the_branch_rule_runs_before_and_after() {
     let _ = std::fs::remove_file(&moved);
 }
 
-/// `resctl` with no token, URL or config file of this machine's, `stdin` as its input.
+/// [`resctl`] with any bytes as its input.
 fn resctl_bytes(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_resctl"))
         .args(args)

@@ -122,14 +122,19 @@ fn may_install() -> bool {
     root && Path::new("/etc/debian_version").exists() && on_path("apt-get").is_some()
 }
 
-/// Makes sure every tool of `tools` is here, `why` saying what needs them: each missing one
-/// is installed where that may be done (root on Debian), else `Err` says what to run.
-pub fn require(tools: &[Tool], why: &str) -> Result<(), String> {
-    let missing: Vec<Tool> = tools
+/// The tools of `tools` not found here.
+fn missing(tools: &[Tool]) -> Vec<Tool> {
+    tools
         .iter()
         .copied()
         .filter(|t| t.find().is_none())
-        .collect();
+        .collect()
+}
+
+/// Makes sure every tool of `tools` is here, `why` saying what needs them: each missing one
+/// is installed where that may be done (root on Debian), else `Err` says what to run.
+pub fn require(tools: &[Tool], why: &str) -> Result<(), String> {
+    let missing = missing(tools);
     if missing.is_empty() {
         return Ok(());
     }
@@ -160,11 +165,8 @@ fn install(tools: &[Tool], why: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    let still: Vec<Tool> = tools
-        .iter()
-        .copied()
-        .filter(|t| t.find().is_none())
-        .collect();
+    // Another test binary may have installed them while this one waited for the lock.
+    let still = missing(tools);
     if still.is_empty() {
         return Ok(());
     }

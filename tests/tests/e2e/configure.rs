@@ -16,15 +16,12 @@ async fn resctl_apply(system: &System, token: &str, document: &str) {
         .join("..")
         .join(document);
     let path = path.to_str().expect("a UTF-8 path");
-    let output = system
-        .resctl(token, &["apply", "-f", path, "-m", "set up by the test"])
-        .await;
-    assert!(
-        output.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    resctl_ok(
+        system,
+        token,
+        &["apply", "-f", path, "-m", "set up by the test"],
+    )
+    .await;
 }
 
 async fn sign_in(browser: &Browser, console: &str, key: &str) {
