@@ -42,8 +42,9 @@ fn log_file(path: &Path) -> std::fs::File {
         .expect("log file")
 }
 
-/// SIGTERM, then waits up to 30 s (SIGKILL after); whether it exited successfully.
-fn terminate(child: &mut Child) -> bool {
+/// SIGTERM, then waits up to 30 s (SIGKILL after); whether it exited successfully. A signal
+/// sent from here, not by a `kill` program a minimal machine may not have.
+pub fn terminate(child: &mut Child) -> bool {
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

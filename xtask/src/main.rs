@@ -34,11 +34,15 @@ fn main() -> ExitCode {
         .map_or_else(|| workspace_root().join("target"), PathBuf::from);
     if !plan.help {
         println!(
-            "building {}{} with cargo (a first build takes about 10 minutes on 2 cores{}; \
+            "building {}{} with cargo (a first build takes about 7 minutes on 2 cores{}; \
              later ones seconds) …",
             PACKAGES.join(", "),
             if plan.release { " in release" } else { "" },
-            if plan.release { ", 15 in release" } else { "" },
+            if plan.release {
+                ", longer in release"
+            } else {
+                ""
+            },
         );
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());

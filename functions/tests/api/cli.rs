@@ -172,17 +172,10 @@ async fn migrate_create_a_key_serve_and_revoke() {
     assert!(!twice.status.success());
 
     // SIGTERM stops the service cleanly.
-    let pid = service.id().to_string();
-    let _ = Command::new("kill").args(["-TERM", &pid]).status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = service.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "serve did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status}");
+    assert!(
+        res_tests::processes::terminate(&mut service),
+        "serve stops on SIGTERM and exits 0"
+    );
 }
 
 #[tokio::test]
