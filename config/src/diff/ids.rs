@@ -9,6 +9,7 @@ use res_workflow::Problem;
 use uuid::Uuid;
 
 use crate::document::{Brand, Catalogue, Document};
+use crate::names::folded;
 use crate::path::Path;
 
 use super::{ChangeAction, Diff};
@@ -71,8 +72,8 @@ impl Ids {
     }
 
     /// Whether `id` (if any) may be written: one of `known`'s, or restorable (`archived`
-    /// answers `Ok(true)` when it is an archived object that may come back here, or why
-    /// it may not).
+    /// answers `Some(Ok(()))` for an archived object that may come back here, `Some(Err)`
+    /// saying why one may not, `None` for no archived object).
     fn check(
         &mut self,
         id: Option<Uuid>,
@@ -148,7 +149,7 @@ pub fn unknown_ids(current: &Brand, desired: &Brand, archived: &Archived) -> Vec
     for (name, rule) in &desired.rules {
         let back = |id| {
             archived.brand_rules.get(&id).map(|was| {
-                if was.eq_ignore_ascii_case(name) {
+                if folded(was) == folded(name) {
                     Ok(())
                 } else {
                     Err(format!(
@@ -210,7 +211,7 @@ fn restorable_branch_rule(
             "{id} is an archived branch rule of another branch; it comes back only at its own"
         ));
     }
-    if !was.eq_ignore_ascii_case(name) {
+    if folded(was) != folded(name) {
         return Err(format!(
             "{id} is the archived branch rule of '{was}' at this branch, not of '{name}'"
         ));
@@ -225,18 +226,12 @@ fn restorable_branch_rule(
 }
 
 /// For each of `desired`'s branches, the stored branch it is paired with (as apply pairs
-/// them), if any.
+/// them), if any: `pair_branches` answers a pair per desired branch first, in its order.
 fn stored_branches<'a>(current: &'a Brand, desired: &'a Brand) -> Vec<Option<&'a crate::Branch>> {
-    let mut paired: BTreeMap<*const crate::Branch, &'a crate::Branch> = BTreeMap::new();
-    for (was, now) in super::pair_branches(&current.branches, &desired.branches) {
-        if let (Some(was), Some(now)) = (was, now) {
-            paired.insert(std::ptr::from_ref(now), was);
-        }
-    }
-    desired
-        .branches
-        .iter()
-        .map(|b| paired.get(&std::ptr::from_ref(b)).copied())
+    super::pair_branches(&current.branches, &desired.branches)
+        .into_iter()
+        .take(desired.branches.len())
+        .map(|(was, _)| was)
         .collect()
 }
 

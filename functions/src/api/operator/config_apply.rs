@@ -129,17 +129,22 @@ impl Job<'_> {
         };
         let catalogue = db::config::catalogue(&mut tx).await?;
         ambiguous_in_catalogue(brand, &catalogue)?;
-        if !created {
+        let read = if created {
+            None
+        } else {
             self.refuse_if_stale(&mut tx, Some(brand_id), &desired, Some(&catalogue))
-                .await?;
-        }
+                .await?
+        };
         // Checking the document (CPU) and reading the stored brand (the database) at once.
         let checking = tokio::task::spawn_blocking(move || {
             res_config::resolve_names(&mut desired, Some(&catalogue));
             let report = res_config::validate(&desired, Some(&catalogue));
             (desired, catalogue, report)
         });
-        let stored = stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await;
+        let stored = match read {
+            Some(read) => Ok(read),
+            None => stored_document_on(&mut tx, ConfigScope::Brand(brand_id)).await,
+        };
         let (mut desired, catalogue, report) = checking
             .await
             .map_err(|e| ApiError::Internal(format!("checking the document failed: {e}")))?;
@@ -247,8 +252,11 @@ impl Job<'_> {
         may_configure(self.state, self.caller, ConfigScope::Catalogue).await?;
         let mut tx = self.state.pool.begin().await?;
         db::config::lock_catalogue(&mut tx).await?;
-        self.refuse_if_stale(&mut tx, None, &desired, None).await?;
-        let (current_doc, latest) = stored_document_on(&mut tx, ConfigScope::Catalogue).await?;
+        let (current_doc, latest) =
+            match self.refuse_if_stale(&mut tx, None, &desired, None).await? {
+                Some(read) => read,
+                None => stored_document_on(&mut tx, ConfigScope::Catalogue).await?,
+            };
         let current = current_doc.catalogue.clone().unwrap_or_default();
         res_config::resolve_names(&mut desired, None);
         let Some(after) = desired.catalogue.as_ref() else {
@@ -316,29 +324,30 @@ impl Job<'_> {
     /// Refuses a document whose `base_revision` is stale for what it changes, unless
     /// forced — first, before the document is checked or its runs previewed (seconds for a
     /// brand of thousands of branches): only the objects' fields are compared, so the
-    /// refusal comes at once.
+    /// refusal comes at once. When it had to read the stored document (and the document
+    /// passed), answers it with its revision, so the apply does not read it again.
     async fn refuse_if_stale(
         &self,
         tx: &mut sqlx::PgConnection,
         brand_id: Option<Uuid>,
         desired: &Document,
         catalogue: Option<&res_config::Catalogue>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Option<(Document, i64)>, ApiError> {
         let Some(base) = desired.base_revision.filter(|_| !self.request.force) else {
-            return Ok(());
+            return Ok(None);
         };
-        let latest = db::config::latest_revision(tx, brand_id).await?;
-        if base == latest {
-            return Ok(());
+        if base == db::config::latest_revision(tx, brand_id).await? {
+            return Ok(None);
         }
         let scope = brand_id.map_or(ConfigScope::Catalogue, ConfigScope::Brand);
-        let (current, _) = stored_document_on(tx, scope).await?;
+        let (current, latest) = stored_document_on(tx, scope).await?;
         // Compared as it would be stored (names, defaults, times), like the full diff.
         let mut probe = desired.clone();
         res_config::resolve_names(&mut probe, catalogue);
         probe.normalize();
         let changes = res_config::changed_objects(&current, &probe, self.request.prune);
-        stale(tx, brand_id, base, latest, &changes).await
+        stale(tx, brand_id, base, latest, &changes).await?;
+        Ok(Some((current, latest)))
     }
 
     /// Records the apply as the scope's next revision, with the document as now stored.
