@@ -8,6 +8,7 @@ use chrono::Utc;
 use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 
 use super::Daemon;
+use super::older_functions::OlderFunctions;
 use super::outbox::{Item, Stored};
 use crate::cloud::CloudError;
 
@@ -120,27 +121,43 @@ fn settle(daemon: &Daemon, stored: &Stored, sent: Result<(), CloudError>) -> boo
     }
 }
 
-/// Sends a report; functions that refuse its programs' output (older than it, or the body
-/// too large for them) get it again without, so the run is recorded all the same.
+/// Sends a report. Functions older than this runner get it without the fields they refuse
+/// (see `older_functions`), and functions that find its programs' output too large get it
+/// without that, so the run is recorded all the same.
 pub(crate) async fn send_report(
     daemon: &Daemon,
     request: &SetNextRunTimeRequest,
 ) -> Result<SetNextRunTimeResponse, CloudError> {
-    match daemon.batched.reports.call(request.clone()).await {
-        Err(error)
-            if !request.output.is_empty()
-                && (error.refuses_field("output")
-                    || matches!(error, CloudError::Rejected { status: 413, .. })) =>
-        {
-            tracing::warn!(%error, "the functions refused the run's output: reporting the run without it");
-            let bare = SetNextRunTimeRequest {
-                output: Vec::new(),
-                ..request.clone()
-            };
-            daemon.client.call(&bare).await
+    let mut request = daemon.older_functions.fit(request);
+    // One try, then one more for each field that may be refused.
+    for _ in 0..OlderFunctions::fields() {
+        match daemon.batched.reports.call(request.clone()).await {
+            Err(error) => match daemon.older_functions.without_refused(&request, &error) {
+                Some(fitted) => request = fitted,
+                None => return without_large_output(daemon, request, error).await,
+            },
+            answer => return answer,
         }
-        other => other,
     }
+    daemon.batched.reports.call(request).await
+}
+
+/// Answers a report refused with `error`: once more without its output when that was too
+/// large for the functions, else the refusal.
+async fn without_large_output(
+    daemon: &Daemon,
+    request: SetNextRunTimeRequest,
+    error: CloudError,
+) -> Result<SetNextRunTimeResponse, CloudError> {
+    if request.output.is_empty() || !matches!(error, CloudError::Rejected { status: 413, .. }) {
+        return Err(error);
+    }
+    tracing::warn!(%error, "the functions refused the run's output as too large: reporting the run without it");
+    let bare = SetNextRunTimeRequest {
+        output: Vec::new(),
+        ..request
+    };
+    daemon.client.call(&bare).await
 }
 
 async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {

@@ -10,6 +10,7 @@ pub(crate) mod detectors;
 pub(crate) mod marker;
 pub(crate) mod memory;
 pub(crate) mod offline_journal;
+pub(crate) mod older_functions;
 pub(crate) mod outage;
 pub(crate) mod outbox;
 pub mod pool;
@@ -57,6 +58,8 @@ pub struct Daemon {
     pub(crate) batched: coalesce::Batched,
     /// The plan format asked for: the newest, lowered while the functions refuse it.
     pub(crate) plan_format: AtomicU32,
+    /// Report fields the functions refused for being newer than they are.
+    pub(crate) older_functions: older_functions::OlderFunctions,
     pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
     pub(crate) queue: Mutex<JobQueue>,
@@ -212,6 +215,7 @@ impl Daemon {
             started_at: Utc::now(),
             batched: coalesce::Batched::new(&client),
             plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_COLUMNS),
+            older_functions: older_functions::OlderFunctions::default(),
             client,
             plan,
             outbox,
