@@ -142,12 +142,23 @@ pub(crate) fn fleet(summary: &FleetSummary, branches: bool, now: DateTime<Utc>) 
     let rules = counted(t.rules.iter().map(|(c, n)| (c.as_str(), *n)).collect());
     let runners = counted(t.runners.iter().map(|(s, n)| (s.as_str(), *n)).collect());
     let mut out = format!(
-        "rules: {rules} ({} overdue) at {} branch{}\nrunners: {runners}\nlast 24 hours: {}\n",
+        "rules: {rules} ({} overdue) at {} branch{}\nrunners: {runners}\nrunner versions: {}\n\
+         last 24 hours: {}\n",
         t.overdue,
         t.branches,
         if t.branches == 1 { "" } else { "es" },
+        t.versions_in_words(),
         t.day.describe()
     );
+    for runner in &summary.unsupported_runners {
+        let at: Vec<String> = runner.branches.iter().map(ServedBranch::label).collect();
+        out.push_str(&format!(
+            "runner {} ({}) {}\n",
+            runner.runner_id,
+            at.join(", "),
+            runner.reason
+        ));
+    }
     if summary.attention.is_empty() {
         out.push_str("nothing needs attention and nothing is overdue\n");
         return out;

@@ -612,7 +612,10 @@ async fn fleet_prints_totals_and_a_rule_failing_at_fifteen_branches_as_one_line(
     assert!(shown.status.success(), "{}", text(&shown));
     let out = text(&shown);
     assert!(
-        out.starts_with("rules: 1 idle, 15 needs attention (0 overdue) at 16 branches\n"),
+        out.starts_with(
+            "rules: 1 idle, 15 needs attention (0 overdue) at 16 branches\nrunners: none\n\
+             runner versions: none running\n"
+        ),
         "{out}"
     );
     assert!(out.contains("needs you (1 group):\n"), "{out}");

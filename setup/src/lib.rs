@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
+pub mod releases;
+
 /// A program a command needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tool {

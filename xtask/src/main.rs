@@ -13,6 +13,7 @@ use res_setup::Tool;
 const USAGE: &str =
     "usage: cargo xtask demo [--release] [OPTIONS]   the whole system here, until Ctrl-C
        cargo xtask screenshots [--release] [OPTIONS]   photograph the console into docs/console
+       cargo xtask releases   build releases.txt's releases for the compatibility tests
 Options are res-demo's: cargo xtask demo --help lists them.";
 
 /// What the packages built for the demo are.
@@ -21,6 +22,9 @@ const PACKAGES: [&str; 4] = ["res-functions", "res-runner", "resctl", "res-demo"
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let task = args.first().and_then(|a| a.to_str()).unwrap_or_default();
+    if task == "releases" && args.len() == 1 {
+        return build_releases();
+    }
     if !matches!(task, "demo" | "screenshots") {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
@@ -66,6 +70,41 @@ fn main() -> ExitCode {
     let error = Command::new(&demo).args(&plan.demo_args).exec();
     eprintln!("xtask: cannot run {}: {error}", demo.display());
     ExitCode::FAILURE
+}
+
+/// Builds every release `releases.txt` lists that is not built yet, in the workspace's
+/// target directory (what they share with today's build compiles once), then puts today's
+/// binaries back where the releases' builds left theirs.
+fn build_releases() -> ExitCode {
+    let workspace = workspace_root();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), PathBuf::from);
+    let built = res_setup::releases::listed(&workspace).and_then(|releases| {
+        releases
+            .iter()
+            .try_for_each(|r| res_setup::releases::build(&workspace, r, &target).map(drop))
+    });
+    if let Err(message) = built {
+        eprintln!("xtask: {message}");
+        return ExitCode::FAILURE;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut today = Command::new(cargo);
+    today.current_dir(&workspace).arg("build");
+    for binary in res_setup::releases::BINARIES {
+        today.args(["--bin", binary]);
+    }
+    match today.status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => {
+            eprintln!("xtask: cargo build of today's binaries failed ({status})");
+            ExitCode::FAILURE
+        }
+        Err(error) => {
+            eprintln!("xtask: cannot run cargo: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The workspace: this crate's parent directory.

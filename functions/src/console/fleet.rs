@@ -113,7 +113,16 @@ struct Totals {
     rules: Vec<Count>,
     overdue: u32,
     runners: Vec<Count>,
+    /// Runners by the version they report.
+    versions: String,
     day: String,
+}
+
+/// A runner these functions do not serve.
+struct UnsupportedLine {
+    runner_id: String,
+    branches: String,
+    reason: String,
 }
 
 /// A brand's notification channel and whether its alerts get through.
@@ -137,6 +146,7 @@ struct FleetPage {
     branches: Vec<BranchLine>,
     groups: Vec<GroupLine>,
     groups_more: usize,
+    unsupported: Vec<UnsupportedLine>,
     outcome: Option<Outcome>,
 }
 
@@ -285,8 +295,23 @@ pub(super) async fn render(
                 link: None,
             })
             .collect(),
+        versions: t.versions_in_words(),
         day: t.day.describe(),
     };
+    let unsupported = fleet
+        .unsupported_runners
+        .iter()
+        .map(|r| UnsupportedLine {
+            runner_id: r.runner_id.clone(),
+            branches: r
+                .branches
+                .iter()
+                .map(res_shared::wire::ServedBranch::label)
+                .collect::<Vec<_>>()
+                .join(", "),
+            reason: r.reason.clone(),
+        })
+        .collect();
     super::html(&FleetPage {
         chrome: signed.chrome("fleet"),
         totals,
@@ -294,6 +319,7 @@ pub(super) async fn render(
         branches,
         groups,
         groups_more,
+        unsupported,
         outcome,
     })
 }

@@ -62,6 +62,16 @@ async fn brands() -> Brands {
         )
         .await;
     assert_eq!(registered.status, 200, "{}", registered.body);
+    // Brand A's site runs a release these functions no longer serve.
+    let site_a = app.runner_token(&[branch_a]).await;
+    let registered = app
+        .call(
+            RegisterRequest::NAME,
+            &site_a,
+            serde_json::json!({"runner_id": "riyadh-1", "boot_id": "boot-a", "version": "0.0.9"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
     let scope = KeyScope {
         brand_ids: vec![brand_a],
         ..KeyScope::default()
@@ -212,6 +222,24 @@ async fn the_fleet_shows_what_needs_attention_with_its_reason_and_names_as_text(
         !fleet.body.contains(SCRIPT_NAME),
         "the name is never markup"
     );
+    // The runners by version, and the one outside the served range with its reason; brand
+    // B's runner (no version: unsupported too) is not A's to see.
+    assert!(
+        fleet
+            .body
+            .contains("<dd id=\"totals-versions\">1 on 0.0.9</dd>"),
+        "{}",
+        fleet.body
+    );
+    assert!(
+        fleet.body.contains(
+            "<td>riyadh-1</td><td>Branch</td><td>runs 0.0.9, older than 0.1.0, the oldest \
+             runner these functions serve; upgrade it</td>"
+        ),
+        "{}",
+        fleet.body
+    );
+    assert!(!fleet.body.contains("berlin-1"), "{}", fleet.body);
     let rule = console.get(&format!("/console/rules/{}", b.flagged)).await;
     assert_eq!(rule.status, 200, "{}", rule.body);
     assert!(!rule.body.contains(SCRIPT_NAME));

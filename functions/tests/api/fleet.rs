@@ -992,3 +992,80 @@ async fn an_acknowledged_item_is_shown_apart_until_its_time_and_a_new_flag_ends_
     );
     assert_eq!(described(rules[0]).await.body["acknowledged"], Value::Null);
 }
+
+/// Runners are counted by the version they report, and one these functions do not serve
+/// is listed with its reason — to its own brand's operators only.
+#[tokio::test]
+async fn the_fleet_counts_runners_by_version_and_lists_those_outside_the_served_range() {
+    let f = fleet().await;
+    let app = &f.app;
+    for (runner, version) in [
+        ("a-new", Some("0.3.0")),
+        ("a-old", Some("0.1.0")),
+        ("a-odd", Some("banana")),
+        ("a-ancient", Some("0.0.9")),
+        ("a-silent", None),
+    ] {
+        let mut body = json!({"runner_id": runner, "boot_id": format!("{runner}-boot")});
+        if let Some(version) = version {
+            body["version"] = json!(version);
+        }
+        let registered = app.call(RegisterRequest::NAME, &f.a.runner, body).await;
+        assert_eq!(registered.status, 200, "{}", registered.body);
+    }
+    let registered = app
+        .call(
+            RegisterRequest::NAME,
+            &f.b.runner,
+            json!({"runner_id": "b-ancient", "boot_id": "b", "version": "0.0.1"}),
+        )
+        .await;
+    assert_eq!(registered.status, 200, "{}", registered.body);
+
+    let a = summary(app, &f.a.operator, json!({})).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        a.body["totals"]["runner_versions"],
+        json!({"0.0.9": 1, "0.1.0": 1, "0.3.0": 1, "banana": 1, "unknown": 1}),
+        "{}",
+        a.body
+    );
+    let unsupported = a.body["unsupported_runners"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        names(&a.body["unsupported_runners"], "runner_id"),
+        ["a-ancient", "a-odd", "a-silent"],
+        "{}",
+        a.body
+    );
+    assert!(
+        unsupported[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("0.0.9, older than 0.1.0")),
+        "{}",
+        a.body
+    );
+    assert_eq!(unsupported[0]["branches"][0]["branch_name"], "A Olaya");
+    // Brand B's operator sees B's runner only, and nothing of A's.
+    let b = summary(app, &f.b.operator, json!({})).await;
+    assert_eq!(
+        names(&b.body["unsupported_runners"], "runner_id"),
+        ["b-ancient"]
+    );
+    assert_eq!(b.body["totals"]["runner_versions"], json!({"0.0.1": 1}));
+    assert!(!b.body.to_string().contains("a-"), "{}", b.body);
+    // A gone runner runs nothing: neither counted nor listed.
+    sqlx::query(
+        "UPDATE runners SET last_seen_at = now() - interval '2 days' WHERE runner_id = 'a-ancient'",
+    )
+    .execute(&app.pool)
+    .await
+    .expect("silenced");
+    let later = summary(app, &f.a.operator, json!({})).await;
+    assert_eq!(
+        names(&later.body["unsupported_runners"], "runner_id"),
+        ["a-odd", "a-silent"]
+    );
+}

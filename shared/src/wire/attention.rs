@@ -25,6 +25,9 @@ pub struct FleetSummary {
     pub totals: FleetTotals,
     /// Groups that need attention first, then overdue ones; the most branches first.
     pub attention: Vec<AttentionGroup>,
+    /// Runners (not gone) whose version these functions do not serve, by runner id.
+    #[serde(default)]
+    pub unsupported_runners: Vec<super::UnsupportedRunner>,
 }
 
 /// The fleet counted.
@@ -40,6 +43,25 @@ pub struct FleetTotals {
     pub runners: BTreeMap<RunnerState, u32>,
     /// Runs scheduled in the last 24 hours, by outcome (live ones in none).
     pub day: RunWindow,
+    /// Runners that are not gone, by the version they report (`unknown` when none).
+    #[serde(default)]
+    pub runner_versions: BTreeMap<String, u32>,
+}
+
+impl FleetTotals {
+    /// The runners by version, newest first: "2 on 0.3.0, 1 on 0.1.0".
+    pub fn versions_in_words(&self) -> String {
+        let mut versions: Vec<(&String, &u32)> = self.runner_versions.iter().collect();
+        versions.sort_by_key(|(version, _)| std::cmp::Reverse(super::release_of(version)));
+        if versions.is_empty() {
+            return "none running".to_owned();
+        }
+        versions
+            .iter()
+            .map(|(version, n)| format!("{n} on {version}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 wire_enum! {

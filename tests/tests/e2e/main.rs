@@ -4,6 +4,7 @@
 mod alerts;
 mod batch;
 mod chaos;
+mod compat;
 mod configure;
 mod console;
 mod docs;

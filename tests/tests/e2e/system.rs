@@ -63,6 +63,12 @@ impl System {
 
     /// [`System::start`] with more `res-functions serve` arguments.
     pub async fn start_with(serve_args: &[&str]) -> System {
+        System::start_serving(&binary("res-functions"), serve_args).await
+    }
+
+    /// [`System::start_with`] with `functions` serving (another release's); the database is
+    /// migrated by today's, as a functions rollback leaves it.
+    pub async fn start_serving(functions: &std::path::Path, serve_args: &[&str]) -> System {
         res_tests::functions::install_tls();
         let database = server().create_database().await;
         functions_cli(&database.url, &["migrate"]);
@@ -74,7 +80,7 @@ impl System {
         let dir = std::env::temp_dir().join(format!("res-e2e-{}", Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
         let functions = FunctionsServer::start_with(
-            &binary("res-functions"),
+            functions,
             &database.url,
             &dir.join("functions.log"),
             serve_args,
@@ -142,9 +148,14 @@ impl System {
 
     /// A runner named `name`; `extra` overrides settings (`("WORKERS", "2")`).
     pub fn runner(&self, name: &str, extra: &[(&str, &str)]) -> Runner {
+        self.runner_of(&binary("res-runner"), name, extra)
+    }
+
+    /// [`System::runner`] of the `res-runner` at `path` (another release's).
+    pub fn runner_of(&self, path: &std::path::Path, name: &str, extra: &[(&str, &str)]) -> Runner {
         Runner::start(
             RunnerSpec {
-                binary: &binary("res-runner"),
+                binary: path,
                 dir: &self.dir,
                 name,
                 functions_url: &self.functions.url(),

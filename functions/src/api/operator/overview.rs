@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::Zone;
 use res_shared::wire::{
     Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
-    RuleCondition, RunnerState, RunnerSummary, RunnerThresholds,
+    RuleCondition, RunnerState, RunnerSummary, RunnerThresholds, UnsupportedRunner,
+    unsupported_runner,
 };
 use uuid::Uuid;
 
@@ -56,6 +57,8 @@ pub(crate) struct FleetOverview {
     /// What needs someone, grouped: flagged groups, then overdue ones.
     pub(crate) attention: Vec<AttentionGroup>,
     pub(crate) totals: FleetTotals,
+    /// Runners these functions do not serve, by runner id.
+    pub(crate) unsupported_runners: Vec<UnsupportedRunner>,
     /// Rules that need attention or are overdue, until grouped.
     flagged: Vec<Flagged>,
     /// Where each branch's line is in `branches`.
@@ -86,6 +89,7 @@ pub(crate) async fn fleet_summary(
     Ok(Json(FleetSummary {
         totals: fleet.totals,
         attention: fleet.attention,
+        unsupported_runners: fleet.unsupported_runners,
     }))
 }
 
@@ -138,6 +142,7 @@ pub(crate) async fn overview(
     }
     for runner in runners {
         *fleet.totals.runners.entry(runner.state).or_default() += 1;
+        fleet.add_version(&runner);
         for served in &runner.branches {
             fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
         }
@@ -215,6 +220,27 @@ fn failing(row: &DescribedRule) -> Option<u32> {
 }
 
 impl FleetOverview {
+    /// Counts a runner that is not gone by its version, and lists it when these functions
+    /// do not serve that version.
+    fn add_version(&mut self, runner: &RunnerSummary) {
+        if runner.state == RunnerState::Gone {
+            return;
+        }
+        let version = runner
+            .version
+            .clone()
+            .unwrap_or_else(|| "unknown".to_owned());
+        *self.totals.runner_versions.entry(version).or_default() += 1;
+        if let Some(reason) = unsupported_runner(runner.version.as_deref()) {
+            self.unsupported_runners.push(UnsupportedRunner {
+                runner_id: runner.runner_id.clone(),
+                version: runner.version.clone(),
+                reason,
+                branches: runner.branches.clone(),
+            });
+        }
+    }
+
     fn add_tally(&mut self, tally: &FleetTally) {
         let line = *self.lines.entry(tally.branch_id).or_insert_with(|| {
             self.branches.push(BranchOverview {
