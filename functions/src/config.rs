@@ -57,6 +57,11 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "RES_BIND", default_value = "127.0.0.1:54321")]
     pub bind: SocketAddr,
+    /// Share the address with other `serve` processes (SO_REUSEPORT): start the new one,
+    /// then SIGTERM the old one, and no request is refused (docs/deploy.md, rolling
+    /// restart). Only processes of the same user may share it.
+    #[arg(long, env = "RES_REUSE_PORT")]
+    pub reuse_port: bool,
     /// Log format.
     #[arg(long, env = "RES_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

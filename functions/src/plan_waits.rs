@@ -156,6 +156,11 @@ impl PlanWaits {
         self.answer_all();
     }
 
+    /// Whether [`PlanWaits::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
     fn answer_all(&self) {
         let waiting = self.lock();
         for signal in waiting

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::serve::ListenerExt as _;
@@ -32,15 +33,54 @@ const TCP_KEEPALIVE: socket2::TcpKeepalive = socket2::TcpKeepalive::new()
     .with_interval(Duration::from_secs(15))
     .with_retries(4);
 
-/// Serves `router` on `bind` until Ctrl-C or SIGTERM; then the plan requests waiting in
-/// `waits` answer at once, so shutting down does not wait out their waits.
+/// Where and how `serve` listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    pub bind: std::net::SocketAddr,
+    /// Share the address with other processes (SO_REUSEPORT), for rolling restarts.
+    pub reuse_port: bool,
+}
+
+impl From<&ServeArgs> for Listen {
+    fn from(args: &ServeArgs) -> Listen {
+        Listen {
+            bind: args.bind,
+            reuse_port: args.reuse_port,
+        }
+    }
+}
+
+impl Listen {
+    fn open(self) -> std::io::Result<TcpListener> {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let socket = Socket::new(
+            Domain::for_address(self.bind),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )?;
+        // As std's and tokio's bind do: a restart may bind while old connections linger.
+        socket.set_reuse_address(true)?;
+        if self.reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&self.bind.into())?;
+        socket.listen(1024)?;
+        TcpListener::from_std(socket.into())
+    }
+}
+
+/// Serves `router` until Ctrl-C or SIGTERM; then the plan requests waiting in `waits`
+/// answer at once, so shutting down does not wait out their waits, and the requests in
+/// flight finish.
 pub async fn serve_local(
     router: Router,
-    bind: std::net::SocketAddr,
+    listen: Listen,
     waits: Arc<PlanWaits>,
 ) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(bind)
-        .await
+    let bind = listen.bind;
+    let listener = listen
+        .open()
         .map_err(|e| anyhow::anyhow!("cannot listen on {bind}: {e}"))?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     // Without TCP_NODELAY a response written in two pieces waits for the client's delayed
@@ -57,21 +97,57 @@ pub async fn serve_local(
         }
     });
     // The peer's address reaches handlers that bound what one client may do (sign-ins).
+    let draining = Arc::new(AtomicBool::new(false));
+    let router = router.layer(axum::middleware::map_response({
+        let draining = Arc::clone(&draining);
+        move |response| close_while_draining(response, Arc::clone(&draining))
+    }));
+    // The peer's address reaches handlers that bound what one client may do (sign-ins).
     let app = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             waits.stop();
+            if listen.reuse_port {
+                // Another serve shares the port: go on answering a moment, each answer
+                // telling its client to close the connection, so clients move to the other
+                // process on a fresh connection rather than meet a connection closed under
+                // a request they were sending.
+                draining.store(true, Ordering::SeqCst);
+                tracing::info!(
+                    "shutting down: draining connections for {} ms",
+                    DRAIN.as_millis()
+                );
+                tokio::time::sleep(DRAIN).await;
+            }
         })
         .await?;
     Ok(())
+}
+
+/// How long a `serve` sharing its port keeps answering after SIGTERM (with
+/// `Connection: close`): runners ask at least once a second while busy and at once after a
+/// waiting plan request is answered, so two seconds move every connection.
+const DRAIN: Duration = Duration::from_secs(2);
+
+async fn close_while_draining(
+    mut response: axum::response::Response,
+    draining: Arc<AtomicBool>,
+) -> axum::response::Response {
+    if draining.load(Ordering::SeqCst) {
+        response.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    response
 }
 
 /// Serves every function on `bind`, the metrics on their own bind, and sweeps, until
 /// Ctrl-C or SIGTERM.
 pub async fn serve_with_maintenance(
     state: AppState,
-    bind: std::net::SocketAddr,
+    listen: Listen,
     maintenance: &MaintenanceArgs,
 ) -> anyhow::Result<()> {
     let stop = CancellationToken::new();
@@ -113,7 +189,7 @@ pub async fn serve_with_maintenance(
     }
     let served = serve_local(
         router_with_console(state.clone(), &Function::ALL),
-        bind,
+        listen,
         state.plan_waits.clone(),
     )
     .await;
@@ -218,7 +294,7 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
             let stop = CancellationToken::new();
             tokio::spawn(listener::run(state.clone(), stop.clone()));
             let waits = state.plan_waits.clone();
-            let served = serve_local(app(state), args.serve.bind, waits).await;
+            let served = serve_local(app(state), Listen::from(&args.serve), waits).await;
             stop.cancel();
             served
         }

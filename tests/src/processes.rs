@@ -281,6 +281,21 @@ impl FunctionsServer {
             .take()
             .is_some_and(|mut child| terminate(&mut child))
     }
+
+    /// A second process on the same port (its `serve` arguments must share it:
+    /// `--reuse-port`), logging to `log`; answering once this returns.
+    pub async fn beside(&self, log: &Path) -> FunctionsServer {
+        let mut server = FunctionsServer {
+            binary: self.binary.clone(),
+            child: None,
+            database_url: self.database_url.clone(),
+            port: self.port,
+            log: log.to_owned(),
+            args: self.args.clone(),
+        };
+        server.restart().await;
+        server
+    }
 }
 
 impl Drop for FunctionsServer {

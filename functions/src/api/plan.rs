@@ -83,11 +83,13 @@ pub(crate) async fn get_execution_plan(
     // Watching starts before the first read, so a change committed after that read's
     // snapshot is heard even if it commits before the wait begins.
     let wait = Duration::from_secs(u64::from(requested_wait)).min(state.settings.plan_wait_max);
-    let waiter = match (&since, &turn) {
-        (Some(_), Some(_)) if !wait.is_zero() => state
+    let may_wait = since.is_some() && turn.is_some() && !wait.is_zero();
+    let waiter = if may_wait {
+        state
             .plan_waits
-            .watch(scope, waiting_runner(&caller, &request)),
-        _ => None,
+            .watch(scope, waiting_runner(&caller, &request))
+    } else {
+        None
     };
     // Up to a sixteenth less: sites woken together (a shared definition changed) would
     // otherwise come back together at every wait's end.
@@ -162,7 +164,9 @@ pub(crate) async fn get_execution_plan(
         workflows: read.workflows,
         removed: read.removed,
         lookups: read.lookups,
-        wait_seconds: if waiter.is_some() {
+        // A process shutting down waits no more, but its runners should ask again at once
+        // (the next serve waits), not fall back to polling.
+        wait_seconds: if waiter.is_some() || (may_wait && state.plan_waits.is_stopped()) {
             u32::try_from(wait.as_secs()).unwrap_or(u32::MAX)
         } else {
             0

@@ -151,7 +151,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 );
             }
             let state = AppState::with_settings(pool, serve.settings().listening());
-            serve::serve_with_maintenance(state, serve.bind, &maintenance).await
+            serve::serve_with_maintenance(state, serve::Listen::from(&serve), &maintenance).await
         }
         Command::Migrate { database } => {
             let pool = database.command_pool()?;

@@ -12,6 +12,7 @@ mod observability;
 mod offline;
 mod operate;
 mod output;
+mod restarts;
 mod retries;
 mod schedule;
 mod system;
