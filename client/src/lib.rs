@@ -129,6 +129,10 @@ impl FunctionsClient {
             .tcp_keepalive(Duration::from_secs(60))
             .tcp_keepalive_interval(Duration::from_secs(15))
             .tcp_keepalive_retries(4)
+            // Shops sit behind NAT boxes and 4G routers that forget idle connections without
+            // a word; a request sent on one such connection waits out its whole timeout.
+            // A connection idle for half a minute is closed rather than trusted again.
+            .pool_idle_timeout(Duration::from_secs(30))
             .user_agent(user_agent)
             .build()
             .map_err(|e| CloudError::Invalid {

@@ -29,6 +29,9 @@ pub enum Tool {
     Curl,
     /// CPython, the reference the expression evaluator is checked against.
     Python3,
+    /// nftables, to drop a network namespace's packets in the bad-link tests (`ip` and
+    /// `tc` come with iproute2, already on any Debian).
+    Nft,
 }
 
 impl Tool {
@@ -42,6 +45,7 @@ impl Tool {
             Tool::Jq => "jq",
             Tool::Curl => "curl",
             Tool::Python3 => "python3",
+            Tool::Nft => "nftables",
         }
     }
 
@@ -55,6 +59,7 @@ impl Tool {
             Tool::Jq => "jq",
             Tool::Curl => "curl",
             Tool::Python3 => "python3",
+            Tool::Nft => "nft",
         }
     }
 
@@ -68,6 +73,9 @@ impl Tool {
             Tool::Jq => on_path("jq"),
             Tool::Curl => on_path("curl"),
             Tool::Python3 => on_path("python3"),
+            // Debian puts it in /usr/sbin, off a user's PATH.
+            Tool::Nft => on_path("nft")
+                .or_else(|| Some(PathBuf::from("/usr/sbin/nft")).filter(|path| path.is_file())),
         }
     }
 }

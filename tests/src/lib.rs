@@ -7,6 +7,7 @@
 pub mod browser;
 pub mod console;
 pub mod functions;
+pub mod netns;
 pub mod postgres;
 pub mod processes;
 pub mod receiver;

@@ -90,12 +90,37 @@ pub struct Runner {
     pub status: String,
     settings: Vec<(String, String)>,
     env: Vec<(String, String)>,
+    /// The runner's network namespace (`ip netns exec <name>`), if not this host's.
+    netns: Option<String>,
 }
 
 impl Runner {
+    /// [`Runner::start`] inside `netns`: its status page listens on the namespace's end.
+    pub fn start_in(
+        netns: &crate::netns::Netns,
+        spec: RunnerSpec<'_>,
+        extra: &[(&str, &str)],
+    ) -> Runner {
+        let port = free_port();
+        let listen = format!("{}:{port}", netns.inside);
+        let mut extra = extra.to_vec();
+        extra.push(("STATUS_LISTEN", &listen));
+        let mut runner = Runner::prepare(spec, &extra, &[]);
+        runner.status = format!("http://{listen}");
+        runner.netns = Some(netns.name.clone());
+        runner.restart();
+        runner
+    }
+
     /// Starts a runner with test intervals (1 s refresh and plan wait, 3 s lease); `extra` overrides
     /// settings by key (`("WORKERS", "2")` → `RES_RUNNER_WORKERS=2`), `env` adds variables.
     pub fn start(spec: RunnerSpec<'_>, extra: &[(&str, &str)], env: &[(&str, &str)]) -> Runner {
+        let mut runner = Runner::prepare(spec, extra, env);
+        runner.restart();
+        runner
+    }
+
+    fn prepare(spec: RunnerSpec<'_>, extra: &[(&str, &str)], env: &[(&str, &str)]) -> Runner {
         let state_dir = spec.dir.join(spec.name);
         let port = free_port();
         let mut settings: Vec<(String, String)> = [
@@ -123,7 +148,7 @@ impl Runner {
             settings.retain(|(key, _)| key != k);
             settings.push(((*k).to_owned(), (*v).to_owned()));
         }
-        let mut runner = Runner {
+        Runner {
             binary: spec.binary.to_owned(),
             child: None,
             log: spec.dir.join(format!("{}.log", spec.name)),
@@ -134,15 +159,22 @@ impl Runner {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
-        };
-        runner.restart();
-        runner
+            netns: None,
+        }
     }
 
     /// Starts it (again, after a stop or kill).
     pub fn restart(&mut self) {
         let log = log_file(&self.log);
-        let mut command = Command::new(&self.binary);
+        let mut command = match &self.netns {
+            // `ip netns exec` becomes the runner (it execs it): signals reach the runner.
+            Some(name) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", name]).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
         command
             .arg("run")
             .env("RUST_LOG", "info")
@@ -218,6 +250,8 @@ pub struct FunctionsServer {
     binary: PathBuf,
     child: Option<Child>,
     database_url: String,
+    /// Where it listens: loopback, or a test namespace's host end.
+    host: std::net::IpAddr,
     port: u16,
     log: PathBuf,
     args: Vec<String>,
@@ -236,10 +270,23 @@ impl FunctionsServer {
         log: &Path,
         args: &[&str],
     ) -> FunctionsServer {
+        let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+        FunctionsServer::start_at(binary, database_url, log, args, loopback).await
+    }
+
+    /// [`FunctionsServer::start_with`] listening on `host` (a test namespace's host end).
+    pub async fn start_at(
+        binary: &Path,
+        database_url: &str,
+        log: &Path,
+        args: &[&str],
+        host: std::net::IpAddr,
+    ) -> FunctionsServer {
         let mut server = FunctionsServer {
             binary: binary.to_owned(),
             child: None,
             database_url: database_url.to_owned(),
+            host,
             port: free_port(),
             log: log.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
@@ -248,16 +295,21 @@ impl FunctionsServer {
         server
     }
 
-    /// `http://127.0.0.1:<port>/functions/v1`.
+    /// `http://<host>:<port>/functions/v1`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/functions/v1", self.port)
+        format!("http://{}:{}/functions/v1", self.host, self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Starts it again (same port) and waits until it answers.
     pub async fn restart(&mut self) {
         let log = log_file(&self.log);
         let child = Command::new(&self.binary)
-            .args(["serve", "--bind", &format!("127.0.0.1:{}", self.port)])
+            .args(["serve", "--bind", &format!("{}:{}", self.host, self.port)])
             .args(&self.args)
             .env("DATABASE_URL", &self.database_url)
             .env("RUST_LOG", "info")
@@ -289,6 +341,7 @@ impl FunctionsServer {
             binary: self.binary.clone(),
             child: None,
             database_url: self.database_url.clone(),
+            host: self.host,
             port: self.port,
             log: log.to_owned(),
             args: self.args.clone(),

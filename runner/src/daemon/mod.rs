@@ -23,7 +23,7 @@ pub(crate) mod status;
 pub(crate) mod telemetry;
 pub(crate) mod worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -91,6 +91,9 @@ pub struct Daemon {
     pub(crate) registered: AtomicBool,
     /// The first plan refresh (which trusts the server completely) is done.
     pub(crate) first_refresh_done: AtomicBool,
+    /// The longest wait the functions granted a plan request lately, seconds (the asked
+    /// wait until they answer one): how long a waiting request may stay silent.
+    pub(crate) plan_wait_granted: AtomicU64,
     pub(crate) last_refresh: Mutex<Option<DateTime<Utc>>>,
     pub(crate) memory: memory::MemoryProbe,
     pub(crate) started_at: DateTime<Utc>,
@@ -210,6 +213,7 @@ impl Daemon {
             outage: outage::OutageLog::default(),
             registered: AtomicBool::new(false),
             first_refresh_done: AtomicBool::new(false),
+            plan_wait_granted: AtomicU64::new(config.plan_wait().as_secs()),
             last_refresh: Mutex::new(None),
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
             started_at: Utc::now(),

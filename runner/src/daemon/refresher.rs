@@ -243,7 +243,37 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
 
 /// Asks for the plan; `None` when shutting down: a plan request only reads (and notes this
 /// runner as seen), so shutting down may abandon one that is waiting.
+///
+/// A waiting request is given up on `granted` + the request timeout after it was sent,
+/// where `granted` is the wait the functions last granted (they may grant less than asked,
+/// `--plan-wait-max-seconds`, 50 s by default): a connection that a NAT box or proxy dropped
+/// silently mid-wait is noticed then, not after the asked wait. A waiting request that
+/// fails is asked again at once, on a new connection and allowed the whole asked wait (the
+/// functions may grant more now); only a second failure counts as an outage.
 async fn ask(
+    daemon: &Daemon,
+    request: &PlanRequest,
+    wait: Duration,
+) -> Option<Result<PlanResponse, crate::cloud::CloudError>> {
+    let granted = Duration::from_secs(daemon.plan_wait_granted.load(Ordering::Relaxed));
+    let answer = match call(daemon, request, wait.min(granted)).await? {
+        Err(error @ crate::cloud::CloudError::Unreachable { .. }) if !wait.is_zero() => {
+            tracing::info!(%error, "a waiting plan request got no answer; asking again on a new connection");
+            call(daemon, request, wait).await?
+        }
+        answer => answer,
+    };
+    if let Ok(plan) = &answer
+        && plan.wait_seconds > 0
+    {
+        daemon
+            .plan_wait_granted
+            .store(u64::from(plan.wait_seconds), Ordering::Relaxed);
+    }
+    Some(answer)
+}
+
+async fn call(
     daemon: &Daemon,
     request: &PlanRequest,
     wait: Duration,

@@ -16,7 +16,7 @@ use res_setup::releases::{self, Release};
 use res_tests::functions::RuleSpec;
 use res_tests::processes::{Runner, binary, eventually};
 
-use crate::system::{System, detector};
+use crate::system::{LOOPBACK, System, detector};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -201,7 +201,7 @@ async fn the_runner_of_0_2_0_works_against_todays_functions() {
 #[tokio::test(flavor = "multi_thread")]
 async fn todays_runner_works_against_the_functions_of_0_2_0() {
     let functions = release_binary("0.2.0", "res-functions").await;
-    let mut system = System::start_serving(&functions, &[]).await;
+    let mut system = System::start_serving(&functions, &[], LOOPBACK).await;
     a_sites_day(
         &mut system,
         &binary("res-runner"),
@@ -213,7 +213,7 @@ async fn todays_runner_works_against_the_functions_of_0_2_0() {
 #[tokio::test(flavor = "multi_thread")]
 async fn todays_runner_works_against_the_functions_of_0_1_0() {
     let functions = release_binary("0.1.0", "res-functions").await;
-    let mut system = System::start_serving(&functions, &[]).await;
+    let mut system = System::start_serving(&functions, &[], LOOPBACK).await;
     a_sites_day(
         &mut system,
         &binary("res-runner"),

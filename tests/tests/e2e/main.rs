@@ -6,8 +6,10 @@ mod batch;
 mod chaos;
 mod compat;
 mod configure;
+
 mod console;
 mod docs;
+mod links;
 mod observability;
 mod offline;
 mod operate;

@@ -14,6 +14,9 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use uuid::Uuid;
 
+/// Where the functions listen unless a test says otherwise.
+pub const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
 /// A running system.
 pub struct System {
     /// Direct database access, to seed and to check.
@@ -63,12 +66,16 @@ impl System {
 
     /// [`System::start`] with more `res-functions serve` arguments.
     pub async fn start_with(serve_args: &[&str]) -> System {
-        System::start_serving(&binary("res-functions"), serve_args).await
+        System::start_serving(&binary("res-functions"), serve_args, LOOPBACK).await
     }
 
-    /// [`System::start_with`] with `functions` serving (another release's); the database is
-    /// migrated by today's, as a functions rollback leaves it.
-    pub async fn start_serving(functions: &std::path::Path, serve_args: &[&str]) -> System {
+    /// [`System::start_with`] with `functions` serving (another release's) on `host`; the
+    /// database is migrated by today's, as a functions rollback leaves it.
+    pub async fn start_serving(
+        functions: &std::path::Path,
+        serve_args: &[&str],
+        host: std::net::IpAddr,
+    ) -> System {
         res_tests::functions::install_tls();
         let database = server().create_database().await;
         functions_cli(&database.url, &["migrate"]);
@@ -79,11 +86,12 @@ impl System {
             .expect("connect");
         let dir = std::env::temp_dir().join(format!("res-e2e-{}", Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let functions = FunctionsServer::start_with(
+        let functions = FunctionsServer::start_at(
             functions,
             &database.url,
             &dir.join("functions.log"),
             serve_args,
+            host,
         )
         .await;
         let seed = Seed::new(&pool);
@@ -149,6 +157,26 @@ impl System {
     /// A runner named `name`; `extra` overrides settings (`("WORKERS", "2")`).
     pub fn runner(&self, name: &str, extra: &[(&str, &str)]) -> Runner {
         self.runner_of(&binary("res-runner"), name, extra)
+    }
+
+    /// A runner named `name` inside `netns` (the functions must listen on its host end).
+    pub fn runner_in(
+        &self,
+        netns: &res_tests::netns::Netns,
+        name: &str,
+        extra: &[(&str, &str)],
+    ) -> Runner {
+        Runner::start_in(
+            netns,
+            RunnerSpec {
+                binary: &binary("res-runner"),
+                dir: &self.dir,
+                name,
+                functions_url: &self.functions.url(),
+                token: &self.token,
+            },
+            extra,
+        )
     }
 
     /// [`System::runner`] of the `res-runner` at `path` (another release's).

@@ -1,0 +1,171 @@
+//! A network namespace joined to this host by a veth pair, for bad-link tests: a runner
+//! runs inside it (`ip netns exec`), the functions listen on the host's end, and the link
+//! between them can be made to drop packets (nftables inside the namespace) or slowed
+//! (`tc tbf`). Needs root (CAP_NET_ADMIN), as CI has. Traffic stays between this host and
+//! the namespace; the namespace, its veth pair and its rules go when the value drops.
+//!
+//! This machine's kernel has no `netem` qdisc (CONFIG_NET_SCH_NETEM is off), so latency
+//! cannot be added here; loss and drops are made with nftables, which it has.
+
+use std::net::Ipv4Addr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A namespace and its link to the host.
+#[derive(Debug)]
+pub struct Netns {
+    /// `res-<id>`.
+    pub name: String,
+    /// The host's end of the link: bind servers the namespace should reach here.
+    pub host: Ipv4Addr,
+    /// The namespace's end.
+    pub inside: Ipv4Addr,
+    host_link: String,
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+impl Netns {
+    /// A fresh namespace with a /30 of 10.231.0.0/16 shared with the host; panics naming
+    /// what failed (not root: "Operation not permitted").
+    pub fn create() -> Netns {
+        res_setup::require(&[res_setup::Tool::Nft], "the bad-link tests")
+            .unwrap_or_else(|e| panic!("{e}"));
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        // Unique among this machine's test processes: the pid's low bits and a counter.
+        let id = (std::process::id() & 0xfff) << 2 | (NEXT.fetch_add(1, Ordering::Relaxed) & 3);
+        let (third, fourth) = ((id >> 6) as u8, ((id & 0x3f) << 2) as u8);
+        let host = Ipv4Addr::new(10, 231, third, fourth + 1);
+        let inside = Ipv4Addr::new(10, 231, third, fourth + 2);
+        let name = format!("res-{id:x}");
+        let host_link = format!("resh{id:x}");
+        let inside_link = format!("resn{id:x}");
+        let netns = Netns {
+            name: name.clone(),
+            host,
+            inside,
+            host_link: host_link.clone(),
+        };
+        let made = (|| {
+            run("ip", &["netns", "add", &name])?;
+            run(
+                "ip",
+                &[
+                    "link",
+                    "add",
+                    &host_link,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    &inside_link,
+                ],
+            )?;
+            run("ip", &["link", "set", &inside_link, "netns", &name])?;
+            run(
+                "ip",
+                &["addr", "add", &format!("{host}/30"), "dev", &host_link],
+            )?;
+            run("ip", &["link", "set", &host_link, "up"])?;
+            let exec = |args: &[&str]| {
+                let mut all = vec!["netns", "exec", name.as_str(), "ip"];
+                all.extend_from_slice(args);
+                run("ip", &all)
+            };
+            exec(&["addr", "add", &format!("{inside}/30"), "dev", &inside_link])?;
+            exec(&["link", "set", &inside_link, "up"])?;
+            exec(&["link", "set", "lo", "up"])
+        })();
+        if let Err(error) = made {
+            panic!("cannot make network namespace {name} (root is needed): {error}");
+        }
+        netns
+    }
+
+    /// Runs `nft` inside the namespace with `ruleset` (nft's own syntax).
+    pub fn nft(&self, ruleset: &str) {
+        let nft = res_setup::Tool::Nft.find().expect("nft is installed");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .arg(nft)
+            .args(["-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("nft runs");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().expect("stdin");
+            stdin
+                .write_all(ruleset.as_bytes())
+                .expect("ruleset written");
+        }
+        let output = child.wait_with_output().expect("nft ends");
+        assert!(
+            output.status.success(),
+            "nft -f: {}\n{ruleset}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// The local ports of the namespace's established TCP connections to `port` on the
+    /// host's end (from the namespace's /proc/net/tcp, read through a process inside it).
+    pub fn connections_to(&self, port: u16) -> Vec<u16> {
+        let output = Command::new("ip")
+            .args(["netns", "exec", &self.name, "cat", "/proc/net/tcp"])
+            .output()
+            .expect("cat runs");
+        let remote = format!("{:08X}:{port:04X}", u32::from_le_bytes(self.host.octets()));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // local, remote, state (01: established)
+                let (local, far, state) = (fields.get(1)?, fields.get(2)?, fields.get(3)?);
+                (*far == remote && *state == "01")
+                    .then(|| local.rsplit(':').next())
+                    .flatten()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+            })
+            .collect()
+    }
+
+    /// Drops, both ways, every packet of the namespace's connections from `ports`: what a
+    /// NAT box that forgot them does. New connections pass.
+    pub fn blackhole(&self, ports: &[u16]) {
+        let set = ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.nft(&format!(
+            "table inet res_blackhole {{\n\
+               chain output {{ type filter hook output priority 0; tcp sport {{ {set} }} drop; }}\n\
+               chain input {{ type filter hook input priority 0; tcp dport {{ {set} }} drop; }}\n\
+             }}\n"
+        ));
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // The namespace's end of the veth goes with the namespace, and the host's with it.
+        let _ = run("ip", &["netns", "del", &self.name]);
+        let _ = run("ip", &["link", "del", &self.host_link]);
+    }
+}
