@@ -11,3 +11,4 @@ pub mod netns;
 pub mod postgres;
 pub mod processes;
 pub mod receiver;
+pub mod tmpfs;

@@ -220,6 +220,7 @@ mod tests {
         .expect("a report");
         Stored {
             path: PathBuf::from("r.json"),
+            in_memory: false,
             item: Some(Item::Report(request)),
         }
     }
@@ -227,6 +228,7 @@ mod tests {
     fn violation() -> Stored {
         Stored {
             path: PathBuf::from("v.json"),
+            in_memory: false,
             item: Some(Item::Violation(ViolationRequest {
                 execution_id: Uuid::nil(),
                 claim_token: "t".into(),
@@ -253,6 +255,7 @@ mod tests {
         let unreadable = [
             Stored {
                 path: PathBuf::from("x.json"),
+                in_memory: false,
                 item: None,
             },
             report(a),

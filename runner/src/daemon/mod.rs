@@ -286,6 +286,9 @@ impl Daemon {
             .set(i64::from(queued >= crate::plan::writer::QUEUE_CAPACITY));
         m.plan_workflows.set(self.plan.read().len() as i64);
         m.outbox_depth.set(self.outbox.depth() as i64);
+        m.outbox_in_memory.set(self.outbox.in_memory() as i64);
+        m.state_unwritable
+            .set(i64::from(self.outbox.unwritable().is_some()));
     }
 }
 

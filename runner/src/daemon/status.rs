@@ -12,6 +12,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{Blocker, describe_blocker};
+
+use super::outbox::Unwritable;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -54,6 +56,10 @@ pub(crate) struct Status {
     active_jobs: usize,
     alive_workers: i64,
     outbox_depth: usize,
+    /// Of those, held in memory because the state directory refuses writes.
+    outbox_in_memory: usize,
+    /// Since when, and why, the state directory refuses writes (disk full, read-only).
+    state_unwritable: Option<Unwritable>,
     write_thread_alive: bool,
     memory_used_percent: Option<f64>,
     memory_limit_percent: f64,
@@ -164,6 +170,8 @@ fn snapshot(daemon: &Daemon) -> Status {
         active_jobs,
         alive_workers: daemon.metrics.alive_workers.get(),
         outbox_depth: daemon.outbox.depth(),
+        outbox_in_memory: daemon.outbox.in_memory(),
+        state_unwritable: daemon.outbox.unwritable(),
         write_thread_alive: daemon.plan.writer_stats().alive.load(Ordering::SeqCst),
         memory_used_percent: daemon.memory.used_percent(),
         memory_limit_percent: daemon.memory.limit_percent(),
@@ -181,8 +189,16 @@ async fn status(State(daemon): State<Arc<Daemon>>) -> Response {
 async fn healthz(State(daemon): State<Arc<Daemon>>) -> Response {
     let writer = daemon.plan.writer_stats().alive.load(Ordering::SeqCst);
     let workers = daemon.metrics.alive_workers.get();
+    // Unwritable state is degraded, not unhealthy: a restart would lose the reports held in
+    // memory, so nothing should restart the runner for it.
+    let unwritable = daemon.outbox.unwritable();
     let body = serde_json::json!({
-        "status": if writer && workers > 0 { "ok" } else { "unhealthy" },
+        "status": match (writer && workers > 0, &unwritable) {
+            (false, _) => "unhealthy",
+            (true, Some(_)) => "degraded",
+            (true, None) => "ok",
+        },
+        "state_unwritable_since": unwritable.map(|u| u.since),
         "write_thread_alive": writer,
         "alive_workers": workers,
         "cloud_reachable": daemon.cloud_reachable.load(Ordering::SeqCst),
@@ -244,6 +260,8 @@ struct Page<'a> {
     skew: String,
     memory: String,
     started: String,
+    /// "unwritable since …: why", while the state directory refuses writes.
+    unwritable: Option<String>,
     owners: Vec<OwnerLine<'a>>,
     running: Vec<RunningLine>,
     rules: Vec<RuleLine<'a>>,
@@ -313,6 +331,10 @@ pub(crate) fn render(s: &Status) -> Result<String, askama::Error> {
             .memory_used_percent
             .map_or_else(|| "?".into(), |m| format!("{m:.0}%")),
         started: time(Some(s.started_at)),
+        unwritable: s
+            .state_unwritable
+            .as_ref()
+            .map(|u| format!("unwritable since {}: {}", time(Some(u.since)), u.error)),
         owners: s
             .offline_owners
             .iter()
@@ -399,6 +421,8 @@ mod tests {
             active_jobs: 0,
             alive_workers: 4,
             outbox_depth: 2,
+            outbox_in_memory: 0,
+            state_unwritable: None,
             write_thread_alive: true,
             memory_used_percent: Some(41.6),
             memory_limit_percent: 90.0,

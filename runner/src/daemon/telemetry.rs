@@ -73,6 +73,10 @@ metrics! {
         "plan_workflows", "Branch rules in the local plan";
     outbox_depth: Gauge = Gauge::default() =>
         "outbox_depth", "Reports and violations waiting for the functions";
+    outbox_in_memory: Gauge = Gauge::default() =>
+        "outbox_in_memory", "Of those, held in memory because the state directory refuses writes";
+    state_unwritable: Gauge = Gauge::default() =>
+        "state_unwritable", "1 while the state directory refuses writes (disk full, read-only)";
     memory_throttled: Gauge = Gauge::default() =>
         "memory_throttled", "1 while no new job starts because host memory is above the limit";
     clock_skew_seconds: Gauge<f64, AtomicU64> = Gauge::default() =>

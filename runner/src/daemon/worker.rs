@@ -412,6 +412,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         Ok(services) => Arc::new(services),
         Err(error) => {
             tracing::error!(%error, "cannot record the offline run's start; not running it");
+            daemon.outbox.note_unwritable(&error);
             daemon.plan.set_running(id, false, Utc::now());
             return JobOutcome::skipped(
                 JobStatus::Unreported,

@@ -72,10 +72,14 @@ pub(crate) fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    {
-        let mut file = File::create(&tmp)?;
+    let written = File::create(&tmp).and_then(|mut file| {
         file.write_all(bytes)?;
-        file.sync_all()?;
+        file.sync_all()
+    });
+    if let Err(error) = written {
+        // A full disk keeps nothing half-written: what little space there is stays free.
+        let _ = fs::remove_file(&tmp);
+        return Err(error);
     }
     fs::rename(&tmp, path)?;
     // The rename itself must reach the disk, or a power cut can bring back the old name.

@@ -6,6 +6,7 @@ mod batch;
 mod chaos;
 mod compat;
 mod configure;
+mod disk;
 
 mod console;
 mod docs;
