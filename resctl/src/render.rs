@@ -150,7 +150,7 @@ pub(crate) fn fleet(summary: &FleetSummary, branches: bool, now: DateTime<Utc>) 
         t.versions_in_words(),
         t.day.describe()
     );
-    for runner in &summary.unsupported_runners {
+    for runner in &summary.runners_needing_someone {
         let at: Vec<String> = runner.branches.iter().map(ServedBranch::label).collect();
         out.push_str(&format!(
             "runner {} ({}) {}\n",

@@ -299,7 +299,7 @@ pub(super) async fn render(
         day: t.day.describe(),
     };
     let unsupported = fleet
-        .unsupported_runners
+        .runners_needing_someone
         .iter()
         .map(|r| UnsupportedLine {
             runner_id: r.runner_id.clone(),

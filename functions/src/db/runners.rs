@@ -55,6 +55,7 @@ struct RunnerRow {
     outbox_depth: Option<i32>,
     last_outage_started_at: Option<DateTime<Utc>>,
     last_outage_ended_at: Option<DateTime<Utc>>,
+    state_unwritable_since: Option<DateTime<Utc>>,
     silent_seconds: i64,
 }
 
@@ -94,6 +95,7 @@ impl RunnerRow {
                     started_at,
                     ended_at,
                 }),
+            state_unwritable_since: self.state_unwritable_since,
         }
     }
 }
@@ -129,7 +131,7 @@ pub(crate) async fn page(
         "SELECT r.key_id, r.runner_id, k.name AS key_name, served.ids AS branch_ids, \
                 served.names AS branch_names, served.owned AS branch_owned, r.version, r.boot_id, r.booted_at, \
                 r.first_seen_at, r.last_seen_at, r.last_plan_at, r.outbox_depth, \
-                r.last_outage_started_at, r.last_outage_ended_at, \
+                r.last_outage_started_at, r.last_outage_ended_at, r.state_unwritable_since, \
                 floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
          FROM runners r \
          JOIN api_keys k ON k.id = r.key_id AND k.revoked_at IS NULL \

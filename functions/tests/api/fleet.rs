@@ -1030,12 +1030,12 @@ async fn the_fleet_counts_runners_by_version_and_lists_those_outside_the_served_
         "{}",
         a.body
     );
-    let unsupported = a.body["unsupported_runners"]
+    let unsupported = a.body["runners_needing_someone"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     assert_eq!(
-        names(&a.body["unsupported_runners"], "runner_id"),
+        names(&a.body["runners_needing_someone"], "runner_id"),
         ["a-ancient", "a-odd", "a-silent"],
         "{}",
         a.body
@@ -1051,11 +1051,13 @@ async fn the_fleet_counts_runners_by_version_and_lists_those_outside_the_served_
     // Brand B's operator sees B's runner only, and nothing of A's.
     let b = summary(app, &f.b.operator, json!({})).await;
     assert_eq!(
-        names(&b.body["unsupported_runners"], "runner_id"),
+        names(&b.body["runners_needing_someone"], "runner_id"),
         ["b-ancient"]
     );
     assert_eq!(b.body["totals"]["runner_versions"], json!({"0.0.1": 1}));
-    assert!(!b.body.to_string().contains("a-"), "{}", b.body);
+    for theirs in ["a-new", "a-old", "a-odd", "a-ancient", "a-silent", "banana"] {
+        assert!(!b.body.to_string().contains(theirs), "{}", b.body);
+    }
     // A gone runner runs nothing: neither counted nor listed.
     sqlx::query(
         "UPDATE runners SET last_seen_at = now() - interval '2 days' WHERE runner_id = 'a-ancient'",
@@ -1065,7 +1067,49 @@ async fn the_fleet_counts_runners_by_version_and_lists_those_outside_the_served_
     .expect("silenced");
     let later = summary(app, &f.a.operator, json!({})).await;
     assert_eq!(
-        names(&later.body["unsupported_runners"], "runner_id"),
+        names(&later.body["runners_needing_someone"], "runner_id"),
+        ["a-odd", "a-silent"]
+    );
+    // A runner whose disk refuses writes says so with its plan requests: listed with the
+    // reason until a plan request no longer says it.
+    let plan = |since: Option<&str>| {
+        let mut health = json!({"version": "0.3.0"});
+        if let Some(since) = since {
+            health["state_unwritable_since"] = json!(since);
+        }
+        json!({"runner_id": "a-new", "health": health})
+    };
+    let asked = app
+        .call(
+            PlanRequest::NAME,
+            &f.a.runner,
+            plan(Some("2026-11-27T10:00:00Z")),
+        )
+        .await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let full = summary(app, &f.a.operator, json!({})).await;
+    let listed = full.body["runners_needing_someone"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        names(&full.body["runners_needing_someone"], "runner_id"),
+        ["a-new", "a-odd", "a-silent"]
+    );
+    assert!(
+        listed[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("its disk refuses writes since 2026-11-27 10:00 UTC")),
+        "{}",
+        full.body
+    );
+    let listed_by_b = summary(app, &f.b.operator, json!({})).await;
+    assert!(!listed_by_b.body.to_string().contains("a-new"));
+    let asked = app.call(PlanRequest::NAME, &f.a.runner, plan(None)).await;
+    assert_eq!(asked.status, 200, "{}", asked.body);
+    let freed = summary(app, &f.a.operator, json!({})).await;
+    assert_eq!(
+        names(&freed.body["runners_needing_someone"], "runner_id"),
         ["a-odd", "a-silent"]
     );
 }

@@ -45,13 +45,33 @@ fn strip_times(request: &mut SetNextRunTimeRequest) {
     request.finished_at = None;
 }
 
-/// The report fields the functions refused so far (one flag per [`REPORT_FIELDS`] entry).
+/// The report fields the functions refused so far (one flag per [`REPORT_FIELDS`] entry),
+/// and whether they refused the disk's state in a plan request's health.
 #[derive(Debug, Default)]
 pub(crate) struct OlderFunctions {
     refused: [AtomicBool; 3],
+    disk_refused: AtomicBool,
 }
 
 impl OlderFunctions {
+    /// Whether plan requests may tell the registry that the disk refuses writes.
+    pub(crate) fn tells_disk(&self) -> bool {
+        !self.disk_refused.load(Ordering::Relaxed)
+    }
+
+    /// Whether `error` refused the health's disk state (`field`, as the functions name it):
+    /// noted, so later requests leave it out.
+    pub(crate) fn refused_disk(&self, error: &CloudError, field: &str) -> bool {
+        let refused = error.refuses_field("state_unwritable_since");
+        if refused && !self.disk_refused.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                field,
+                "the functions are older than this runner: the registry is not told of the disk"
+            );
+        }
+        refused
+    }
+
     /// `request` without the fields these functions refused before.
     pub(crate) fn fit(&self, request: &SetNextRunTimeRequest) -> SetNextRunTimeRequest {
         let mut fitted = request.clone();
@@ -166,5 +186,20 @@ mod tests {
             older.without_refused(&report, &output).is_none(),
             "a field the report does not carry cannot be what was refused"
         );
+    }
+
+    #[test]
+    fn a_refused_disk_state_is_not_told_again() {
+        let older = OlderFunctions::default();
+        assert!(older.tells_disk());
+        let other = refusal("invalid request body: unknown field `format`");
+        assert!(!older.refused_disk(&other, "health.state_unwritable_since"));
+        assert!(older.tells_disk());
+        let refused = refusal(
+            "invalid request body: health: unknown field `state_unwritable_since`, expected \
+             one of `version`, `outbox_depth`, `last_outage`, `runs_offline`",
+        );
+        assert!(older.refused_disk(&refused, "health.state_unwritable_since"));
+        assert!(!older.tells_disk());
     }
 }

@@ -177,6 +177,21 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     let Some(mut response) = ask(daemon, &request, wait).await else {
         return Ok(Next::Poll);
     };
+    // Functions older than this runner refuse the disk's state in its health: leave it out.
+    if let Some(health) = request.health.as_mut()
+        && health.state_unwritable_since.is_some()
+        && response.as_ref().err().is_some_and(|e| {
+            daemon
+                .older_functions
+                .refused_disk(e, "health.state_unwritable_since")
+        })
+    {
+        health.state_unwritable_since = None;
+        let Some(again) = ask(daemon, &request, wait).await else {
+            return Ok(Next::Poll);
+        };
+        response = again;
+    }
     // Functions older than this runner refuse its format: ask in theirs, from now on.
     while let Some(older) = response
         .as_ref()
@@ -316,6 +331,11 @@ fn health(daemon: &Daemon) -> RunnerHealth {
                 ended_at,
             }),
         runs_offline: Some(daemon.config.offline_execution != OfflineExecution::Never),
+        state_unwritable_since: daemon
+            .older_functions
+            .tells_disk()
+            .then(|| daemon.outbox.unwritable().map(|u| u.since))
+            .flatten(),
     }
 }
 

@@ -25,9 +25,10 @@ pub struct FleetSummary {
     pub totals: FleetTotals,
     /// Groups that need attention first, then overdue ones; the most branches first.
     pub attention: Vec<AttentionGroup>,
-    /// Runners (not gone) whose version these functions do not serve, by runner id.
+    /// Runners (not gone) whose version these functions do not serve, or whose disk
+    /// refuses writes, by runner id.
     #[serde(default)]
-    pub unsupported_runners: Vec<super::UnsupportedRunner>,
+    pub runners_needing_someone: Vec<super::RunnerAttention>,
 }
 
 /// The fleet counted.

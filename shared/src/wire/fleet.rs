@@ -193,6 +193,9 @@ pub struct RunnerSummary {
     pub offline_since: Option<DateTime<Utc>>,
     /// Its latest outage of the functions, as it reported it afterwards.
     pub last_outage: Option<Outage>,
+    /// Since when its state directory refuses writes, as it last reported.
+    #[serde(default, with = "super::time::option")]
+    pub state_unwritable_since: Option<DateTime<Utc>>,
 }
 
 /// A stretch of time a runner could not reach the functions.
@@ -347,6 +350,15 @@ pub struct RunnerHealth {
     /// `offline_execution` is not `false`): only such a runner is designated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs_offline: Option<bool>,
+    /// Since when its state directory refuses writes (disk full, read-only): its reports
+    /// wait in memory. Sent only then (since 0.3.0; older functions refuse the field, and
+    /// the runner then stops sending it).
+    #[serde(
+        default,
+        with = "super::time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub state_unwritable_since: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

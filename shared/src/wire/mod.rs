@@ -95,7 +95,7 @@ pub use plan::{
 };
 pub use plan_columns::{ColumnarPlan, PLAN_FORMAT_COLUMNS};
 pub use runner::{RegisterRequest, RegisterResponse};
-pub use versions::{OLDEST_SERVED_RUNNER, UnsupportedRunner, release_of, unsupported_runner};
+pub use versions::{OLDEST_SERVED_RUNNER, RunnerAttention, release_of, unsupported_runner};
 pub use violation::{ViolationRequest, ViolationResponse};
 
 /// The value of an object field that was left out.

@@ -39,13 +39,14 @@ pub fn unsupported_runner(version: Option<&str>) -> Option<String> {
     }
 }
 
-/// A runner outside the served range, as the fleet view lists it.
+/// A runner that needs someone (outside the served range, its disk refusing writes), as
+/// the fleet view lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct UnsupportedRunner {
+pub struct RunnerAttention {
     pub runner_id: String,
     pub version: Option<String>,
-    /// Why it needs someone, and what to do.
+    /// Why it needs someone, and what to do ("; " between reasons).
     pub reason: String,
     /// Its key's branches that the caller may see.
     pub branches: Vec<ServedBranch>,

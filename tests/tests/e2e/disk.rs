@@ -82,10 +82,25 @@ async fn a_refusing_disk_loses_nothing(refusal: Refusal) {
             .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
     })
     .await;
+    // The fleet view names the site's runner and why, as `resctl fleet` shows it.
+    let fleet = || async {
+        let out = system.resctl(&system.operator, &["fleet"]).await;
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    eventually("the fleet view lists the runner's disk", WAIT, || async {
+        fleet()
+            .await
+            .contains("runner site-1 (Branch (offline owner)) its disk refuses writes since")
+    })
+    .await;
     match refusal {
         Refusal::Full => disk.free(),
         Refusal::ReadOnly => disk.read_only(false),
     }
+    eventually("the fleet view no longer lists it", WAIT, || async {
+        !fleet().await.contains("runner site-1")
+    })
+    .await;
     eventually("the disk is seen to take writes again", WAIT, || async {
         runner
             .status()

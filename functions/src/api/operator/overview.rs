@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use res_shared::schedule::Zone;
 use res_shared::wire::{
     Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
-    RuleCondition, RunnerState, RunnerSummary, RunnerThresholds, UnsupportedRunner,
+    RuleCondition, RunnerAttention, RunnerState, RunnerSummary, RunnerThresholds,
     unsupported_runner,
 };
 use uuid::Uuid;
@@ -58,7 +58,7 @@ pub(crate) struct FleetOverview {
     pub(crate) attention: Vec<AttentionGroup>,
     pub(crate) totals: FleetTotals,
     /// Runners these functions do not serve, by runner id.
-    pub(crate) unsupported_runners: Vec<UnsupportedRunner>,
+    pub(crate) runners_needing_someone: Vec<RunnerAttention>,
     /// Rules that need attention or are overdue, until grouped.
     flagged: Vec<Flagged>,
     /// Where each branch's line is in `branches`.
@@ -89,7 +89,7 @@ pub(crate) async fn fleet_summary(
     Ok(Json(FleetSummary {
         totals: fleet.totals,
         attention: fleet.attention,
-        unsupported_runners: fleet.unsupported_runners,
+        runners_needing_someone: fleet.runners_needing_someone,
     }))
 }
 
@@ -221,7 +221,7 @@ fn failing(row: &DescribedRule) -> Option<u32> {
 
 impl FleetOverview {
     /// Counts a runner that is not gone by its version, and lists it when these functions
-    /// do not serve that version.
+    /// do not serve that version or its disk refuses writes.
     fn add_version(&mut self, runner: &RunnerSummary) {
         if runner.state == RunnerState::Gone {
             return;
@@ -231,11 +231,22 @@ impl FleetOverview {
             .clone()
             .unwrap_or_else(|| "unknown".to_owned());
         *self.totals.runner_versions.entry(version).or_default() += 1;
-        if let Some(reason) = unsupported_runner(runner.version.as_deref()) {
-            self.unsupported_runners.push(UnsupportedRunner {
+        let reasons: Vec<String> = unsupported_runner(runner.version.as_deref())
+            .into_iter()
+            .chain(runner.state_unwritable_since.map(|since| {
+                format!(
+                    "its disk refuses writes since {} UTC (full or read-only): its reports \
+                     wait in its memory and offline runs do not start; free space on it, do \
+                     not restart it first",
+                    since.format("%Y-%m-%d %H:%M")
+                )
+            }))
+            .collect();
+        if !reasons.is_empty() {
+            self.runners_needing_someone.push(RunnerAttention {
                 runner_id: runner.runner_id.clone(),
                 version: runner.version.clone(),
-                reason,
+                reason: reasons.join("; "),
                 branches: runner.branches.clone(),
             });
         }
