@@ -162,6 +162,60 @@ impl Netns {
     }
 }
 
+impl Netns {
+    /// How many packets [`Netns::lose`] dropped so far (nft's counters).
+    pub fn lost(&self) -> u64 {
+        let nft = res_setup::Tool::Nft.find().expect("nft is installed");
+        let output = Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .arg(nft)
+            .args(["list", "table", "inet", "res_loss"])
+            .output()
+            .expect("nft runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        words
+            .windows(2)
+            .filter(|pair| pair[0] == "packets")
+            .filter_map(|pair| pair[1].parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Limits the link to `kbit` kbit/s each way (`tc tbf` on both ends of the veth pair).
+    pub fn limit_rate(&self, kbit: u32) {
+        let rate = format!("{kbit}kbit");
+        let tbf = [
+            "root", "tbf", "rate", &rate, "burst", "4kb", "latency", "2s",
+        ];
+        let mut host = vec!["qdisc", "add", "dev", self.host_link.as_str()];
+        host.extend_from_slice(&tbf);
+        run("tc", &host).unwrap_or_else(|e| panic!("{e}"));
+        let inside = self.host_link.replacen("resh", "resn", 1);
+        let mut args = vec![
+            "netns",
+            "exec",
+            self.name.as_str(),
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+        ];
+        args.push(&inside);
+        args.extend_from_slice(&tbf);
+        run("ip", &args).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Drops `percent` % of the namespace's packets each way, at random.
+    pub fn lose(&self, percent: u8) {
+        self.nft(&format!(
+            "table inet res_loss {{\n\
+               chain output {{ type filter hook output priority 0; numgen random mod 100 < {percent} counter drop; }}\n\
+               chain input {{ type filter hook input priority 0; numgen random mod 100 < {percent} counter drop; }}\n\
+             }}\n"
+        ));
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         // The namespace's end of the veth goes with the namespace, and the host's with it.

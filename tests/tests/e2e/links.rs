@@ -86,3 +86,123 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
         ports.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothing() {
+    let netns = Netns::create();
+    let system = System::start_serving(&binary("res-functions"), &[], netns.host.into()).await;
+    let starts = system.dir.join("starts");
+    let mut rules = Vec::new();
+    for _ in 0..4 {
+        let spec = res_tests::functions::RuleSpec {
+            cron: Some("*/5 * * * * *"),
+            next_run_time: Some(chrono::Utc::now() - chrono::TimeDelta::seconds(5)),
+            ..res_tests::functions::RuleSpec::default()
+        };
+        let detector = format!(
+            "cat >/dev/null; echo start >> '{}'; sleep 1; \
+             echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 1}}'",
+            starts.display()
+        );
+        rules.push(system.rule(spec, &detector).await);
+    }
+    netns.lose(20);
+    // Production's request timeout and waits, over the lossy link.
+    let runner = system.runner_in(
+        &netns,
+        "site-1",
+        &[
+            ("REQUEST_TIMEOUT_SECONDS", "15"),
+            ("PLAN_WAIT_SECONDS", "240"),
+        ],
+    );
+    eventually(
+        "runs go on over the lossy link",
+        Duration::from_secs(90),
+        || async {
+            let mut runs = 0;
+            for rule in &rules {
+                runs += system.rule_row(*rule).await.2;
+            }
+            runs >= 16
+        },
+    )
+    .await;
+    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = ANY($1)")
+        .bind(&rules)
+        .execute(&system.pool)
+        .await
+        .expect("pause");
+    eventually("the last runs are in", Duration::from_secs(90), || async {
+        let mut settled = runner
+            .status()
+            .await
+            .is_some_and(|s| s["outbox_depth"] == 0);
+        for rule in &rules {
+            settled &= system
+                .statuses(*rule)
+                .await
+                .iter()
+                .all(|s| s != "scheduled" && s != "running");
+        }
+        settled
+    })
+    .await;
+    let mut executions = Vec::new();
+    for rule in &rules {
+        let mine = system.executions(*rule).await;
+        assert_eq!(
+            system.violations(*rule).await,
+            mine.iter().filter(|e| e.1 == "completed").count(),
+            "rule {rule}: one violation per completed run, none twice: {mine:?}"
+        );
+        executions.extend(mine);
+    }
+    let detectors = std::fs::read_to_string(&starts)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
+    let statuses: std::collections::BTreeMap<&str, usize> =
+        executions.iter().fold(Default::default(), |mut m, e| {
+            *m.entry(e.1.as_str()).or_default() += 1;
+            m
+        });
+    let lost = netns.lost();
+    eprintln!("over 20 % loss ({lost} packets dropped): {statuses:?}, {detectors} detector starts");
+    assert!(lost > 0, "the link lost packets");
+    assert_eq!(
+        detectors,
+        executions.iter().filter(|e| e.1 == "completed").count(),
+        "one detector per completed run, none started twice: {statuses:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plan_of_a_thousand_rules_arrives_over_128_kbit() {
+    let netns = Netns::create();
+    let system = System::start_serving(&binary("res-functions"), &[], netns.host.into()).await;
+    let seed = res_tests::functions::Seed::new(&system.pool);
+    let spec = || res_tests::functions::RuleSpec {
+        cron: Some("0 3 * * *"),
+        next_run_time: Some(chrono::Utc::now() + chrono::TimeDelta::days(1)),
+        ..res_tests::functions::RuleSpec::default()
+    };
+    for _ in 0..1000 {
+        seed.branch_rule(system.branch, spec()).await;
+    }
+    netns.limit_rate(128);
+    let asked = Instant::now();
+    let runner = system.runner_in(&netns, "site-1", &[("REQUEST_TIMEOUT_SECONDS", "15")]);
+    // From its log: the status page of 1,000 rules would itself crawl over this link.
+    eventually("the plan arrives", Duration::from_secs(120), || async {
+        runner
+            .log()
+            .contains("first plan refresh: the server's plan is taken as is workflows=1000")
+    })
+    .await;
+    eprintln!("a 1,000-rule plan over 128 kbit/s: {:?}", asked.elapsed());
+    assert!(
+        !runner.log().contains("plan refresh failed"),
+        "every plan request got through: {}",
+        runner.log()
+    );
+}
