@@ -117,9 +117,12 @@ pub fn build(workspace: &Path, release: &Release, target_dir: &Path) -> Result<P
         .current_dir(&source)
         .arg("build")
         .env("CARGO_TARGET_DIR", target_dir)
-        // The release's own toolchain file decides, not the caller's.
-        .env_remove("RUSTUP_TOOLCHAIN")
         .env_remove("CARGO");
+    // The release's pinned toolchain, named for every rustc cargo starts: without it rustup
+    // would take a dependency's own toolchain file where cargo compiles that dependency.
+    if let Some(channel) = pinned_toolchain(&source) {
+        command.env("RUSTUP_TOOLCHAIN", channel);
+    }
     for binary in BINARIES {
         command.args(["--bin", binary]);
     }
@@ -143,6 +146,15 @@ pub fn build(workspace: &Path, release: &Release, target_dir: &Path) -> Result<P
     let _ = std::fs::remove_dir_all(&source);
     say(&format!("res-setup: built release {}", release.version));
     Ok(dir)
+}
+
+/// The `channel` of the release's `rust-toolchain.toml`, if it pins one.
+fn pinned_toolchain(source: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(source.join("rust-toolchain.toml")).ok()?;
+    text.lines().find_map(|line| {
+        let value = line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?;
+        Some(value.trim().trim_matches('"').to_owned())
+    })
 }
 
 /// The tree of `commit` into `into`, from this checkout's history.
@@ -226,6 +238,16 @@ mod tests {
                 .starts_with("line 1:")
         );
         assert!(parse("0.1.0").expect_err("refused").contains("expected"));
+    }
+
+    #[test]
+    fn the_pinned_toolchain_is_read_from_the_release() {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace");
+        let pinned = pinned_toolchain(workspace).expect("this workspace pins one");
+        assert!(pinned.starts_with("1."), "{pinned}");
+        assert_eq!(pinned_toolchain(Path::new("/nonexistent")), None);
     }
 
     #[test]

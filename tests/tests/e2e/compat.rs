@@ -82,17 +82,7 @@ async fn a_sites_day(system: &mut System, runner: &Path, version: &str) {
     })
     .await;
 
-    let asked = reqwest::Client::new()
-        .post(format!("{}/rules_run_now", system.functions.url()))
-        .bearer_auth(&system.operator)
-        .json(&serde_json::json!({"branch_rule_id": run_now, "reason": "compat"}))
-        .send()
-        .await
-        .expect("run now answered");
-    assert_eq!(asked.status().as_u16(), 200, "{:?}", asked.text().await);
-    system
-        .completes(run_now, "the Run now reached the site")
-        .await;
+    system.run_now(run_now, "compat").await;
 
     assert!(system.functions.stop(), "the functions stop cleanly");
     eventually("runs go on offline", WAIT, || async {
@@ -108,23 +98,7 @@ async fn a_sites_day(system: &mut System, runner: &Path, version: &str) {
     .await;
 
     // Pause the scheduled rules and let the runs in flight report before the stop.
-    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = ANY($1)")
-        .bind(&scheduled)
-        .execute(&system.pool)
-        .await
-        .expect("pause");
-    eventually("the last runs are in", WAIT, || async {
-        let mut settled = site.status().await.is_some_and(|s| s["outbox_depth"] == 0);
-        for rule in &scheduled {
-            settled &= system
-                .statuses(*rule)
-                .await
-                .iter()
-                .all(|s| s != "scheduled" && s != "running");
-        }
-        settled
-    })
-    .await;
+    system.pause_and_settle(&scheduled, &site, WAIT).await;
     assert!(site.stop(), "the runner stops cleanly");
 
     let (finished, offline) = finished_runs(&site);

@@ -108,19 +108,7 @@ async fn a_refusing_disk_loses_nothing(refusal: Refusal) {
             .is_some_and(|s| s["state_unwritable"].is_null())
     })
     .await;
-    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = $1")
-        .bind(rule)
-        .execute(&system.pool)
-        .await
-        .expect("pause");
-    eventually("the last run is in", WAIT, || async {
-        system
-            .statuses(rule)
-            .await
-            .iter()
-            .all(|s| s != "scheduled" && s != "running")
-    })
-    .await;
+    system.pause_and_settle(&[rule], &runner, WAIT).await;
     assert!(runner.stop());
     let executions = system.executions(rule).await;
     assert!(

@@ -53,17 +53,7 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
     // The NAT forgets every connection the site has: nothing of them passes either way.
     netns.blackhole(&ports);
     let dropped = Instant::now();
-    let answer = reqwest::Client::new()
-        .post(format!("{}/rules_run_now", system.functions.url()))
-        .bearer_auth(&system.operator)
-        .json(&serde_json::json!({"branch_rule_id": run_now, "reason": "through a bad link"}))
-        .send()
-        .await
-        .expect("run now answered");
-    assert_eq!(answer.status().as_u16(), 200);
-    system
-        .completes(run_now, "the Run now reached the site")
-        .await;
+    system.run_now(run_now, "through a bad link").await;
     let recovered = dropped.elapsed();
     // The documented bound: the granted wait plus the request timeout, then a new
     // connection (docs/faults.md); a few seconds more for the run itself.
@@ -128,26 +118,9 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
         },
     )
     .await;
-    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = ANY($1)")
-        .bind(&rules)
-        .execute(&system.pool)
-        .await
-        .expect("pause");
-    eventually("the last runs are in", Duration::from_secs(90), || async {
-        let mut settled = runner
-            .status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0);
-        for rule in &rules {
-            settled &= system
-                .statuses(*rule)
-                .await
-                .iter()
-                .all(|s| s != "scheduled" && s != "running");
-        }
-        settled
-    })
-    .await;
+    system
+        .pause_and_settle(&rules, &runner, Duration::from_secs(90))
+        .await;
     let mut executions = Vec::new();
     for rule in &rules {
         let mine = system.executions(*rule).await;

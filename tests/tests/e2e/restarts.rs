@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
 use res_tests::functions::RuleSpec;
-use res_tests::processes::eventually;
+use res_tests::processes::{Runner, eventually};
 use uuid::Uuid;
 
 use crate::system::System;
@@ -60,26 +60,10 @@ async fn total_runs(system: &System, rules: &[(Uuid, std::path::PathBuf)]) -> us
     runs
 }
 
-/// Pauses `rules` and waits until none is scheduled or running.
-async fn settle(system: &System, rules: &[(Uuid, std::path::PathBuf)]) {
+/// Pauses `rules` and waits until what they ran is recorded.
+async fn settle(system: &System, runner: &Runner, rules: &[(Uuid, std::path::PathBuf)]) {
     let ids: Vec<Uuid> = rules.iter().map(|(r, _)| *r).collect();
-    sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = ANY($1)")
-        .bind(&ids)
-        .execute(&system.pool)
-        .await
-        .expect("pause");
-    eventually("the last runs are in", WAIT, || async {
-        let mut settled = true;
-        for rule in &ids {
-            settled &= system
-                .statuses(*rule)
-                .await
-                .iter()
-                .all(|s| s != "scheduled" && s != "running");
-        }
-        settled
-    })
-    .await;
+    system.pause_and_settle(&ids, runner, WAIT).await;
 }
 
 /// Every run of `rules` completed, each detector started once per run, one violation each.
@@ -141,7 +125,7 @@ async fn sigterm_lets_running_detectors_finish_and_the_restarted_runner_goes_on(
         || async { total_runs(&system, &rules).await >= before + rules.len() },
     )
     .await;
-    settle(&system, &rules).await;
+    settle(&system, &runner, &rules).await;
     assert!(runner.stop());
     nothing_lost_or_doubled(&system, &rules).await;
     assert!(
@@ -218,19 +202,9 @@ async fn serve_replaced_on_its_port_three_times_while_a_runner_works_costs_it_no
     }
     // The waiting plan request is on the last serve: a Run now reaches the site through it.
     let asked = Instant::now();
-    let answer = reqwest::Client::new()
-        .post(format!("{}/rules_run_now", system.functions.url()))
-        .bearer_auth(&system.operator)
-        .json(&serde_json::json!({"branch_rule_id": run_now, "reason": "after the deploy"}))
-        .send()
-        .await
-        .expect("run now answered");
-    assert_eq!(answer.status().as_u16(), 200);
-    system
-        .completes(run_now, "the Run now reached the site")
-        .await;
+    system.run_now(run_now, "after the deploy").await;
     let run_now_took = asked.elapsed();
-    settle(&system, &rules).await;
+    settle(&system, &runner, &rules).await;
     assert!(runner.stop());
     nothing_lost_or_doubled(&system, &rules).await;
     let log = runner.log();

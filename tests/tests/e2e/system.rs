@@ -238,6 +238,45 @@ impl System {
         self.rule(spec, &detector(seconds, 0)).await
     }
 
+    /// An operator's Run now of `rule` (`reason` said), answered 200, then its run completed.
+    pub async fn run_now(&self, rule: Uuid, reason: &str) {
+        let answer = reqwest::Client::new()
+            .post(format!("{}/rules_run_now", self.functions.url()))
+            .bearer_auth(&self.operator)
+            .json(&serde_json::json!({"branch_rule_id": rule, "reason": reason}))
+            .send()
+            .await
+            .expect("run now answered");
+        let status = answer.status().as_u16();
+        assert_eq!(status, 200, "{:?}", answer.text().await);
+        self.completes(rule, "the Run now reached the site").await;
+    }
+
+    /// Pauses `rules` and waits (up to `wait`) until none is scheduled or running and
+    /// `runner`'s outbox is empty: what they ran is all recorded.
+    pub async fn pause_and_settle(&self, rules: &[Uuid], runner: &Runner, wait: Duration) {
+        sqlx::query("UPDATE branch_rules SET paused_at = now() WHERE id = ANY($1)")
+            .bind(rules)
+            .execute(&self.pool)
+            .await
+            .expect("pause");
+        eventually("the last runs are in", wait, || async {
+            let mut settled = runner
+                .status()
+                .await
+                .is_some_and(|s| s["outbox_depth"] == 0);
+            for rule in rules {
+                settled &= self
+                    .statuses(*rule)
+                    .await
+                    .iter()
+                    .all(|s| s != "scheduled" && s != "running");
+            }
+            settled
+        })
+        .await;
+    }
+
     /// Waits (up to 40 s) until a run of `rule` completed; `what` names it if none does.
     pub async fn completes(&self, rule: Uuid, what: &str) {
         eventually(what, Duration::from_secs(40), || async {
