@@ -152,7 +152,11 @@ pub fn build(workspace: &Path, release: &Release, target_dir: &Path) -> Result<P
 fn pinned_toolchain(source: &Path) -> Option<String> {
     let text = std::fs::read_to_string(source.join("rust-toolchain.toml")).ok()?;
     text.lines().find_map(|line| {
-        let value = line.trim().strip_prefix("channel")?.trim().strip_prefix('=')?;
+        let value = line
+            .trim()
+            .strip_prefix("channel")?
+            .trim()
+            .strip_prefix('=')?;
         Some(value.trim().trim_matches('"').to_owned())
     })
 }
