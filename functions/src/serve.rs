@@ -96,7 +96,6 @@ pub async fn serve_local(
             tracing::warn!(%error, "cannot set TCP keep-alive on a connection");
         }
     });
-    // The peer's address reaches handlers that bound what one client may do (sign-ins).
     let draining = Arc::new(AtomicBool::new(false));
     let router = router.layer(axum::middleware::map_response({
         let draining = Arc::clone(&draining);

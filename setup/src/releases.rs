@@ -244,22 +244,22 @@ mod tests {
         assert!(parse("0.1.0").expect_err("refused").contains("expected"));
     }
 
+    fn workspace() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace")
+    }
+
     #[test]
     fn the_pinned_toolchain_is_read_from_the_release() {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the workspace");
-        let pinned = pinned_toolchain(workspace).expect("this workspace pins one");
+        let pinned = pinned_toolchain(workspace()).expect("this workspace pins one");
         assert!(pinned.starts_with("1."), "{pinned}");
         assert_eq!(pinned_toolchain(Path::new("/nonexistent")), None);
     }
 
     #[test]
     fn the_workspace_list_is_well_formed() {
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the workspace");
-        let releases = listed(workspace).expect("releases.txt");
+        let releases = listed(workspace()).expect("releases.txt");
         assert!(releases.len() >= 2, "two earlier releases at least");
     }
 }

@@ -24,19 +24,10 @@ pub struct Netns {
 }
 
 fn run(program: &str, args: &[&str]) -> Result<(), String> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
+    crate::processes::run(
+        Command::new(program).args(args),
+        &format!("{program} {}", args.join(" ")),
+    )
 }
 
 impl Netns {

@@ -13,6 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use uuid::Uuid;
 
+use crate::processes::run;
+
 /// A PostgreSQL server: the one tests create their databases on, or one started with
 /// [`start_in`].
 #[derive(Debug)]
@@ -256,23 +258,6 @@ fn spawn_watchdog(bin: &Path, dir: &Path, data: &Path, owner: Option<&str>) -> R
         .spawn()
         .map(drop)
         .map_err(|e| format!("cannot start the test server watchdog: {e}"))
-}
-
-fn run(command: &mut Command, what: &str) -> Result<(), String> {
-    let output = command
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{what} could not start: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what} failed ({}): {}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
 }
 
 /// The unprivileged user to run the server as: `postgres` if it exists, else `nobody`.

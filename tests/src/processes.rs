@@ -34,6 +34,25 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// Runs `command` to its end (standard input closed); `Err` names `what` failed and how,
+/// with what it printed.
+pub(crate) fn run(command: &mut Command, what: &str) -> Result<(), String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what} could not start: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
 fn log_file(path: &Path) -> std::fs::File {
     std::fs::OpenOptions::new()
         .create(true)

@@ -11,19 +11,10 @@ pub struct Tmpfs {
 }
 
 fn mount(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("mount")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run mount: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "mount {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
+    crate::processes::run(
+        Command::new("mount").args(args),
+        &format!("mount {}", args.join(" ")),
+    )
 }
 
 impl Tmpfs {

@@ -118,8 +118,8 @@ struct Totals {
     day: String,
 }
 
-/// A runner these functions do not serve.
-struct UnsupportedLine {
+/// A runner that needs someone, and why.
+struct RunnerNeedLine {
     runner_id: String,
     branches: String,
     reason: String,
@@ -146,7 +146,7 @@ struct FleetPage {
     branches: Vec<BranchLine>,
     groups: Vec<GroupLine>,
     groups_more: usize,
-    unsupported: Vec<UnsupportedLine>,
+    runners_needing: Vec<RunnerNeedLine>,
     outcome: Option<Outcome>,
 }
 
@@ -298,10 +298,10 @@ pub(super) async fn render(
         versions: t.versions_in_words(),
         day: t.day.describe(),
     };
-    let unsupported = fleet
+    let runners_needing = fleet
         .runners_needing_someone
         .iter()
-        .map(|r| UnsupportedLine {
+        .map(|r| RunnerNeedLine {
             runner_id: r.runner_id.clone(),
             branches: r
                 .branches
@@ -319,7 +319,7 @@ pub(super) async fn render(
         branches,
         groups,
         groups_more,
-        unsupported,
+        runners_needing,
         outcome,
     })
 }

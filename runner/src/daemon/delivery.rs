@@ -8,7 +8,6 @@ use chrono::Utc;
 use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 
 use super::Daemon;
-use super::older_functions::OlderFunctions;
 use super::outbox::{Item, Stored};
 use crate::cloud::CloudError;
 
@@ -129,8 +128,8 @@ pub(crate) async fn send_report(
     request: &SetNextRunTimeRequest,
 ) -> Result<SetNextRunTimeResponse, CloudError> {
     let mut request = daemon.older_functions.fit(request);
-    // One try, then one more for each field that may be refused.
-    for _ in 0..OlderFunctions::fields() {
+    // Each refusal strips a field the request carries, so this ends.
+    loop {
         match daemon.batched.reports.call(request.clone()).await {
             Err(error) => match daemon.older_functions.without_refused(&request, &error) {
                 Some(fitted) => request = fitted,
@@ -139,7 +138,6 @@ pub(crate) async fn send_report(
             answer => return answer,
         }
     }
-    daemon.batched.reports.call(request).await
 }
 
 /// Answers a report refused with `error`: once more without its output when that was too

@@ -59,14 +59,14 @@ impl OlderFunctions {
         !self.disk_refused.load(Ordering::Relaxed)
     }
 
-    /// Whether `error` refused the health's disk state (`field`, as the functions name it):
-    /// noted, so later requests leave it out.
-    pub(crate) fn refused_disk(&self, error: &CloudError, field: &str) -> bool {
+    /// Whether `error` refused the health's `state_unwritable_since`: noted, so later plan
+    /// requests leave it out.
+    pub(crate) fn refused_disk(&self, error: &CloudError) -> bool {
         let refused = error.refuses_field("state_unwritable_since");
         if refused && !self.disk_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
-                field,
-                "the functions are older than this runner: the registry is not told of the disk"
+                "the functions are older than this runner: plan requests leave out \
+                 `health.state_unwritable_since` from now on"
             );
         }
         refused
@@ -104,11 +104,6 @@ impl OlderFunctions {
         let mut fitted = request.clone();
         (optional.strip)(&mut fitted);
         Some(fitted)
-    }
-
-    /// How many report fields may be left out: the most retries a report needs.
-    pub(crate) const fn fields() -> usize {
-        REPORT_FIELDS.len()
     }
 }
 
@@ -193,13 +188,13 @@ mod tests {
         let older = OlderFunctions::default();
         assert!(older.tells_disk());
         let other = refusal("invalid request body: unknown field `format`");
-        assert!(!older.refused_disk(&other, "health.state_unwritable_since"));
+        assert!(!older.refused_disk(&other));
         assert!(older.tells_disk());
         let refused = refusal(
             "invalid request body: health: unknown field `state_unwritable_since`, expected \
              one of `version`, `outbox_depth`, `last_outage`, `runs_offline`",
         );
-        assert!(older.refused_disk(&refused, "health.state_unwritable_since"));
+        assert!(older.refused_disk(&refused));
         assert!(!older.tells_disk());
     }
 }

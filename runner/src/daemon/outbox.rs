@@ -100,12 +100,15 @@ impl Outbox {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Since when items cannot be written, and why; `None` while they can.
-    pub(crate) fn unwritable(&self) -> Option<Unwritable> {
+    fn unwritable_state(&self) -> std::sync::MutexGuard<'_, Option<Unwritable>> {
         self.unwritable
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+    }
+
+    /// Since when items cannot be written, and why; `None` while they can.
+    pub(crate) fn unwritable(&self) -> Option<Unwritable> {
+        self.unwritable_state().clone()
     }
 
     /// Items held in memory.
@@ -129,25 +132,23 @@ impl Outbox {
             }
             held.remove(0);
         }
-        let mut unwritable = self
-            .unwritable
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(was) = unwritable.take() {
+        self.writable_again();
+        true
+    }
+
+    /// Every held item is on disk and a write succeeded: the directory takes writes again.
+    fn writable_again(&self) {
+        if let Some(was) = self.unwritable_state().take() {
             tracing::warn!(since = %was.since, "the outbox can be written again: every item held in memory is on disk");
         }
-        true
     }
 
     /// Notes that the state directory refused a write (the outbox's or another's, such as
     /// the offline journal's).
     pub(crate) fn note_unwritable(&self, error: &io::Error) {
-        let mut unwritable = self
-            .unwritable
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut unwritable = self.unwritable_state();
         if unwritable.is_none() {
-            tracing::error!(%error, dir = %self.dir.display(), "cannot write the outbox: items are held in memory and delivered from there until it can be written (a restart before then loses them)");
+            tracing::error!(%error, dir = %self.dir.display(), "cannot write the state directory: outbox items are held in memory and delivered from there until it can be written (a restart before then loses them)");
             *unwritable = Some(Unwritable {
                 since: Utc::now(),
                 error: error.to_string(),
@@ -221,7 +222,7 @@ impl Outbox {
             match write_atomic(&probe, b"{}") {
                 Ok(()) => {
                     let _ = fs::remove_file(&probe);
-                    self.write_held(&mut held);
+                    self.writable_again();
                 }
                 Err(error) => self.note_unwritable(&error),
             }

@@ -180,11 +180,10 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     // Functions older than this runner refuse the disk's state in its health: leave it out.
     if let Some(health) = request.health.as_mut()
         && health.state_unwritable_since.is_some()
-        && response.as_ref().err().is_some_and(|e| {
-            daemon
-                .older_functions
-                .refused_disk(e, "health.state_unwritable_since")
-        })
+        && response
+            .as_ref()
+            .err()
+            .is_some_and(|e| daemon.older_functions.refused_disk(e))
     {
         health.state_unwritable_since = None;
         let Some(again) = ask(daemon, &request, wait).await else {
@@ -332,10 +331,10 @@ fn health(daemon: &Daemon) -> RunnerHealth {
             }),
         runs_offline: Some(daemon.config.offline_execution != OfflineExecution::Never),
         state_unwritable_since: daemon
-            .older_functions
-            .tells_disk()
-            .then(|| daemon.outbox.unwritable().map(|u| u.since))
-            .flatten(),
+            .outbox
+            .unwritable()
+            .map(|u| u.since)
+            .filter(|_| daemon.older_functions.tells_disk()),
     }
 }
 

@@ -156,42 +156,42 @@ async fn fleet_shows_version(system: &System, version: &str) {
     );
 }
 
+/// The runner of release `version` through a site's day against today's functions.
+async fn an_earlier_runner(version: &str) {
+    let runner = release_binary(version, "res-runner").await;
+    let mut system = System::start().await;
+    a_sites_day(&mut system, &runner, version).await;
+    fleet_shows_version(&system, version).await;
+}
+
+/// Today's runner through a site's day against the functions of release `version`.
+async fn earlier_functions(version: &str) {
+    let functions = release_binary(version, "res-functions").await;
+    let mut system = System::start_serving(&functions, &[], LOOPBACK).await;
+    a_sites_day(
+        &mut system,
+        &binary("res-runner"),
+        env!("CARGO_PKG_VERSION"),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_runner_of_0_1_0_works_against_todays_functions() {
-    let runner = release_binary("0.1.0", "res-runner").await;
-    let mut system = System::start().await;
-    a_sites_day(&mut system, &runner, "0.1.0").await;
-    fleet_shows_version(&system, "0.1.0").await;
+    an_earlier_runner("0.1.0").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_runner_of_0_2_0_works_against_todays_functions() {
-    let runner = release_binary("0.2.0", "res-runner").await;
-    let mut system = System::start().await;
-    a_sites_day(&mut system, &runner, "0.2.0").await;
-    fleet_shows_version(&system, "0.2.0").await;
+    an_earlier_runner("0.2.0").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn todays_runner_works_against_the_functions_of_0_2_0() {
-    let functions = release_binary("0.2.0", "res-functions").await;
-    let mut system = System::start_serving(&functions, &[], LOOPBACK).await;
-    a_sites_day(
-        &mut system,
-        &binary("res-runner"),
-        env!("CARGO_PKG_VERSION"),
-    )
-    .await;
+    earlier_functions("0.2.0").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn todays_runner_works_against_the_functions_of_0_1_0() {
-    let functions = release_binary("0.1.0", "res-functions").await;
-    let mut system = System::start_serving(&functions, &[], LOOPBACK).await;
-    a_sites_day(
-        &mut system,
-        &binary("res-runner"),
-        env!("CARGO_PKG_VERSION"),
-    )
-    .await;
+    earlier_functions("0.1.0").await;
 }

@@ -57,7 +57,7 @@ pub(crate) struct FleetOverview {
     /// What needs someone, grouped: flagged groups, then overdue ones.
     pub(crate) attention: Vec<AttentionGroup>,
     pub(crate) totals: FleetTotals,
-    /// Runners these functions do not serve, by runner id.
+    /// Runners these functions do not serve, or whose disk refuses writes, by runner id.
     pub(crate) runners_needing_someone: Vec<RunnerAttention>,
     /// Rules that need attention or are overdue, until grouped.
     flagged: Vec<Flagged>,
