@@ -64,6 +64,13 @@ impl CloudError {
         matches!(self, CloudError::Rejected { status: 409, code, .. } if code == ErrorCode::Superseded.as_str())
     }
 
+    /// Whether the functions have no record of execution `id` (`404`, the answer to an
+    /// id nobody used): a claim lost with the commits of a database failover.
+    pub fn is_unknown_execution(&self, id: uuid::Uuid) -> bool {
+        matches!(self, CloudError::Rejected { status: 404, message, .. }
+            if message.starts_with(&format!("execution {id} not found")))
+    }
+
     /// Whether functions older than the caller refused the request for carrying `field`
     /// (they answer a field they do not know as any unknown field: 400 naming it).
     pub fn refuses_field(&self, field: &str) -> bool {

@@ -193,12 +193,14 @@ fn unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_) => true,
         // 57P01-57P03: the server is shutting down or starting up; 08: connection errors;
         // 53: out of connections or memory; 55000 at connect: the database does not accept
-        // connections now (ALLOW_CONNECTIONS false, as during maintenance).
+        // connections now (ALLOW_CONNECTIONS false, as during maintenance); 25006: a write
+        // reached a server in recovery (a failover under way).
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             code.starts_with("57P")
                 || code.starts_with("08")
                 || code.starts_with("53")
                 || code == "55000"
+                || code == "25006"
         }),
         _ => false,
     }

@@ -1,6 +1,7 @@
 //! `res-runner`: the RES service on a site's camera host — the workflow engine and the
 //! commands the binary offers.
 
+pub mod clock;
 pub mod commands;
 pub mod daemon;
 pub mod plan;

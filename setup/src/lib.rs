@@ -32,6 +32,8 @@ pub enum Tool {
     /// nftables, to drop a network namespace's packets in the bad-link tests (`ip` and
     /// `tc` come with iproute2, already on any Debian).
     Nft,
+    /// libfaketime's `faketime`, to run a runner with a clock minutes off.
+    Faketime,
 }
 
 impl Tool {
@@ -46,6 +48,7 @@ impl Tool {
             Tool::Curl => "curl",
             Tool::Python3 => "python3",
             Tool::Nft => "nftables",
+            Tool::Faketime => "faketime",
         }
     }
 
@@ -60,6 +63,7 @@ impl Tool {
             Tool::Curl => "curl",
             Tool::Python3 => "python3",
             Tool::Nft => "nft",
+            Tool::Faketime => "faketime",
         }
     }
 
@@ -76,6 +80,7 @@ impl Tool {
             // Debian puts it in /usr/sbin, off a user's PATH.
             Tool::Nft => on_path("nft")
                 .or_else(|| Some(PathBuf::from("/usr/sbin/nft")).filter(|path| path.is_file())),
+            Tool::Faketime => on_path("faketime"),
         }
     }
 }
@@ -98,9 +103,15 @@ fn on_path(program: &str) -> Option<PathBuf> {
 /// The directory holding `initdb` and `pg_ctl`: on `PATH`, else the newest of Debian's
 /// versioned installs (`/usr/lib/postgresql/<version>/bin`, not on `PATH`).
 pub fn postgres_bin_dir() -> Option<PathBuf> {
+    // Where PATH has links to a few of the programs (initdb and pg_ctl in /usr/local/bin),
+    // the directory they link to has the rest (pg_basebackup).
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+            .map(|dir| match std::fs::canonicalize(dir.join("pg_ctl")) {
+                Ok(real) => real.parent().map_or(dir.clone(), Path::to_path_buf),
+                Err(_) => dir,
+            })
     });
     on_path.or_else(|| {
         let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")

@@ -6,6 +6,8 @@
 
 pub mod browser;
 pub mod console;
+pub mod faketime;
+pub mod forwarder;
 pub mod functions;
 pub mod netns;
 pub mod postgres;

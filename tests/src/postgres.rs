@@ -17,7 +17,7 @@ use crate::processes::run;
 
 /// A PostgreSQL server: the one tests create their databases on, or one started with
 /// [`start_in`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PgServer {
     /// Connection URL with `{db}` where the database name goes.
     template: String,
@@ -160,6 +160,13 @@ fn start_throwaway() -> Result<PgServer, String> {
 /// `dir` once this process exits, however it exits. As root, the server runs as the
 /// `postgres` user (or `nobody`), which must be able to reach `dir`.
 pub fn start_in(dir: &Path) -> Result<PgServer, String> {
+    start_with(dir, "", None)
+}
+
+/// [`start_in`] with more server `options` (`-c name=value ...`, after the harness's own,
+/// so they win), and as a streaming replica of the server whose replication connection
+/// string is `replica_of` (`pg_basebackup -R` through it) rather than a fresh `initdb`.
+pub fn start_with(dir: &Path, options: &str, replica_of: Option<&str>) -> Result<PgServer, String> {
     res_setup::require(
         &[res_setup::Tool::PostgresServer],
         "a throwaway database; or set DATABASE_URL to a server of yours",
@@ -175,11 +182,8 @@ pub fn start_in(dir: &Path) -> Result<PgServer, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // initdb and postgres refuse to run as root: hand the directory to an unprivileged
     // user, `postgres` where the server package created it.
-    let as_root = std::fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false);
-    let owner = server_user();
-    if as_root {
+    let owner = as_root().then(server_user);
+    if let Some(owner) = owner {
         run(
             Command::new("chown").arg("-R").arg(owner).arg(&dir),
             "chown the test server directory",
@@ -187,39 +191,47 @@ pub fn start_in(dir: &Path) -> Result<PgServer, String> {
     }
     // The socket lives in a private directory, so the port only has to look random.
     let port = 20_000 + ((std::process::id() ^ nanos) % 20_000) as u16;
-    let server_command = |program: &str| {
-        let mut command = if as_root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", owner, "--"]).arg(bin.join(program));
-            c
-        } else {
-            Command::new(bin.join(program))
-        };
-        command.current_dir(&dir);
-        command
+    let server = Tools {
+        bin: bin.clone(),
+        dir: dir.clone(),
+        owner,
     };
-    run(
-        server_command("initdb").arg("-D").arg(&data).args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-locale",
-            "--no-sync",
-        ]),
-        "initdb",
-    )?;
+    match replica_of {
+        None => run(
+            server.command("initdb").arg("-D").arg(&data).args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ]),
+            "initdb",
+        )?,
+        Some(conninfo) => run(
+            server.command("pg_basebackup").arg("-D").arg(&data).args([
+                "-R",
+                "--no-sync",
+                "-c",
+                "fast",
+                "-d",
+                conninfo,
+            ]),
+            "pg_basebackup",
+        )?,
+    }
     // RES_TEST_POSTGRES_OPTIONS adds server options, e.g. to look inside a benchmark with
     // `-c shared_preload_libraries=pg_stat_statements`.
     let options = format!(
         "-k {} -p {port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off \
-         -c full_page_writes=off -c max_connections=300 {}",
+         -c full_page_writes=off -c max_connections=300 {} {options}",
         dir.display(),
         std::env::var("RES_TEST_POSTGRES_OPTIONS").unwrap_or_default()
     );
     run(
-        server_command("pg_ctl")
+        server
+            .command("pg_ctl")
             .arg("-D")
             .arg(&data)
             .arg("-l")
@@ -227,7 +239,7 @@ pub fn start_in(dir: &Path) -> Result<PgServer, String> {
             .args(["-w", "-t", "60", "-o", &options, "start"]),
         "pg_ctl start",
     )?;
-    spawn_watchdog(&bin, &dir, &data, as_root.then_some(owner))?;
+    spawn_watchdog(&bin, &dir, &data, owner)?;
     Ok(PgServer {
         template: format!(
             "postgres:///{{db}}?host={}&port={port}&user=postgres",
@@ -235,6 +247,61 @@ pub fn start_in(dir: &Path) -> Result<PgServer, String> {
         ),
         socket: Some((dir, port)),
     })
+}
+
+/// The server programs of one throwaway server, run as its owner.
+struct Tools {
+    bin: PathBuf,
+    dir: PathBuf,
+    owner: Option<&'static str>,
+}
+
+impl Tools {
+    fn command(&self, program: &str) -> Command {
+        let mut command = match self.owner {
+            Some(owner) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", owner, "--"]).arg(self.bin.join(program));
+                c
+            }
+            None => Command::new(self.bin.join(program)),
+        };
+        command.current_dir(&self.dir);
+        command
+    }
+}
+
+fn as_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+impl PgServer {
+    /// The unix socket a throwaway server listens on.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        self.socket()
+            .map(|(dir, port)| dir.join(format!(".s.PGSQL.{port}")))
+    }
+
+    /// Runs `pg_ctl <args>` on a throwaway server's data directory (`stop -m immediate`,
+    /// `promote -w`).
+    pub fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
+        let (dir, _) = self.socket().ok_or("not a throwaway server")?;
+        let tools = Tools {
+            bin: res_setup::postgres_bin_dir().ok_or("no pg_ctl")?,
+            dir: dir.to_path_buf(),
+            owner: as_root().then(server_user),
+        };
+        run(
+            tools
+                .command("pg_ctl")
+                .arg("-D")
+                .arg(dir.join("data"))
+                .args(args),
+            &format!("pg_ctl {args:?}"),
+        )
+    }
 }
 
 /// Stops the server and removes its directory once this process has exited; `owner` is

@@ -182,6 +182,11 @@ impl Runner {
         }
     }
 
+    /// The environment variables it gets at its next start, in place of those it had.
+    pub fn set_env(&mut self, env: Vec<(String, String)>) {
+        self.env = env;
+    }
+
     /// Starts it (again, after a stop or kill).
     pub fn restart(&mut self) {
         let log = log_file(&self.log);

@@ -61,7 +61,25 @@ pub fn lazy_pool(options: PgConnectOptions, max_connections: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .after_connect(|connection, _| Box::pin(refuse_standby(connection)))
         .connect_lazy_with(without_jit(options))
+}
+
+/// Keeps a connection only when it can write: `target_session_attrs=read-write` for the
+/// one host `DATABASE_URL` names. During a failover that name may still lead to a server
+/// in recovery (a DNS answer cached, a proxy not yet switched); its connections would fail
+/// every write until recycled, while refused here each request answers 503 and the next
+/// connection tries again (docs/deploy.md, database failover).
+pub(crate) async fn refuse_standby(connection: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    let read_only: String = sqlx::query_scalar("SHOW transaction_read_only")
+        .fetch_one(&mut *connection)
+        .await?;
+    if read_only == "on" {
+        return Err(sqlx::Error::Io(std::io::Error::other(
+            "the database server is read-only (a standby, or a primary being switched over)",
+        )));
+    }
+    Ok(())
 }
 
 /// Sessions without PostgreSQL's JIT compiler. It starts on the planner's cost estimate,

@@ -113,7 +113,7 @@ pub fn run(args: NextRunArgs) -> ExitCode {
 fn run_single(args: &NextRunArgs) -> Result<String, String> {
     let now = match &args.now {
         Some(text) => parse_now(text)?,
-        None => Utc::now(),
+        None => crate::clock::now(),
     };
     let query = Query {
         // clap insists on --cron unless --batch is given.

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 
 use super::Daemon;
+use super::forgotten_claims::as_offline_run;
 use super::outbox::{Item, Stored};
 use crate::cloud::CloudError;
 
@@ -111,6 +111,10 @@ fn settle(daemon: &Daemon, stored: &Stored, sent: Result<(), CloudError>) -> boo
             tracing::debug!(%error, depth = daemon.outbox.depth(), "outbox delivery waits for the functions");
             false
         }
+        Err(error) if forgotten_violation(stored, &error) => {
+            tracing::warn!(%error, "a violation's run is unknown to the functions (a claim lost in a database failover?): it travels with the run's report");
+            settle(daemon, stored, Ok(()))
+        }
         Err(error) => {
             daemon.metrics.outbox_rejected.inc();
             let moved = daemon.outbox.reject(stored);
@@ -120,6 +124,13 @@ fn settle(daemon: &Daemon, stored: &Stored, sent: Result<(), CloudError>) -> boo
     }
 }
 
+/// Whether `stored` is a violation whose claimed run the functions have no record of: its
+/// run's report carries it (see `forgotten_claims`).
+fn forgotten_violation(stored: &Stored, error: &CloudError) -> bool {
+    matches!(&stored.item, Some(Item::Violation(violation))
+        if error.is_unknown_execution(violation.execution_id))
+}
+
 /// Sends a report. Functions older than this runner get it without the fields they refuse
 /// (see `older_functions`), and functions that find its programs' output too large get it
 /// without that, so the run is recorded all the same.
@@ -127,17 +138,58 @@ pub(crate) async fn send_report(
     daemon: &Daemon,
     request: &SetNextRunTimeRequest,
 ) -> Result<SetNextRunTimeResponse, CloudError> {
+    let execution = request.execution_id;
     let mut request = daemon.older_functions.fit(request);
-    // Each refusal strips a field the request carries, so this ends.
-    loop {
+    // Each refusal strips a field the request carries, or turns it into an offline run's
+    // report (once), so this ends.
+    let answer = loop {
         match daemon.batched.reports.call(request.clone()).await {
-            Err(error) => match daemon.older_functions.without_refused(&request, &error) {
-                Some(fitted) => request = fitted,
-                None => return without_large_output(daemon, request, error).await,
-            },
-            answer => return answer,
+            Err(error) => {
+                if let Some(fitted) = daemon.older_functions.without_refused(&request, &error) {
+                    request = fitted;
+                } else if let Some(offline) = forgotten(daemon, &request, &error) {
+                    request = offline;
+                } else {
+                    break without_large_output(daemon, request, error).await;
+                }
+            }
+            answer => break answer,
         }
+    };
+    // Delivered or refused for good, the run's violations are no longer needed.
+    if let Some(id) = execution
+        && !matches!(&answer, Err(error) if error.is_transient())
+    {
+        daemon.run_violations.take(id);
     }
+    answer
+}
+
+/// The report again as an offline run's, when `error` says the functions have no record
+/// of its claim (see `forgotten_claims`).
+fn forgotten(
+    daemon: &Daemon,
+    request: &SetNextRunTimeRequest,
+    error: &CloudError,
+) -> Option<SetNextRunTimeRequest> {
+    let id = request
+        .execution_id
+        .filter(|id| error.is_unknown_execution(*id))?;
+    let violations = daemon.run_violations.take(id);
+    let offline = as_offline_run(
+        request,
+        &daemon.config.runner_id,
+        violations,
+        crate::clock::now(),
+    )?;
+    tracing::warn!(
+        execution_id = %id,
+        branch_rule_id = %request.branch_rule_id,
+        "the functions have no record of this run's claim (lost in a database failover?): \
+         reporting it as a run without a claim"
+    );
+    daemon.metrics.claims_forgotten.inc();
+    Some(offline)
 }
 
 /// Answers a report refused with `error`: once more without its output when that was too
@@ -187,9 +239,12 @@ async fn send(daemon: &Daemon, stored: &Stored) -> Result<(), CloudError> {
                             .is_some_and(|t| t > answer.next_run_time)
                 });
             if !local_is_later {
-                daemon
-                    .plan
-                    .apply_report(&answer, request.is_last_run_failed, false, Utc::now());
+                daemon.plan.apply_report(
+                    &answer,
+                    request.is_last_run_failed,
+                    false,
+                    crate::clock::now(),
+                );
             }
             tracing::info!(
                 branch_rule_id = %request.branch_rule_id,

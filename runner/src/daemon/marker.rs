@@ -61,7 +61,7 @@ fn modified(path: &Path) -> Option<DateTime<Utc>> {
 /// process that wrote it stopped gracefully, but a later one ran and ended without one.
 pub(crate) fn report_last_stop(state_dir: &Path) -> String {
     let text = last_stop(state_dir);
-    let boot = serde_json::json!({"pid": std::process::id(), "started_at": Utc::now()});
+    let boot = serde_json::json!({"pid": std::process::id(), "started_at": crate::clock::now()});
     if let Err(error) = write_atomic(&boot_path(state_dir), boot.to_string().as_bytes()) {
         tracing::warn!(%error, "cannot write the boot record; a crash of this run may be reported as a first start");
     }
@@ -160,11 +160,16 @@ mod tests {
         assert_eq!(report_last_stop(&dir), "first start");
         // Killed before it wrote any plan file: its boot record still tells.
         assert_eq!(report_last_stop(&dir), "crash: no shutdown marker");
-        write(&dir, Utc::now(), "SIGTERM").expect("marker");
+        write(&dir, crate::clock::now(), "SIGTERM").expect("marker");
         assert!(report_last_stop(&dir).starts_with("graceful: pid "));
         assert!(!path(&dir).exists(), "the marker is removed once read");
         // A marker from before the last start is stale.
-        write(&dir, Utc::now() - chrono::TimeDelta::hours(1), "SIGTERM").expect("marker");
+        write(
+            &dir,
+            crate::clock::now() - chrono::TimeDelta::hours(1),
+            "SIGTERM",
+        )
+        .expect("marker");
         assert!(report_last_stop(&dir).starts_with("crash: stale shutdown marker"));
         let _ = std::fs::remove_dir_all(&dir);
     }

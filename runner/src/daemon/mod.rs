@@ -7,6 +7,7 @@ pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod delivery;
 pub(crate) mod detectors;
+pub(crate) mod forgotten_claims;
 pub(crate) mod marker;
 pub(crate) mod memory;
 pub(crate) mod offline_journal;
@@ -60,6 +61,8 @@ pub struct Daemon {
     pub(crate) plan_format: AtomicU32,
     /// Report fields the functions refused for being newer than they are.
     pub(crate) older_functions: older_functions::OlderFunctions,
+    /// Violations of claimed runs whose reports are not delivered yet.
+    pub(crate) run_violations: forgotten_claims::RunViolations,
     pub(crate) plan: PlanStore,
     /// Waiting and active jobs.
     pub(crate) queue: Mutex<JobQueue>,
@@ -216,10 +219,11 @@ impl Daemon {
             plan_wait_granted: AtomicU64::new(config.plan_wait().as_secs()),
             last_refresh: Mutex::new(None),
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
-            started_at: Utc::now(),
+            started_at: crate::clock::now(),
             batched: coalesce::Batched::new(&client),
             plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_COLUMNS),
             older_functions: older_functions::OlderFunctions::default(),
+            run_violations: forgotten_claims::RunViolations::default(),
             client,
             plan,
             outbox,
@@ -241,7 +245,7 @@ impl Daemon {
     pub(crate) fn set_reachable(&self, reachable: bool) {
         let was = self.cloud_reachable.swap(reachable, Ordering::SeqCst);
         if reachable {
-            self.outage.ended(Utc::now());
+            self.outage.ended(crate::clock::now());
         }
         if reachable && !was {
             self.reconnected.notify_waiters();
@@ -251,7 +255,7 @@ impl Daemon {
     /// The functions could not be reached: starts (and logs, once) an outage.
     pub(crate) fn cloud_lost(&self, error: &dyn std::fmt::Display) {
         self.set_reachable(false);
-        if self.outage.lost(error, Utc::now())
+        if self.outage.lost(error, crate::clock::now())
             && self.config.offline_execution != OfflineExecution::Always
         {
             // Another branch's owner may run rules offline from now on (see offline_owner).
@@ -294,6 +298,17 @@ impl Daemon {
 
 /// Runs the daemon until SIGTERM or SIGINT, then shuts down gracefully.
 pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
+    // Before anything reads the time: a restart while the cloud is away still corrects.
+    if let Some(kept) = crate::clock::load(&config.state_dir)
+        && kept.correction_ms != 0
+    {
+        tracing::warn!(
+            correction_seconds = kept.correction_ms as f64 / 1000.0,
+            measured_at = %kept.measured_at,
+            "this host's clock was off the server's when last measured: times are corrected \
+             by that until the next measurement"
+        );
+    }
     let daemon = Daemon::open(config)?;
     let listener = tokio::net::TcpListener::bind(daemon.config.status_listen)
         .await
@@ -327,7 +342,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
 
     let signal = marker::wait_for_signal().await;
-    let shutdown_started_at = Utc::now();
+    let shutdown_started_at = crate::clock::now();
     tracing::info!(
         signal,
         "shutting down: no new jobs; running ones get {} s",
@@ -339,7 +354,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
     for job in &dropped {
         daemon
             .plan
-            .set_running(job.branch_rule_id, false, Utc::now());
+            .set_running(job.branch_rule_id, false, crate::clock::now());
     }
     let grace = Duration::from_secs(daemon.config.shutdown_grace_seconds);
     let stop_grace = Duration::from_secs(daemon.config.stop_grace_seconds);

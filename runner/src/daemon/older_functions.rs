@@ -109,7 +109,6 @@ impl OlderFunctions {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Utc;
     use res_shared::wire::NodeOutput;
     use uuid::Uuid;
 
@@ -131,8 +130,8 @@ mod tests {
             "output": [{"node_id": "detect", "visit": 1, "stream": "stdout", "text": "hi"}]
         }))
         .expect("a report");
-        request.started_at = Some(Utc::now());
-        request.finished_at = Some(Utc::now());
+        request.started_at = Some(crate::clock::now());
+        request.finished_at = Some(crate::clock::now());
         request
     }
 

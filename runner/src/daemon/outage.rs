@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn an_outage_is_started_once_counted_and_summed_up_at_its_end() {
         let log = OutageLog::default();
-        let t0 = Utc::now();
+        let t0 = crate::clock::now();
         assert_eq!(log.ended(t0), None, "no outage, nothing to end");
         log.run(false); // not counted outside an outage
         assert!(log.lost(&"refused", t0));

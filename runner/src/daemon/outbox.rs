@@ -150,7 +150,7 @@ impl Outbox {
         if unwritable.is_none() {
             tracing::error!(%error, dir = %self.dir.display(), "cannot write the state directory: outbox items are held in memory and delivered from there until it can be written (a restart before then loses them)");
             *unwritable = Some(Unwritable {
-                since: Utc::now(),
+                since: crate::clock::now(),
                 error: error.to_string(),
             });
         }

@@ -83,7 +83,7 @@ impl Drop for JobGuard<'_> {
         let id = self.job.branch_rule_id;
         self.daemon.queue().finish(id, std::time::Instant::now());
         if !self.completed {
-            self.daemon.plan.set_running(id, false, chrono::Utc::now());
+            self.daemon.plan.set_running(id, false, crate::clock::now());
         }
         self.daemon.job_added.notify_one();
         self.daemon.plan.notify().notify_waiters();
@@ -116,7 +116,6 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
 
-    use chrono::Utc;
     use uuid::Uuid;
 
     use super::{Handler, run};
@@ -155,7 +154,7 @@ mod tests {
                 .push(
                     Job {
                         branch_rule_id: id,
-                        due_at: Utc::now(),
+                        due_at: crate::clock::now(),
                         scheduled_for: None,
                     },
                     Instant::now(),

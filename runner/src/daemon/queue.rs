@@ -154,7 +154,7 @@ mod tests {
     fn job(id: Uuid) -> Job {
         Job {
             branch_rule_id: id,
-            due_at: Utc::now(),
+            due_at: crate::clock::now(),
             scheduled_for: None,
         }
     }
@@ -196,7 +196,7 @@ mod tests {
         let mut queue = JobQueue::new(Duration::from_secs(30));
         let a = Uuid::new_v4();
         let t0 = Instant::now();
-        let at = |secs: i64| Some(Utc::now() + chrono::TimeDelta::seconds(secs));
+        let at = |secs: i64| Some(crate::clock::now() + chrono::TimeDelta::seconds(secs));
         let (first, second) = (at(0), at(5));
         let due = |scheduled_for| Job {
             scheduled_for,

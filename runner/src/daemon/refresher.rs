@@ -14,6 +14,7 @@ use res_shared::wire::{Outage, PlanRequest, PlanResponse, RegisterRequest, Runne
 
 use super::Daemon;
 use super::config::OfflineExecution;
+use crate::clock;
 use crate::plan::merge::MergeSettings;
 
 /// Longest wait between attempts while the functions fail: an offline owner back from an
@@ -225,8 +226,8 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     } else {
         Next::Poll
     };
-    let now = Utc::now();
-    check_skew(daemon, response.generated_at, now);
+    check_skew(daemon, response.generated_at);
+    let now = crate::clock::now();
     let refresh =
         TimeDelta::from_std(daemon.config.refresh_interval()).unwrap_or(TimeDelta::seconds(20));
     let max_age =
@@ -307,7 +308,7 @@ async fn register(daemon: &Daemon) -> Result<(), crate::cloud::CloudError> {
             version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         })
         .await?;
-    check_skew(daemon, answer.server_time, Utc::now());
+    check_skew(daemon, answer.server_time);
     if answer.crashed.is_empty() {
         tracing::info!("registered with the functions");
     } else {
@@ -338,14 +339,34 @@ fn health(daemon: &Daemon) -> RunnerHealth {
     }
 }
 
-fn check_skew(daemon: &Daemon, server: DateTime<Utc>, local: DateTime<Utc>) {
-    let skew = (local - server).num_milliseconds() as f64 / 1000.0;
+/// Measures this host's clock against the database's time in an answer, and corrects the
+/// runner's time by it (see `clock`).
+fn check_skew(daemon: &Daemon, server: DateTime<Utc>) {
+    let host = Utc::now();
+    let skew = (host - server).num_milliseconds() as f64 / 1000.0;
     daemon.metrics.clock_skew_seconds.set(skew);
-    if skew.abs() > daemon.config.clock_skew_warn_seconds as f64 {
+    if !clock::correct(clock::correction_for(server, host)) {
+        return;
+    }
+    if clock::correction().is_zero() {
+        tracing::info!(
+            skew_seconds = format!("{skew:.1}"),
+            "this host's clock agrees with the server's again: no correction"
+        );
+    } else if skew.abs() <= daemon.config.clock_skew_warn_seconds as f64 {
+        tracing::info!(
+            skew_seconds = format!("{skew:.1}"),
+            "this host's clock differs a little from the server's: corrected"
+        );
+    } else {
         tracing::warn!(
             skew_seconds = format!("{skew:.1}"),
-            "this host's clock differs from the server's; schedules may start early or late"
+            "this host's clock differs from the server's: the runner schedules, runs offline \
+             and reports by the server's time (this host's corrected)"
         );
+    }
+    if let Err(error) = clock::keep(&daemon.config.state_dir) {
+        tracing::warn!(%error, "cannot keep the clock correction in the state directory");
     }
 }
 

@@ -23,7 +23,7 @@ pub(crate) async fn run(daemon: Arc<Daemon>) {
         if daemon.shutdown.is_cancelled() {
             return;
         }
-        let now = Utc::now();
+        let now = crate::clock::now();
         let sleep = match daemon.memory.over_limit() {
             Some(used) => {
                 daemon.metrics.memory_throttled.set(1);

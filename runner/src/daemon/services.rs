@@ -96,11 +96,13 @@ fn service_error(error: CloudError) -> ServiceError {
 }
 
 /// A claimed execution's services; a violation the functions cannot take now goes to the
-/// outbox with its idempotency key and counts as recorded.
+/// outbox with its idempotency key and counts as recorded. Every violation is also kept
+/// with the run, for its report to carry should the functions forget the claim.
 pub(crate) struct ClaimedServices {
     cloud: CloudServices,
     outbox: Arc<Outbox>,
     progress: Progress,
+    found: Mutex<Vec<OfflineViolation>>,
 }
 
 /// Where a claimed run stands, for its heartbeat to tell the cloud.
@@ -142,7 +144,16 @@ impl ClaimedServices {
             cloud: CloudServices::new(client, execution_id, claim_token),
             outbox,
             progress,
+            found: Mutex::default(),
         }
+    }
+
+    /// Every violation the run found, in order.
+    pub(crate) fn found(&self) -> Vec<OfflineViolation> {
+        self.found
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -154,17 +165,29 @@ impl ExecutionServices for ClaimedServices {
         idempotency_key: String,
     ) -> BoxFuture<'a, Result<Uuid, ServiceError>> {
         Box::pin(async move {
+            self.found
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(OfflineViolation {
+                    kind: kind.to_owned(),
+                    details: details.clone(),
+                    idempotency_key: idempotency_key.clone(),
+                });
             // Earlier items must arrive first: with a backlog, join it.
             if self.outbox.depth() == 0 {
-                match self
+                let request = self
                     .cloud
-                    .create_violation(kind, details.clone(), idempotency_key.clone())
-                    .await
-                {
-                    Err(ServiceError::Unreachable(error)) => {
+                    .violation(kind, details.clone(), idempotency_key.clone());
+                match self.cloud.client.call(&request).await {
+                    Ok(answer) => return Ok(answer.id),
+                    Err(error) if error.is_transient() => {
                         tracing::warn!(%error, "functions unreachable; violation kept in the outbox");
                     }
-                    other => return other,
+                    Err(error) if error.is_unknown_execution(request.execution_id) => {
+                        tracing::warn!(%error, "the functions have no record of this run's claim (lost in a database failover?): the violation travels with the run's report");
+                        return Ok(Uuid::new_v4());
+                    }
+                    Err(error) => return Err(service_error(error)),
                 }
             }
             self.outbox
@@ -254,7 +277,7 @@ impl ExecutionServices for OfflineServices {
                 details,
                 idempotency_key,
             });
-            entry.alive_at = Utc::now();
+            entry.alive_at = crate::clock::now();
             if let Err(error) = self.journal.write(&entry) {
                 tracing::warn!(%error, "cannot write the violation to the offline run's journal entry; it travels with the report only");
             }

@@ -52,6 +52,8 @@ pub(crate) struct Status {
     offline_owners: Vec<OwnerRow>,
     last_refresh: Option<DateTime<Utc>>,
     clock_skew_seconds: f64,
+    /// Added to this host's clock to get the server's time (0 while they agree).
+    clock_correction_seconds: f64,
     queue_size: usize,
     active_jobs: usize,
     alive_workers: i64,
@@ -100,7 +102,7 @@ pub(crate) struct RuleRow {
 
 fn snapshot(daemon: &Daemon) -> Status {
     daemon.sample_gauges();
-    let now = Utc::now();
+    let now = crate::clock::now();
     let (workflows, rules, offline_owners) = {
         let plan = daemon.plan.read();
         let offline_owners = plan
@@ -166,6 +168,7 @@ fn snapshot(daemon: &Daemon) -> Status {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
         clock_skew_seconds: daemon.metrics.clock_skew_seconds.get(),
+        clock_correction_seconds: crate::clock::correction().num_milliseconds() as f64 / 1000.0,
         queue_size,
         active_jobs,
         alive_workers: daemon.metrics.alive_workers.get(),
@@ -258,6 +261,8 @@ struct Page<'a> {
     s: &'a Status,
     last_refresh: String,
     skew: String,
+    /// "times corrected by -420.0 s to the server's", while this host's clock is off.
+    corrected: Option<String>,
     memory: String,
     started: String,
     /// "unwritable since …: why", while the state directory refuses writes.
@@ -327,6 +332,12 @@ pub(crate) fn render(s: &Status) -> Result<String, askama::Error> {
         s,
         last_refresh: time(s.last_refresh),
         skew: format!("{:.1}", s.clock_skew_seconds),
+        corrected: (s.clock_correction_seconds != 0.0).then(|| {
+            format!(
+                "times corrected by {:+.1} s to the server's",
+                s.clock_correction_seconds
+            )
+        }),
         memory: s
             .memory_used_percent
             .map_or_else(|| "?".into(), |m| format!("{m:.0}%")),
@@ -417,6 +428,7 @@ mod tests {
             }],
             last_refresh: None,
             clock_skew_seconds: 0.26,
+            clock_correction_seconds: 0.0,
             queue_size: 1,
             active_jobs: 0,
             alive_workers: 4,

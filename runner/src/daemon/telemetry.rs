@@ -95,6 +95,10 @@ metrics! {
     // taken the rule): an expected outcome after a long outage, not a refusal.
     reports_superseded: Counter = Counter::default() =>
         "reports_superseded", "Late reports stored by the functions after a retry took the rule";
+    // Reports of claimed runs the functions had no record of (a database failover lost the
+    // claim), recorded as offline runs instead.
+    claims_forgotten: Counter = Counter::default() =>
+        "claims_forgotten", "Claimed runs the functions had no record of, reported as offline runs";
     outbox_rejected: Counter = Counter::default() =>
         "outbox_rejected", "Outbox items refused for good and moved to outbox/rejected";
     // Detector process groups of an earlier boot that were still running at start and

@@ -89,7 +89,7 @@ impl JobOutcome {
 /// Runs one job to its end.
 pub(crate) async fn run_job(daemon: &Daemon, job: Job) {
     let id = job.branch_rule_id;
-    let started_at = Utc::now();
+    let started_at = crate::clock::now();
     daemon.plan.set_running(id, true, started_at);
     daemon.activity.started(RunningJob {
         branch_rule_id: id,
@@ -97,7 +97,7 @@ pub(crate) async fn run_job(daemon: &Daemon, job: Job) {
         started_at,
     });
     let outcome = claim_and_run(daemon, job).await;
-    let duration_ms = (Utc::now() - started_at).num_milliseconds();
+    let duration_ms = (crate::clock::now() - started_at).num_milliseconds();
     daemon.metrics.count(outcome.status.as_str());
     // During an outage the skipped runs are counted into its end line instead.
     if outcome.status == JobStatus::SkippedOffline {
@@ -152,7 +152,7 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
     match claim {
         Ok(claim) => {
             daemon.set_reachable(true);
-            let lag = (Utc::now() - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
+            let lag = (crate::clock::now() - job.due_at).num_milliseconds().max(0) as f64 / 1000.0;
             daemon.metrics.dispatch_lag_seconds.observe(lag);
             daemon.activity.claimed(id, claim.execution_id);
             daemon.plan.saw_revision(id, claim.revision);
@@ -197,7 +197,7 @@ async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
         daemon.outage.run(false);
         daemon
             .plan
-            .set_running(job.branch_rule_id, false, Utc::now());
+            .set_running(job.branch_rule_id, false, crate::clock::now());
         JobOutcome::skipped(JobStatus::SkippedOffline, why.to_owned())
     }
 }
@@ -224,7 +224,7 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
     let taken = refusal
         .as_ref()
         .is_some_and(|r| r.reason == ClaimRefusalReason::Running);
-    let now = Utc::now();
+    let now = crate::clock::now();
     daemon.plan.update(|plan| {
         if let Some(entry) = plan.workflows.get_mut(&id) {
             entry.workflow.is_currently_running = false;
@@ -256,7 +256,7 @@ fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::pla
 
 async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutcome {
     // The claim was just made: the run is live from about now, as the cloud counts it.
-    let claimed_at = Utc::now();
+    let claimed_at = crate::clock::now();
     let id = job.branch_rule_id;
     // The cloud holds the rule's chain now (it hands out a crashed run's retry itself).
     if let Err(error) = daemon.journal.retried(id) {
@@ -282,10 +282,14 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
                 claim.claim_token.clone(),
                 progress,
             );
-            daemon
+            let report = daemon
                 .engine
                 .run(&execution, &services, cancel.clone())
-                .await
+                .await;
+            daemon
+                .run_violations
+                .keep(claim.execution_id, services.found());
+            report
         }
         Err(message) => ExecutionReport::failed_before_start(
             claim.execution_id,
@@ -297,7 +301,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
     heartbeat.abort();
     if report.status == ExecutionStatus::Paused {
         let resume_at = report.resume_at.unwrap_or_else(Utc::now);
-        daemon.plan.set_paused(id, resume_at, Utc::now());
+        daemon.plan.set_paused(id, resume_at, crate::clock::now());
         return JobOutcome {
             execution_id: Some(claim.execution_id),
             status: JobStatus::Ran(ExecutionStatus::Paused),
@@ -307,7 +311,7 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
         };
     }
     let Some(request) = report.next_run_request(id, &claim.claim_token) else {
-        daemon.plan.set_running(id, false, Utc::now());
+        daemon.plan.set_running(id, false, crate::clock::now());
         return JobOutcome::skipped(
             JobStatus::Unreported,
             format!("no report for status {:?}", report.status),
@@ -343,7 +347,9 @@ async fn report_run(
         match delivery::send_report(daemon, &request).await {
             Ok(answer) => {
                 daemon.set_reachable(true);
-                daemon.plan.apply_report(&answer, failed, false, Utc::now());
+                daemon
+                    .plan
+                    .apply_report(&answer, failed, false, crate::clock::now());
                 return Some(answer.next_run_time);
             }
             Err(error) if error.is_transient() => {
@@ -352,12 +358,12 @@ async fn report_run(
             }
             Err(error) if error.is_superseded() => {
                 daemon.report_superseded(&error);
-                daemon.plan.set_running(id, false, Utc::now());
+                daemon.plan.set_running(id, false, crate::clock::now());
                 return None;
             }
             Err(error) => {
                 tracing::error!(%error, "the report was refused");
-                daemon.plan.set_running(id, false, Utc::now());
+                daemon.plan.set_running(id, false, crate::clock::now());
                 return None;
             }
         }
@@ -378,7 +384,9 @@ async fn report_run(
             .get(&id)
             .map(|entry| local_run::local_next_run(entry, started, finished_at, failed))
     }?;
-    daemon.plan.apply_report(&answer, failed, true, Utc::now());
+    daemon
+        .plan
+        .apply_report(&answer, failed, true, crate::clock::now());
     Some(answer.next_run_time)
 }
 
@@ -387,7 +395,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let id = job.branch_rule_id;
     let execution_id = Uuid::new_v4();
     let claim_token = format!("offline-{}", Uuid::new_v4().simple());
-    let started_at = Utc::now();
+    let started_at = crate::clock::now();
     // After a run of this rule crashed here, this run is its retry: the next attempt of its
     // chain, keying violations by the chain's root as a retry the cloud hands out does.
     let chain = daemon.journal.retry_of(id).map(Chain::next);
@@ -413,7 +421,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
         Err(error) => {
             tracing::error!(%error, "cannot record the offline run's start; not running it");
             daemon.outbox.note_unwritable(&error);
-            daemon.plan.set_running(id, false, Utc::now());
+            daemon.plan.set_running(id, false, crate::clock::now());
             return JobOutcome::skipped(
                 JobStatus::Unreported,
                 format!("cannot record the offline run's start: {error}"),
@@ -447,7 +455,7 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let _ = keep_alive.await;
     let Some(mut request) = report.next_run_request(id, &claim_token) else {
         forget_offline_run(&services);
-        daemon.plan.set_running(id, false, Utc::now());
+        daemon.plan.set_running(id, false, crate::clock::now());
         return JobOutcome::skipped(
             JobStatus::Unreported,
             format!("no report for status {:?}", report.status),
@@ -483,7 +491,7 @@ async fn keep_journal_alive(services: Arc<OfflineServices>) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        if let Err(error) = services.touch(Utc::now()) {
+        if let Err(error) = services.touch(crate::clock::now()) {
             tracing::warn!(%error, "cannot refresh the offline run's journal entry");
         }
     }
@@ -559,6 +567,12 @@ async fn heartbeat(
             Ok(_) => {}
             Err(error) if error.is_transient() => {
                 tracing::warn!(%error, "heartbeat failed; the run goes on (its report may arrive late)");
+            }
+            // Nobody holds a lease the cloud has no record of: the run is real work, so it
+            // goes on, and its report records it (see `forgotten_claims`).
+            Err(error) if error.is_unknown_execution(execution_id) => {
+                tracing::warn!(%error, "the functions have no record of this run's claim (lost in a database failover?): the run goes on without heartbeats");
+                return;
             }
             Err(error) => {
                 tracing::error!(%error, "lease lost: stopping this execution");

@@ -118,7 +118,7 @@ mod tests {
             cursor: Some("c9".into()),
             ..Plan::default()
         };
-        write_atomic(&path, &encode(&plan, Utc::now()).expect("encodes")).expect("writes");
+        write_atomic(&path, &encode(&plan, crate::clock::now()).expect("encodes")).expect("writes");
         let back = load(&path).expect("reads").expect("a plan");
         assert_eq!(back.plan.cursor.as_deref(), Some("c9"));
 

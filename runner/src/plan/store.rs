@@ -225,7 +225,7 @@ impl PlanStore {
             local_run::local_next_run(entry, started_at, finished_at, failed)
         };
         tracing::info!(branch_rule_id = %request.branch_rule_id, "the plan catches up with a report kept in the outbox");
-        self.apply_report(&answer, failed, true, Utc::now());
+        self.apply_report(&answer, failed, true, crate::clock::now());
     }
 
     /// Notes that a rule's execution paused until `resume_at` (released, resumes then).

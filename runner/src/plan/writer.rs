@@ -8,8 +8,6 @@ use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
-
 use super::Plan;
 use super::file::{encode, write_atomic};
 
@@ -164,7 +162,7 @@ fn run(
             let plan = plan
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            encode(&plan, Utc::now())
+            encode(&plan, crate::clock::now())
         };
         let result = encoded
             .map_err(std::io::Error::other)

@@ -132,7 +132,7 @@ impl Engine {
         services: &dyn ExecutionServices,
         cancel: CancellationToken,
     ) -> ExecutionReport {
-        let segment_started_at = Utc::now();
+        let segment_started_at = crate::clock::now();
         let (state, refused) = match &execution.resume {
             None => (
                 RunState::new(&execution.workflow.start, segment_started_at),
@@ -206,7 +206,7 @@ impl Engine {
             status,
             started_at: state.started_at,
             segment_started_at,
-            finished_at: Utc::now(),
+            finished_at: crate::clock::now(),
             active_ms: state.active_ms,
             resumed_count: state.resumed_count,
             nodes: state.nodes,
@@ -351,7 +351,7 @@ impl Run<'_> {
         action: &Action,
     ) -> Result<(), Flow> {
         let settings = &self.engine.settings;
-        let started_at = Utc::now();
+        let started_at = crate::clock::now();
         let captured = Captured::default();
         let outcome = {
             let execution = self.execution;
@@ -461,7 +461,7 @@ impl Run<'_> {
         wait: Duration,
     ) -> Result<(), Flow> {
         let node = self.node(node_id)?;
-        let started_at = Utc::now();
+        let started_at = crate::clock::now();
         self.services.waiting(Some(Waiting {
             node_id: node_id.to_owned(),
             until: started_at + TimeDelta::from_std(wait).unwrap_or(TimeDelta::MAX),
@@ -475,7 +475,7 @@ impl Run<'_> {
             ),
             Err(_) => (
                 NodeStatus::Stopped,
-                json!({"waited_seconds": (Utc::now() - started_at).num_seconds(), "paused": false}),
+                json!({"waited_seconds": (crate::clock::now() - started_at).num_seconds(), "paused": false}),
             ),
         };
         let index = self.record(
@@ -503,7 +503,7 @@ impl Run<'_> {
         let node = self
             .node(node_id)
             .map_err(|_| format!("unknown node '{node_id}'"))?;
-        let now = Utc::now();
+        let now = crate::clock::now();
         let index = self.record(node_id, &node, visit, NodeStatus::Paused, now, None, None);
         self.state.paused_at = Some(PausedAt {
             record: index,
@@ -531,7 +531,7 @@ impl Run<'_> {
 
     /// Completes the delay a resumed execution paused at and follows its edges.
     fn finish_pause(&mut self, paused: &PausedAt) -> Result<(), RunError> {
-        let now = Utc::now();
+        let now = crate::clock::now();
         let record = self
             .state
             .nodes
@@ -577,7 +577,7 @@ impl Run<'_> {
         self.state.consolidation = Some(Consolidation {
             expression: expression.source().to_owned(),
             passed,
-            evaluated_at: Utc::now(),
+            evaluated_at: crate::clock::now(),
         });
         Ok(passed)
     }
@@ -654,7 +654,15 @@ impl Run<'_> {
         result: Option<Value>,
         error: Option<String>,
     ) -> usize {
-        self.record(node_id, node, visit, status, Utc::now(), result, error)
+        self.record(
+            node_id,
+            node,
+            visit,
+            status,
+            crate::clock::now(),
+            result,
+            error,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -668,7 +676,7 @@ impl Run<'_> {
         result: Option<Value>,
         error: Option<String>,
     ) -> usize {
-        let finished_at = Utc::now();
+        let finished_at = crate::clock::now();
         self.state.nodes.push(NodeRecord {
             node_id: node_id.to_owned(),
             node_type: node.type_name().to_owned(),
@@ -687,6 +695,8 @@ impl Run<'_> {
 
 /// The monotonic instant of a wall-clock time (now, if it has passed).
 fn instant_of(at: DateTime<Utc>) -> Instant {
-    let left = (at - Utc::now()).to_std().unwrap_or(Duration::ZERO);
+    let left = (at - crate::clock::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO);
     Instant::now() + left
 }

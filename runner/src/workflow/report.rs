@@ -120,7 +120,7 @@ impl ExecutionReport {
         attempt: i32,
         message: String,
     ) -> ExecutionReport {
-        let now = Utc::now();
+        let now = crate::clock::now();
         ExecutionReport {
             execution_id,
             root_execution_id,

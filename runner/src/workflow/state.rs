@@ -129,7 +129,7 @@ mod tests {
     use crate::workflow::report::NodeStatus;
 
     fn paused() -> RunState {
-        let now = Utc::now();
+        let now = crate::clock::now();
         let mut state = RunState::new("detect", now);
         state.queue.clear();
         state.nodes.push(NodeRecord {

@@ -500,3 +500,67 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         );
     }
 }
+
+/// The `.rs` files under `dir`, recursively.
+fn sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path)
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                vec![path]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect()
+}
+
+/// docs/faults.md backs each promise with a test named `module::test`: each named test
+/// exists, in a file of that module, in a crate's `tests/` directory.
+#[test]
+fn every_test_docs_faults_md_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let faults = std::fs::read_to_string(root.join("docs/faults.md")).expect("docs/faults.md");
+    let tests: Vec<(String, String)> = ["tests/tests", "functions/tests", "runner/tests"]
+        .iter()
+        .flat_map(|dir| sources(&root.join(dir)))
+        .filter_map(|path| {
+            let module = path.file_stem()?.to_str()?.to_owned();
+            Some((module, std::fs::read_to_string(&path).ok()?))
+        })
+        .collect();
+    let named: Vec<&str> = faults
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|name| {
+            name.split_once("::").is_some_and(|(module, test)| {
+                !module.is_empty()
+                    && module.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    && !test.is_empty()
+                    && test
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            })
+        })
+        .collect();
+    assert!(
+        named.len() >= 10,
+        "test names found in docs/faults.md: {named:?}"
+    );
+    for name in named {
+        let (module, test) = name.split_once("::").expect("module::test");
+        assert!(
+            tests
+                .iter()
+                .any(|(m, text)| m == module && text.contains(&format!("fn {test}("))),
+            "docs/faults.md names {name}, which is not a test"
+        );
+    }
+}

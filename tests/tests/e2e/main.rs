@@ -4,12 +4,14 @@
 mod alerts;
 mod batch;
 mod chaos;
+mod clock;
 mod compat;
 mod configure;
 mod disk;
 
 mod console;
 mod docs;
+mod failover;
 mod links;
 mod observability;
 mod offline;

@@ -15,7 +15,7 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// A detector that notes each start in `starts` (one line per run), then takes `seconds`
 /// and reports a violation.
-fn counted_detector(starts: &Path, seconds: f64) -> String {
+pub(crate) fn counted_detector(starts: &Path, seconds: f64) -> String {
     format!(
         "cat >/dev/null; echo start >> '{}'; sleep {seconds}; \
          echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 1}}'",
@@ -23,7 +23,7 @@ fn counted_detector(starts: &Path, seconds: f64) -> String {
     )
 }
 
-fn lines(path: &Path) -> usize {
+pub(crate) fn lines(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
         .unwrap_or(0)
@@ -31,7 +31,7 @@ fn lines(path: &Path) -> usize {
 
 /// Rules due every `every` seconds whose detectors take `seconds`, each counting its starts
 /// in a file of its own.
-async fn counted_rules(
+pub(crate) async fn counted_rules(
     system: &System,
     count: usize,
     cron: &str,
@@ -52,7 +52,7 @@ async fn counted_rules(
 }
 
 /// How many runs `rules` have had.
-async fn total_runs(system: &System, rules: &[(Uuid, std::path::PathBuf)]) -> usize {
+pub(crate) async fn total_runs(system: &System, rules: &[(Uuid, std::path::PathBuf)]) -> usize {
     let mut runs = 0;
     for (rule, _) in rules {
         runs += system.executions(*rule).await.len();
@@ -67,7 +67,7 @@ async fn settle(system: &System, runner: &Runner, rules: &[(Uuid, std::path::Pat
 }
 
 /// Every run of `rules` completed, each detector started once per run, one violation each.
-async fn nothing_lost_or_doubled(system: &System, rules: &[(Uuid, std::path::PathBuf)]) {
+pub(crate) async fn nothing_lost_or_doubled(system: &System, rules: &[(Uuid, std::path::PathBuf)]) {
     for (rule, starts) in rules {
         let executions = system.executions(*rule).await;
         assert!(

@@ -31,7 +31,9 @@ pub struct System {
     pub operator: String,
     /// State and logs.
     pub dir: PathBuf,
-    _database: TestDatabase,
+    database_url: String,
+    /// The test's own database, dropped with the system (none on a server of the test's).
+    _database: Option<TestDatabase>,
 }
 
 impl Drop for System {
@@ -76,28 +78,40 @@ impl System {
         serve_args: &[&str],
         host: std::net::IpAddr,
     ) -> System {
-        res_tests::functions::install_tls();
         let database = server().create_database().await;
-        functions_cli(&database.url, &["migrate"]);
+        let url = database.url.clone();
+        System::start_on(&url, Some(database), functions, serve_args, host).await
+    }
+
+    /// Today's system, serving with `serve_args`, on the database at `url` (a server the
+    /// test made itself).
+    pub async fn start_on_url(url: &str, serve_args: &[&str]) -> System {
+        System::start_on(url, None, &binary("res-functions"), serve_args, LOOPBACK).await
+    }
+
+    async fn start_on(
+        url: &str,
+        database: Option<TestDatabase>,
+        functions: &std::path::Path,
+        serve_args: &[&str],
+        host: std::net::IpAddr,
+    ) -> System {
+        res_tests::functions::install_tls();
+        functions_cli(url, &["migrate"]);
         let pool = PgPoolOptions::new()
             .max_connections(5)
-            .connect(&database.url)
+            .connect(url)
             .await
             .expect("connect");
         let dir = std::env::temp_dir().join(format!("res-e2e-{}", Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let functions = FunctionsServer::start_at(
-            functions,
-            &database.url,
-            &dir.join("functions.log"),
-            serve_args,
-            host,
-        )
-        .await;
+        let functions =
+            FunctionsServer::start_at(functions, url, &dir.join("functions.log"), serve_args, host)
+                .await;
         let seed = Seed::new(&pool);
         let branch = seed.branch(seed.brand("Asia/Riyadh").await, None).await;
         let token = functions_cli(
-            &database.url,
+            url,
             &[
                 "create-api-key",
                 "--name",
@@ -109,7 +123,7 @@ impl System {
             ],
         );
         let operator = functions_cli(
-            &database.url,
+            url,
             &[
                 "create-api-key",
                 "--name",
@@ -127,6 +141,7 @@ impl System {
             token,
             operator,
             dir,
+            database_url: url.to_owned(),
             _database: database,
         }
     }
@@ -151,7 +166,7 @@ impl System {
 
     /// The database's URL (for `res-functions` admin commands).
     pub fn database_url(&self) -> &str {
-        &self._database.url
+        &self.database_url
     }
 
     /// A runner named `name`; `extra` overrides settings (`("WORKERS", "2")`).
