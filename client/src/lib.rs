@@ -99,6 +99,9 @@ impl CloudError {
     }
 }
 
+/// The longest an answer's body may take, in request timeouts (while it keeps arriving).
+const BODY_TIMEOUTS: u32 = 20;
+
 /// A client for the functions of one deployment.
 #[derive(Clone)]
 pub struct FunctionsClient {
@@ -129,7 +132,6 @@ impl FunctionsClient {
         user_agent: &str,
     ) -> Result<FunctionsClient, CloudError> {
         let http = reqwest::Client::builder()
-            .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             // A plan request waits for minutes in silence: probes keep the NAT and firewall
             // state on the way, and end the request if the functions' host vanished.
@@ -207,26 +209,36 @@ impl FunctionsClient {
         wait: Duration,
     ) -> Result<C::Response, CloudError> {
         let function = C::NAME;
-        let response = self
+        let unreachable = |message: String| CloudError::Unreachable { function, message };
+        // The timeout bounds the wait for the answer to begin; the body then has the same
+        // time for each piece of it, so a large plan over a slow link arrives as long as it
+        // keeps arriving, where one deadline for the whole call would cut it off for good.
+        let sent = self
             .http
             .post(format!("{}/{function}", self.base))
-            .timeout(self.timeout + wait)
             .bearer_auth(&self.token)
             .json(request)
-            .send()
+            .send();
+        let mut response = tokio::time::timeout(self.timeout + wait, sent)
             .await
-            .map_err(|e| CloudError::Unreachable {
-                function,
-                message: e.to_string(),
-            })?;
+            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout + wait)))?
+            .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
-        let bytes = response
-            .bytes()
+        let mut bytes = Vec::new();
+        let body_deadline = tokio::time::Instant::now() + self.timeout * BODY_TIMEOUTS;
+        loop {
+            let piece = tokio::time::timeout_at(
+                body_deadline.min(tokio::time::Instant::now() + self.timeout),
+                response.chunk(),
+            )
             .await
-            .map_err(|e| CloudError::Unreachable {
-                function,
-                message: e.to_string(),
-            })?;
+            .map_err(|_| unreachable(format!("the answer stalled after {} bytes", bytes.len())))?
+            .map_err(|e| unreachable(e.to_string()))?;
+            match piece {
+                Some(piece) => bytes.extend_from_slice(&piece),
+                None => break,
+            }
+        }
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| CloudError::Invalid {
                 function,

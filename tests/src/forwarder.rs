@@ -4,19 +4,43 @@
 //! the old primary going away does; freezing it holds the bytes in flight, as a stalled
 //! replication link does (used between a primary and its replica to make commits the
 //! replica never receives).
+//!
+//! It also makes a slow link in user space, where the kernel has no `netem` to add latency:
+//! each chunk is held for a one-way delay, and the bytes leave at a set rate.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, UnixStream};
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Where a forwarder sends connections.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A unix socket (a PostgreSQL server's).
+    Unix(PathBuf),
+    /// A TCP address.
+    Tcp(SocketAddr),
+}
+
+/// What a link does to the bytes it carries, each way.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Link {
+    /// Held this long before they go on (half the round trip).
+    pub delay: Duration,
+    /// At most this many bits a second (none: as fast as they come).
+    pub bits_per_second: Option<u64>,
+}
 
 /// A forwarding endpoint on 127.0.0.1; it stops when dropped.
 #[derive(Debug)]
 pub struct Forwarder {
     port: u16,
-    target: Arc<Mutex<PathBuf>>,
+    target: Arc<Mutex<Target>>,
     /// Bumped to cut every open connection.
     cut: watch::Sender<u64>,
     /// While true, nothing is forwarded in either direction (bytes wait).
@@ -27,16 +51,22 @@ pub struct Forwarder {
 impl Forwarder {
     /// Starts forwarding 127.0.0.1:<a free port> to the unix socket `target`.
     pub async fn start(target: &Path) -> Forwarder {
+        Forwarder::start_to(Target::Unix(target.to_path_buf()), Link::default()).await
+    }
+
+    /// Starts forwarding 127.0.0.1:<a free port> to `target` over `link`.
+    pub async fn start_to(target: Target, link: Link) -> Forwarder {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port for the forwarder");
         let port = listener.local_addr().expect("its address").port();
-        let target = Arc::new(Mutex::new(target.to_path_buf()));
+        let target = Arc::new(Mutex::new(target));
         let (cut, _) = watch::channel(0u64);
         let (frozen, _) = watch::channel(false);
         let task = tokio::spawn(accept(
             listener,
             Arc::clone(&target),
+            link,
             cut.clone(),
             frozen.clone(),
         ));
@@ -56,7 +86,8 @@ impl Forwarder {
 
     /// Forwards new connections to `target` and cuts the open ones.
     pub fn point_at(&self, target: &Path) {
-        *self.target.lock().unwrap_or_else(PoisonError::into_inner) = target.to_path_buf();
+        *self.target.lock().unwrap_or_else(PoisonError::into_inner) =
+            Target::Unix(target.to_path_buf());
         self.cut.send_modify(|n| *n += 1);
     }
 
@@ -75,7 +106,8 @@ impl Drop for Forwarder {
 
 async fn accept(
     listener: TcpListener,
-    target: Arc<Mutex<PathBuf>>,
+    target: Arc<Mutex<Target>>,
+    link: Link,
     cut: watch::Sender<u64>,
     frozen: watch::Sender<bool>,
 ) {
@@ -86,39 +118,77 @@ async fn accept(
             .clone();
         let (mut cut, frozen) = (cut.subscribe(), frozen.subscribe());
         tokio::spawn(async move {
-            let Ok(server) = UnixStream::connect(&to).await else {
-                return;
-            };
             let (client_read, client_write) = client.into_split();
-            let (server_read, server_write) = server.into_split();
             cut.mark_unchanged();
             // Either direction ending, or a cut, closes both.
-            tokio::select! {
-                () = copy(client_read, server_write, frozen.clone()) => {}
-                () = copy(server_read, client_write, frozen) => {}
-                _ = cut.changed() => {}
+            match to {
+                Target::Unix(path) => {
+                    let Ok(server) = UnixStream::connect(&path).await else {
+                        return;
+                    };
+                    let (server_read, server_write) = server.into_split();
+                    tokio::select! {
+                        () = carry(client_read, server_write, link, frozen.clone()) => {}
+                        () = carry(server_read, client_write, link, frozen) => {}
+                        _ = cut.changed() => {}
+                    }
+                }
+                Target::Tcp(address) => {
+                    let Ok(server) = TcpStream::connect(address).await else {
+                        return;
+                    };
+                    let (server_read, server_write) = server.into_split();
+                    tokio::select! {
+                        () = carry(client_read, server_write, link, frozen.clone()) => {}
+                        () = carry(server_read, client_write, link, frozen) => {}
+                        _ = cut.changed() => {}
+                    }
+                }
             }
         });
     }
 }
 
-/// Copies until either side closes, holding each chunk while frozen.
-async fn copy(
+/// Carries bytes one way until either side closes: each chunk read is held for the link's
+/// delay (reading goes on meanwhile) and written at its rate, and not while frozen.
+async fn carry(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
+    link: Link,
     mut frozen: watch::Receiver<bool>,
 ) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        if frozen.wait_for(|f| !f).await.is_err() {
-            return;
+    let (chunks, mut held) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buffer = vec![0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if chunks
+                        .send((Instant::now() + link.delay, buffer[..n].to_vec()))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
         }
-        if to.write_all(&buffer[..n]).await.is_err() {
-            return;
+    };
+    let write = async move {
+        while let Some((due, chunk)) = held.recv().await {
+            tokio::time::sleep_until(due).await;
+            if frozen.wait_for(|f| !f).await.is_err() {
+                return;
+            }
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+            if let Some(bits) = link.bits_per_second {
+                let seconds = chunk.len() as f64 * 8.0 / bits as f64;
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            }
         }
-    }
+    };
+    // The write side ends after the read side has, once what was read is written.
+    tokio::join!(read, write);
 }
