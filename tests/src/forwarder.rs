@@ -118,35 +118,38 @@ async fn accept(
             .clone();
         let (mut cut, frozen) = (cut.subscribe(), frozen.subscribe());
         tokio::spawn(async move {
+            let Some((server_read, server_write)) = connect(&to).await else {
+                return;
+            };
             let (client_read, client_write) = client.into_split();
             cut.mark_unchanged();
             // Either direction ending, or a cut, closes both.
-            match to {
-                Target::Unix(path) => {
-                    let Ok(server) = UnixStream::connect(&path).await else {
-                        return;
-                    };
-                    let (server_read, server_write) = server.into_split();
-                    tokio::select! {
-                        () = carry(client_read, server_write, link, frozen.clone()) => {}
-                        () = carry(server_read, client_write, link, frozen) => {}
-                        _ = cut.changed() => {}
-                    }
-                }
-                Target::Tcp(address) => {
-                    let Ok(server) = TcpStream::connect(address).await else {
-                        return;
-                    };
-                    let (server_read, server_write) = server.into_split();
-                    tokio::select! {
-                        () = carry(client_read, server_write, link, frozen.clone()) => {}
-                        () = carry(server_read, client_write, link, frozen) => {}
-                        _ = cut.changed() => {}
-                    }
-                }
+            tokio::select! {
+                () = carry(client_read, server_write, link, frozen.clone()) => {}
+                () = carry(server_read, client_write, link, frozen) => {}
+                _ = cut.changed() => {}
             }
         });
     }
+}
+
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+);
+
+/// A connection to `target`, split; none when it refuses.
+async fn connect(target: &Target) -> Option<Halves> {
+    Some(match target {
+        Target::Unix(path) => {
+            let (read, write) = UnixStream::connect(path).await.ok()?.into_split();
+            (Box::new(read), Box::new(write))
+        }
+        Target::Tcp(address) => {
+            let (read, write) = TcpStream::connect(address).await.ok()?.into_split();
+            (Box::new(read), Box::new(write))
+        }
+    })
 }
 
 /// Carries bytes one way until either side closes: each chunk read is held for the link's

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::restarts::{
     counted_detector, counted_rules, lines, nothing_lost_or_doubled, total_runs,
 };
-use crate::system::{System, metrics_text};
+use crate::system::{System, due_tomorrow, metrics_text};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -264,12 +264,9 @@ async fn a_claim_lost_in_an_asynchronous_failover_is_recorded_once_as_an_offline
     let cluster = Cluster::start(false).await;
     let system = System::start_on_url(&cluster.url(), &[]).await;
     let starts = system.dir.join("starts");
-    let spec = res_tests::functions::RuleSpec {
-        cron: Some("0 3 * * *"),
-        next_run_time: Some(chrono::Utc::now() + chrono::TimeDelta::days(1)),
-        ..res_tests::functions::RuleSpec::default()
-    };
-    let rule = system.rule(spec, &counted_detector(&starts, 6.0)).await;
+    let rule = system
+        .rule(due_tomorrow(), &counted_detector(&starts, 6.0))
+        .await;
     let mut runner = system.runner("site-1", &[]);
     eventually("the runner has its plan", WAIT, || async {
         runner

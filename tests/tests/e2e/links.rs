@@ -153,15 +153,7 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
 async fn a_plan_of_a_thousand_rules_arrives_over_128_kbit() {
     let netns = Netns::create();
     let system = System::start_serving(&binary("res-functions"), &[], netns.host.into()).await;
-    let seed = res_tests::functions::Seed::new(&system.pool);
-    let spec = || res_tests::functions::RuleSpec {
-        cron: Some("0 3 * * *"),
-        next_run_time: Some(chrono::Utc::now() + chrono::TimeDelta::days(1)),
-        ..res_tests::functions::RuleSpec::default()
-    };
-    for _ in 0..1000 {
-        seed.branch_rule(system.branch, spec()).await;
-    }
+    thousand_rules(&system).await;
     netns.limit_rate(128);
     let asked = Instant::now();
     let runner = system.runner_in(&netns, "site-1", &[("REQUEST_TIMEOUT_SECONDS", "15")]);
@@ -195,10 +187,7 @@ async fn a_plan_of_a_thousand_rules_arrives_in_every_format_over_a_1_5_s_round_t
     use res_tests::processes::{Runner, RunnerSpec};
 
     let system = System::start().await;
-    let seed = res_tests::functions::Seed::new(&system.pool);
-    for _ in 0..1000 {
-        seed.branch_rule(system.branch, tomorrow()).await;
-    }
+    thousand_rules(&system).await;
     let functions = std::net::SocketAddr::from(([127, 0, 0, 1], system.functions.port()));
     let link = Forwarder::start_to(
         Target::Tcp(functions),
@@ -267,11 +256,11 @@ async fn a_plan_of_a_thousand_rules_arrives_in_every_format_over_a_1_5_s_round_t
     );
 }
 
-/// A rule due tomorrow.
-fn tomorrow() -> res_tests::functions::RuleSpec<'static> {
-    res_tests::functions::RuleSpec {
-        cron: Some("0 3 * * *"),
-        next_run_time: Some(chrono::Utc::now() + chrono::TimeDelta::days(1)),
-        ..res_tests::functions::RuleSpec::default()
+/// A thousand rules at the system's branch, due tomorrow.
+async fn thousand_rules(system: &System) {
+    let seed = res_tests::functions::Seed::new(&system.pool);
+    for _ in 0..1000 {
+        seed.branch_rule(system.branch, crate::system::due_tomorrow())
+            .await;
     }
 }

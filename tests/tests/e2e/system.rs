@@ -245,12 +245,7 @@ impl System {
 
     /// A rule due tomorrow (only a run-now runs it today) whose detector takes `seconds`.
     pub async fn tomorrows_rule(&self, seconds: f64) -> Uuid {
-        let spec = RuleSpec {
-            cron: Some("0 3 * * *"),
-            next_run_time: Some(Utc::now() + chrono::TimeDelta::days(1)),
-            ..RuleSpec::default()
-        };
-        self.rule(spec, &detector(seconds, 0)).await
+        self.rule(due_tomorrow(), &detector(seconds, 0)).await
     }
 
     /// An operator's Run now of `rule` (`reason` said), answered 200, then its run completed.
@@ -349,6 +344,15 @@ impl System {
         rule: Uuid,
     ) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>, i64, bool) {
         res_tests::functions::rule_row(&self.pool, rule).await
+    }
+}
+
+/// A rule's schedule that is due tomorrow, at 03:00: only a Run now runs it today.
+pub fn due_tomorrow() -> RuleSpec<'static> {
+    RuleSpec {
+        cron: Some("0 3 * * *"),
+        next_run_time: Some(Utc::now() + chrono::TimeDelta::days(1)),
+        ..RuleSpec::default()
     }
 }
 
