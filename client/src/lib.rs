@@ -102,6 +102,27 @@ impl CloudError {
 /// The longest an answer's body may take, in request timeouts (while it keeps arriving).
 const BODY_TIMEOUTS: u32 = 20;
 
+/// The HTTP client under a [`FunctionsClient`].
+fn http_client(timeout: Duration, user_agent: &str) -> Result<reqwest::Client, CloudError> {
+    reqwest::Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        // A plan request waits for minutes in silence: probes keep the NAT and firewall
+        // state on the way, and end the request if the functions' host vanished.
+        .tcp_keepalive(Duration::from_secs(60))
+        .tcp_keepalive_interval(Duration::from_secs(15))
+        .tcp_keepalive_retries(4)
+        // Shops sit behind NAT boxes and 4G routers that forget idle connections without
+        // a word; a request sent on one such connection waits out its whole timeout.
+        // A connection idle for half a minute is closed rather than trusted again.
+        .pool_idle_timeout(Duration::from_secs(30))
+        .user_agent(user_agent)
+        .build()
+        .map_err(|e| CloudError::Invalid {
+            function: "client",
+            message: e.to_string(),
+        })
+}
+
 /// A client for the functions of one deployment.
 #[derive(Clone)]
 pub struct FunctionsClient {
@@ -109,6 +130,7 @@ pub struct FunctionsClient {
     token: String,
     http: reqwest::Client,
     timeout: Duration,
+    user_agent: String,
 }
 
 // The token is a secret: debug output (and so any log of a struct holding a client) shows
@@ -131,28 +153,22 @@ impl FunctionsClient {
         timeout: Duration,
         user_agent: &str,
     ) -> Result<FunctionsClient, CloudError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            // A plan request waits for minutes in silence: probes keep the NAT and firewall
-            // state on the way, and end the request if the functions' host vanished.
-            .tcp_keepalive(Duration::from_secs(60))
-            .tcp_keepalive_interval(Duration::from_secs(15))
-            .tcp_keepalive_retries(4)
-            // Shops sit behind NAT boxes and 4G routers that forget idle connections without
-            // a word; a request sent on one such connection waits out its whole timeout.
-            // A connection idle for half a minute is closed rather than trusted again.
-            .pool_idle_timeout(Duration::from_secs(30))
-            .user_agent(user_agent)
-            .build()
-            .map_err(|e| CloudError::Invalid {
-                function: "client",
-                message: e.to_string(),
-            })?;
         Ok(FunctionsClient {
             base: base_url.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
-            http,
+            http: http_client(timeout, user_agent)?,
             timeout,
+            user_agent: user_agent.to_owned(),
+        })
+    }
+
+    /// The same client with a pool of its own: its first call opens a new connection
+    /// rather than trusting one a NAT box may have forgotten (a waiting plan request that
+    /// got no answer is asked again this way).
+    pub fn with_new_connections(&self) -> Result<FunctionsClient, CloudError> {
+        Ok(FunctionsClient {
+            http: http_client(self.timeout, &self.user_agent)?,
+            ..self.clone()
         })
     }
 
@@ -194,6 +210,16 @@ impl FunctionsClient {
                 .await
             }
         }
+    }
+
+    /// Whether the functions and their database answer (`GET /health`, no token): a cheap
+    /// look before acting on a guess that they are still away.
+    pub async fn healthy(&self) -> bool {
+        let asked = self.http.get(format!("{}/health", self.base)).send();
+        matches!(
+            tokio::time::timeout(self.timeout, asked).await,
+            Ok(Ok(answer)) if answer.status().is_success()
+        )
     }
 
     /// Calls the function `C` names with `request`.

@@ -133,6 +133,9 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
             if let Some(owner) = &why.held_for {
                 reasons.push(format!("held for offline owner {owner}"));
             }
+            if let Some(until) = why.held_after_outage {
+                reasons.push(format!("left alone after an outage until {until}"));
+            }
             format!("waiting: {}", reasons.join(", "))
         };
         println!(
@@ -234,6 +237,13 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
         println!(
             "  [FAIL] held for {owner}, the branch's offline owner: it may have run this rule \
              during the outage, and its reports come first"
+        );
+    }
+    if let Some(until) = why.held_after_outage {
+        println!(
+            "  [FAIL] left alone until {} after an outage: another runner was running it, and \
+             its report may still be on its way",
+            time(Some(until))
         );
     }
     match plan

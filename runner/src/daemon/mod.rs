@@ -244,22 +244,49 @@ impl Daemon {
     /// refresher are woken instead of waiting out their backoff.
     pub(crate) fn set_reachable(&self, reachable: bool) {
         let was = self.cloud_reachable.swap(reachable, Ordering::SeqCst);
-        if reachable {
-            self.outage.ended(crate::clock::now());
+        if reachable && self.outage.ended(crate::clock::now()).is_some() {
+            self.hold_after_outage();
         }
         if reachable && !was {
             self.reconnected.notify_waiters();
         }
     }
 
+    fn lease(&self) -> chrono::TimeDelta {
+        chrono::TimeDelta::seconds(i64::from(self.config.lease_seconds))
+    }
+
+    /// When an outage ends, the rules held since it began stay alone one lease more (see
+    /// `outage_hold`).
+    fn hold_after_outage(&self) {
+        let until = crate::clock::now() + self.lease();
+        let held = self
+            .plan
+            .update(|plan| crate::plan::outage_hold::end_holds(plan, until));
+        if held > 0 {
+            tracing::info!(
+                rules = held,
+                %until,
+                "after the outage, rules another runner was running are left alone for a lease: its reports may still be on their way"
+            );
+        }
+    }
+
     /// The functions could not be reached: starts (and logs, once) an outage.
     pub(crate) fn cloud_lost(&self, error: &dyn std::fmt::Display) {
         self.set_reachable(false);
-        if self.outage.lost(error, crate::clock::now())
-            && self.config.offline_execution != OfflineExecution::Always
-        {
-            // Another branch's owner may run rules offline from now on (see offline_owner).
-            self.plan.update(|plan| plan.offline_owners.start_check());
+        let now = crate::clock::now();
+        if self.outage.lost(error, now) {
+            // Claims lost within a lease before the outage: their runs may end in it.
+            let since = now - self.lease();
+            let owners_check = self.config.offline_execution != OfflineExecution::Always;
+            self.plan.update(|plan| {
+                crate::plan::outage_hold::hold_running_elsewhere(plan, since);
+                // Another branch's owner may run rules offline from now on (see offline_owner).
+                if owners_check {
+                    plan.offline_owners.start_check();
+                }
+            });
         }
     }
 

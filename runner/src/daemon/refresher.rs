@@ -274,7 +274,13 @@ async fn ask(
     let answer = match call(daemon, request, wait.min(granted)).await? {
         Err(error @ crate::cloud::CloudError::Unreachable { .. }) if !wait.is_zero() => {
             tracing::info!(%error, "a waiting plan request got no answer; asking again on a new connection");
-            call(daemon, request, wait).await?
+            // Not on another pooled connection: the NAT box may have forgotten those too.
+            let fresh = daemon.client.with_new_connections();
+            let client = fresh.as_ref().unwrap_or(&daemon.client);
+            tokio::select! {
+                response = client.call_waiting(request, wait) => response,
+                () = daemon.shutdown.cancelled() => return None,
+            }
         }
         answer => answer,
     };

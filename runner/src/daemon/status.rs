@@ -94,6 +94,8 @@ pub(crate) struct RuleRow {
     blockers: Vec<Blocker>,
     /// Held for this runner, the branch's offline owner.
     held_for: Option<String>,
+    /// Left alone after an outage until then (another runner's report may be coming).
+    held_after_outage: Option<DateTime<Utc>>,
     missing_since: Option<DateTime<Utc>>,
     running: bool,
     last_run_time: Option<DateTime<Utc>>,
@@ -141,6 +143,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                     ready: why.ready,
                     blockers: why.blockers,
                     held_for: why.held_for,
+                    held_after_outage: why.held_after_outage,
                     missing_since: why.missing_since,
                     running: w.is_currently_running,
                     last_run_time: w.last_run_time,
@@ -317,6 +320,12 @@ fn waiting(rule: &RuleRow) -> Option<String> {
             "held for {owner}, the branch's offline owner, until its offline runs are in"
         ));
     }
+    if let Some(until) = rule.held_after_outage {
+        reasons.push(format!(
+            "left alone until {} after an outage: the runner that was running it may still report it",
+            time(Some(until))
+        ));
+    }
     if let Some(since) = rule.missing_since {
         reasons.push(format!(
             "not in the server's plan since {}",
@@ -447,6 +456,7 @@ mod tests {
                 ready: false,
                 blockers: vec![Blocker::ForceStopped],
                 held_for: Some("site-<b>".to_owned()),
+                held_after_outage: None,
                 missing_since: None,
                 running: false,
                 last_run_time: None,

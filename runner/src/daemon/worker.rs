@@ -135,6 +135,32 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
             return unreachable_now(daemon, job, "a report of this rule waits in the outbox").await;
         }
     }
+    // Another runner was running it when the functions went away: its report may be on
+    // its way, and a claim now would crash that run (see `outage_hold`).
+    let in_outage = daemon.outage.ongoing();
+    let held = daemon.plan.read().workflows.get(&id).is_some_and(|entry| {
+        crate::plan::outage_hold::keeps_from_claiming(entry, crate::clock::now(), in_outage)
+    });
+    if held && in_outage {
+        // Back already? Then the outage ends here and the rule waits for the report;
+        // else it is run offline by the branch's owner, as any rule is.
+        if !daemon.client.healthy().await {
+            return unreachable_now(
+                daemon,
+                job,
+                "another runner was running it when the functions went away",
+            )
+            .await;
+        }
+        daemon.set_reachable(true);
+    }
+    if held {
+        daemon.plan.set_running(id, false, crate::clock::now());
+        return JobOutcome::skipped(
+            JobStatus::ClaimLost,
+            "left alone after an outage: another runner's report of it may be on its way".into(),
+        );
+    }
     let request = ClaimRequest {
         branch_rule_id: id,
         runner_id: daemon.config.runner_id.clone(),
@@ -229,6 +255,9 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
         if let Some(entry) = plan.workflows.get_mut(&id) {
             entry.workflow.is_currently_running = false;
             entry.local.running_here = false;
+            if taken {
+                entry.local.taken_at = Some(now);
+            }
             if let Some(due) = due {
                 entry.workflow.next_run_time = Some(due);
             } else if taken && entry.workflow.run_requested_at.is_none() {

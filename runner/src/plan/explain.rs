@@ -25,6 +25,9 @@ pub(crate) struct Explanation {
     /// Held for the branch's offline owner (its runner id): that runner may have run it
     /// offline, and this one waits until the owner's reports are in.
     pub(crate) held_for: Option<String>,
+    /// Left alone after an outage until then: another runner was running it, and its
+    /// report may still be on its way (see `outage_hold`).
+    pub(crate) held_after_outage: Option<DateTime<Utc>>,
 }
 
 /// The first `limit` entries in the order a technician reads them: running ones, then by next run,
@@ -66,13 +69,18 @@ pub(crate) fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explana
         .offline_owners
         .holding_for(entry.workflow.branch_id)
         .map(|owner| owner.runner_id.clone());
+    let held_after_outage = super::outage_hold::held_until(entry, now);
     Explanation {
         id: entry.workflow.id,
-        ready: blockers.is_empty() && entry.local.missing_since.is_none() && held_for.is_none(),
+        ready: blockers.is_empty()
+            && entry.local.missing_since.is_none()
+            && held_for.is_none()
+            && held_after_outage.is_none(),
         blockers,
         missing_since: entry.local.missing_since,
         missing_lookups,
         local_next_run: entry.local.local_next_run,
         held_for,
+        held_after_outage,
     }
 }

@@ -8,6 +8,7 @@ pub mod file;
 pub(crate) mod local_run;
 pub mod merge;
 pub(crate) mod offline_owner;
+pub(crate) mod outage_hold;
 pub mod ready;
 pub(crate) mod store;
 pub(crate) mod writer;
@@ -64,6 +65,13 @@ pub(crate) struct Local {
     /// when the last local change has no server answer (the time rule applies then).
     #[serde(default)]
     pub(crate) seen_revision: Option<i64>,
+    /// Left alone after an outage while another runner's report of it may be on its way
+    /// (see `outage_hold`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) held_after_outage: Option<outage_hold::OutageHold>,
+    /// When this runner last lost a claim of it to another runner that held it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) taken_at: Option<DateTime<Utc>>,
 }
 
 impl Plan {

@@ -8,6 +8,7 @@ use res_shared::schedule::{RuleStatus, Zone};
 use uuid::Uuid;
 
 use super::entry_rules::{due_at, rule_state_in, window};
+use super::outage_hold::held_until;
 use super::{Entry, Plan};
 
 /// The active branches and rules of a plan, gathered once per pass.
@@ -67,7 +68,9 @@ pub fn ready(
         .workflows
         .iter()
         .filter(|(_, entry)| due_at(entry).is_none_or(|at| at <= now))
-        .filter(|(id, entry)| active.may_run(entry) && !exclude(**id))
+        .filter(|(id, entry)| {
+            active.may_run(entry) && held_until(entry, now).is_none() && !exclude(**id)
+        })
         .map(|(id, entry)| (due_at(entry), *id, entry))
         .collect();
     // Only the longest overdue few are needed: order a head of them, and the rest only
@@ -124,8 +127,10 @@ pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     plan.workflows
         .values()
         .filter(|entry| active.may_run(entry))
-        .filter_map(|entry| match due_at(entry) {
-            Some(at) if at > now => Some(at),
+        .filter_map(|entry| match (due_at(entry), held_until(entry, now)) {
+            // Held after an outage: look again when the hold runs out.
+            (_, Some(until)) => Some(until),
+            (Some(at), None) if at > now => Some(at),
             _ => window(entry)
                 .and_then(|w| w.next_start_after(now, zones.get(&entry.workflow.timezone))),
         })
@@ -252,6 +257,24 @@ mod tests {
             );
             t += TimeDelta::seconds(30);
         }
+    }
+
+    #[test]
+    fn a_rule_held_after_an_outage_is_not_ready_and_is_woken_for_when_the_hold_ends() {
+        let now = sample_now();
+        let mut plan = plan(200, now);
+        let id = ready(&plan, now, 1, &|_| false)[0];
+        let until = now + TimeDelta::seconds(1);
+        let entry = plan.workflows.get_mut(&id).expect("the entry");
+        entry.local.held_after_outage = Some(crate::plan::outage_hold::OutageHold {
+            until: Some(until),
+            run_count: entry.workflow.run_count,
+        });
+        assert!(!ready(&plan, now, usize::MAX, &|_| false).contains(&id));
+        assert!(next_wake(&plan, now).is_some_and(|wake| wake <= until));
+        assert!(ready(&plan, until, usize::MAX, &|_| false).contains(&id));
+        let why = crate::plan::explain::explain(&plan, &plan.workflows[&id], now);
+        assert_eq!((why.ready, why.held_after_outage), (false, Some(until)));
     }
 
     #[test]
