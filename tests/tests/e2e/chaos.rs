@@ -307,19 +307,7 @@ async fn after_an_outage_longer_than_the_lease_no_runner_takes_a_rule_whose_repo
     let mut system = System::start().await;
     let rules = crate::restarts::counted_rules(&system, 3, "*/4 * * * * *", 2.5).await;
     let mut runners = [system.runner("site-a", &[]), system.runner("site-b", &[])];
-    eventually("runs are going on", WAIT, || async {
-        let mut running = 0;
-        for (rule, _) in &rules {
-            running += system
-                .statuses(*rule)
-                .await
-                .iter()
-                .filter(|s| *s == "running")
-                .count();
-        }
-        running >= 2
-    })
-    .await;
+    crate::restarts::two_running(&system, &rules).await;
     // The tests' lease is 3 s: every running lease runs out during the outage.
     assert!(system.functions.stop());
     tokio::time::sleep(Duration::from_secs(6)).await;

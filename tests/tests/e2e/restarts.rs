@@ -60,6 +60,23 @@ pub(crate) async fn total_runs(system: &System, rules: &[(Uuid, std::path::PathB
     runs
 }
 
+/// Waits until at least two of `rules` are running.
+pub(crate) async fn two_running(system: &System, rules: &[(Uuid, std::path::PathBuf)]) {
+    eventually("detectors are running", WAIT, || async {
+        let mut running = 0;
+        for (rule, _) in rules {
+            running += system
+                .statuses(*rule)
+                .await
+                .iter()
+                .filter(|s| *s == "running")
+                .count();
+        }
+        running >= 2
+    })
+    .await;
+}
+
 /// Pauses `rules` and waits until what they ran is recorded.
 async fn settle(system: &System, runner: &Runner, rules: &[(Uuid, std::path::PathBuf)]) {
     let ids: Vec<Uuid> = rules.iter().map(|(r, _)| *r).collect();
@@ -88,19 +105,7 @@ async fn sigterm_lets_running_detectors_finish_and_the_restarted_runner_goes_on(
     let system = System::start().await;
     let rules = counted_rules(&system, 3, "*/6 * * * * *", 2.5).await;
     let mut runner = system.runner("site-1", &[("SHUTDOWN_GRACE_SECONDS", "10")]);
-    eventually("detectors are running", WAIT, || async {
-        let mut running = 0;
-        for (rule, _) in &rules {
-            running += system
-                .statuses(*rule)
-                .await
-                .iter()
-                .filter(|s| *s == "running")
-                .count();
-        }
-        running >= 2
-    })
-    .await;
+    two_running(&system, &rules).await;
     let signalled = Instant::now();
     assert!(runner.stop(), "the runner exits 0 after SIGTERM");
     let stopped_in = signalled.elapsed();
