@@ -182,6 +182,21 @@ impl Runner {
         }
     }
 
+    /// Whether its status says the functions answer it.
+    pub async fn reaches_functions(&self) -> bool {
+        self.status()
+            .await
+            .is_some_and(|s| s["cloud_reachable"] == true)
+    }
+
+    /// Whether its status says the functions answer it and its outbox is empty: all it ran
+    /// is delivered.
+    pub async fn delivered_everything(&self) -> bool {
+        self.status()
+            .await
+            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+    }
+
     /// The environment variables it gets at its next start, in place of those it had.
     pub fn set_env(&mut self, env: Vec<(String, String)>) {
         self.env = env;

@@ -271,16 +271,18 @@ async fn ask(
     wait: Duration,
 ) -> Option<Result<PlanResponse, crate::cloud::CloudError>> {
     let granted = Duration::from_secs(daemon.plan_wait_granted.load(Ordering::Relaxed));
-    let answer = match call(daemon, request, wait.min(granted)).await? {
+    let answer = match call(daemon, &daemon.client, request, wait.min(granted)).await? {
         Err(error @ crate::cloud::CloudError::Unreachable { .. }) if !wait.is_zero() => {
             tracing::info!(%error, "a waiting plan request got no answer; asking again on a new connection");
             // Not on another pooled connection: the NAT box may have forgotten those too.
             let fresh = daemon.client.with_new_connections();
-            let client = fresh.as_ref().unwrap_or(&daemon.client);
-            tokio::select! {
-                response = client.call_waiting(request, wait) => response,
-                () = daemon.shutdown.cancelled() => return None,
-            }
+            call(
+                daemon,
+                fresh.as_ref().unwrap_or(&daemon.client),
+                request,
+                wait,
+            )
+            .await?
         }
         answer => answer,
     };
@@ -296,11 +298,12 @@ async fn ask(
 
 async fn call(
     daemon: &Daemon,
+    client: &crate::cloud::FunctionsClient,
     request: &PlanRequest,
     wait: Duration,
 ) -> Option<Result<PlanResponse, crate::cloud::CloudError>> {
     tokio::select! {
-        response = daemon.client.call_waiting(request, wait) => Some(response),
+        response = client.call_waiting(request, wait) => Some(response),
         () = daemon.shutdown.cancelled() => None,
     }
 }

@@ -230,10 +230,7 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
     let lease = [("LEASE_SECONDS", "6")];
     let mut owner = system.runner("site-a", &lease);
     eventually("site-a runs", WAIT, || async {
-        owner
-            .status()
-            .await
-            .is_some_and(|s| s["cloud_reachable"] == true)
+        owner.reaches_functions().await
     })
     .await;
     let mut other = system.runner("site-b", &lease);
@@ -256,10 +253,7 @@ async fn a_bad_day_with_an_all_day_window_answers_no_500_overlaps_no_run_and_los
     system.functions.restart().await;
     for runner in [&owner, &other] {
         eventually("outboxes delivered", Duration::from_secs(90), || async {
-            runner
-                .status()
-                .await
-                .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+            runner.delivered_everything().await
         })
         .await;
     }

@@ -115,10 +115,7 @@ async fn a_runner_seven_minutes_fast_then_slow_runs_on_time_online_and_offline()
     system.functions.restart().await;
     let outage_ended = database_now(&system).await;
     eventually("the offline runs are delivered", WAIT, || async {
-        runner
-            .status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        runner.delivered_everything().await
     })
     .await;
     let offline: Vec<DateTime<Utc>> = starts(&system, rule).await[online..]

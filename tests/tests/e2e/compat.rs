@@ -91,9 +91,7 @@ async fn a_sites_day(system: &mut System, runner: &Path, version: &str) {
     .await;
     system.functions.restart().await;
     eventually("the outbox is delivered", WAIT, || async {
-        site.status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        site.delivered_everything().await
     })
     .await;
 

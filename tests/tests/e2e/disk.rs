@@ -76,10 +76,7 @@ async fn a_refusing_disk_loses_nothing(refusal: Refusal) {
     .await;
     system.functions.restart().await;
     eventually("what was held is delivered", WAIT, || async {
-        runner
-            .status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        runner.delivered_everything().await
     })
     .await;
     // The fleet view names the site's runner and why, as `resctl fleet` shows it.

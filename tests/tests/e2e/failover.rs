@@ -98,22 +98,23 @@ impl Cluster {
     /// endpoint at the replica, still a standby (a DNS name or proxy that moved before the
     /// promotion).
     async fn lose_primary(&self) {
-        let primary = self.primary.clone();
-        tokio::task::spawn_blocking(move || primary.pg_ctl(&["-m", "immediate", "-w", "stop"]))
-            .await
-            .expect("joined")
-            .expect("the primary stops");
+        pg_ctl(&self.primary, &["-m", "immediate", "-w", "stop"]).await;
         self.endpoint.point_at(&socket(&self.replica));
     }
 
     /// Promotes the replica.
     async fn promote(&self) {
-        let replica = self.replica.clone();
-        tokio::task::spawn_blocking(move || replica.pg_ctl(&["-w", "-t", "60", "promote"]))
-            .await
-            .expect("joined")
-            .expect("the replica is promoted");
+        pg_ctl(&self.replica, &["-w", "-t", "60", "promote"]).await;
     }
+}
+
+/// `pg_ctl <args>` on `server`, off the async threads; it must succeed.
+async fn pg_ctl(server: &PgServer, args: &'static [&'static str]) {
+    let server = server.clone();
+    tokio::task::spawn_blocking(move || server.pg_ctl(args))
+        .await
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 impl Drop for Cluster {
@@ -268,10 +269,7 @@ async fn a_claim_lost_in_an_asynchronous_failover_is_recorded_once_as_an_offline
         .await;
     let mut runner = system.runner("site-1", &[]);
     eventually("the runner has its plan", WAIT, || async {
-        runner
-            .status()
-            .await
-            .is_some_and(|s| s["cloud_reachable"] == true)
+        runner.reaches_functions().await
     })
     .await;
     cluster.caught_up(&system).await;

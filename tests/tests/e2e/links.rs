@@ -37,12 +37,7 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
     eventually(
         "the runner waits on its plan",
         Duration::from_secs(30),
-        || async {
-            runner
-                .status()
-                .await
-                .is_some_and(|s| s["cloud_reachable"] == true)
-        },
+        || async { runner.reaches_functions().await },
     )
     .await;
     // Past the idle time after which the runner drops pooled connections (30 s): what is

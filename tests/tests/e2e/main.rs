@@ -139,10 +139,7 @@ async fn without_the_functions_a_sole_runner_keeps_scheduling_and_every_report_a
     .await;
     system.functions.restart().await;
     eventually("the outbox is delivered", WAIT, || async {
-        runner
-            .status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        runner.delivered_everything().await
     })
     .await;
     // Online runs go on every 4 s: pause the rule (claims are refused from the commit on)

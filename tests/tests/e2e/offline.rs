@@ -126,10 +126,7 @@ async fn with_the_functions_away_only_the_branchs_owner_runs_its_rules_and_nothi
             "both runners are back, outboxes delivered, nothing held",
             LONG_WAIT,
             || async {
-                let back = runner
-                    .status()
-                    .await
-                    .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true);
+                let back = runner.delivered_everything().await;
                 back && owner_seen_by(runner, system.branch)
                     .await
                     .is_some_and(|(_, held)| !held)
@@ -368,10 +365,7 @@ async fn the_owners_offline_next_runs_equal_the_clouds_for_intervals_and_buffer_
     .await;
     system.functions.restart().await;
     eventually("the outbox is delivered", LONG_WAIT, || async {
-        owner
-            .status()
-            .await
-            .is_some_and(|s| s["outbox_depth"] == 0 && s["cloud_reachable"] == true)
+        owner.delivered_everything().await
     })
     .await;
     assert!(owner.stop());
