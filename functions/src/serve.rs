@@ -167,7 +167,7 @@ pub async fn serve_with_maintenance(
         });
     }
     tokio::spawn(listener::run(state.clone(), stop.clone()));
-    tokio::spawn(alerts::run(
+    let delivering = tokio::spawn(alerts::run(
         state.pool.clone(),
         maintenance.sweep.notify_max_backoff(),
         state.metrics.clone(),
@@ -193,6 +193,14 @@ pub async fn serve_with_maintenance(
     )
     .await;
     stop.cancel();
+    // The delivery loop hands back what it claimed; without the wait the process could end
+    // between its claim and its hand-back, and the channel would wait out the claim.
+    if tokio::time::timeout(Duration::from_secs(5), delivering)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the notification delivery did not stop within 5 s");
+    }
     served
 }
 

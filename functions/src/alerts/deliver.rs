@@ -1,7 +1,8 @@
 //! Sends the notification outbox: each channel's oldest waiting message, signed for a
 //! webhook, retried with backoff (doubling from 1 s up to the configured most) until the
-//! channel takes it. A process that dies mid-delivery leaves its claim to run out, and the
-//! message is sent again (receivers deduplicate on `res-delivery`).
+//! channel takes it. A process told to stop hands back what it has claimed but not sent, so
+//! a restart sends it at once; one that dies mid-delivery leaves its claim to run out, and
+//! the message is sent again (receivers deduplicate on `res-delivery`).
 
 use std::time::Duration;
 
@@ -41,16 +42,28 @@ pub fn client() -> Result<reqwest::Client, reqwest::Error> {
 }
 
 /// Claims and sends one batch; a failed message waits `min(2^(attempts-1), max_backoff)`.
+/// Once `stop` is cancelled the messages not yet answered are handed back unsent: a claim
+/// left behind by a clean shutdown would hold the channel for a minute.
 pub async fn deliver_round(
     pool: &PgPool,
     client: &reqwest::Client,
     max_backoff: Duration,
     metrics: &Metrics,
+    stop: &CancellationToken,
 ) -> Result<DeliveryRound, sqlx::Error> {
     let claimed = db::alerts::claim(pool, BATCH, CLAIM_SECONDS).await?;
     let mut round = DeliveryRound::default();
-    for message in claimed {
-        match send(client, &message).await {
+    for (index, message) in claimed.iter().enumerate() {
+        let sent = tokio::select! {
+            biased;
+            () = stop.cancelled() => {
+                let unsent: Vec<i64> = claimed[index..].iter().map(|m| m.id).collect();
+                db::alerts::release(pool, &unsent).await?;
+                break;
+            }
+            sent = send(client, message) => sent,
+        };
+        match sent {
             Ok(()) => {
                 db::alerts::delivered(pool, message.id, message.channel_id).await?;
                 Metrics::count(&metrics.notifications, "delivered");
@@ -126,7 +139,7 @@ pub async fn run(
         }
     };
     loop {
-        let busy = match deliver_round(&pool, &client, max_backoff, &metrics).await {
+        let busy = match deliver_round(&pool, &client, max_backoff, &metrics, &stop).await {
             Ok(round) => round.delivered + round.failed > 0,
             Err(error) => {
                 tracing::warn!(%error, "notification delivery failed; retrying");

@@ -12,6 +12,7 @@ use res_functions::config::{DatabaseArgs, SweepArgs};
 use res_functions::metrics::Metrics;
 use res_functions::sweeper::Sweeper;
 use res_functions::{logging, serve};
+use tokio_util::sync::CancellationToken;
 
 /// How long one invocation delivers notifications after its sweep (the Lambda's timeout is
 /// a minute; the next invocation goes on).
@@ -25,8 +26,10 @@ async fn deliver_for(
     metrics: &Metrics,
 ) -> Result<(), sqlx::Error> {
     let started = Instant::now();
+    // One invocation ends by its budget, not by a signal.
+    let never = CancellationToken::new();
     while started.elapsed() < DELIVERY_BUDGET {
-        let round = alerts::deliver_round(pool, client, max_backoff, metrics).await?;
+        let round = alerts::deliver_round(pool, client, max_backoff, metrics, &never).await?;
         if round.delivered + round.failed == 0 {
             break;
         }

@@ -287,6 +287,18 @@ pub(crate) async fn claim(
     .await
 }
 
+/// Hands claimed messages back unsent: due at once, the attempt not counted.
+pub(crate) async fn release(pool: &PgPool, ids: &[i64]) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE notification_outbox SET next_attempt_at = now(), attempts = attempts - 1 \
+         WHERE id = ANY($1) AND delivered_at IS NULL",
+    )
+    .bind(ids)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
 /// Marks a message delivered and its channel healthy.
 pub(crate) async fn delivered(pool: &PgPool, id: i64, channel: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query(

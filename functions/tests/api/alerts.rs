@@ -15,6 +15,7 @@ use res_shared::wire::{Call, ChannelCreateRequest, ChannelListRequest, RunnerThr
 use res_tests::functions::{Reply, RuleSpec, Seed, TestApp};
 use res_tests::receiver::{Receiver, signed_by};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 struct Brands {
@@ -110,9 +111,15 @@ impl Brands {
             .expect("evaluates");
         let client = client().expect("a client");
         for _ in 0..20 {
-            let round = deliver_round(&self.app.pool, &client, Duration::from_secs(1), metrics)
-                .await
-                .expect("delivers");
+            let round = deliver_round(
+                &self.app.pool,
+                &client,
+                Duration::from_secs(1),
+                metrics,
+                &CancellationToken::new(),
+            )
+            .await
+            .expect("delivers");
             if round.delivered + round.failed == 0 {
                 break;
             }
@@ -514,6 +521,56 @@ async fn a_failing_channel_says_so_and_gets_the_message_once_it_answers_again() 
         )
     );
     assert!(test["subject"].get("rule_name").is_none(), "{test}");
+}
+
+#[tokio::test]
+async fn a_delivery_told_to_stop_hands_its_claims_back_and_the_next_round_sends_them_at_once() {
+    let b = brands().await;
+    let receiver = Receiver::start().await;
+    b.webhook(&receiver.url).await;
+    b.flag(b.rules[0]).await;
+    evaluate(&b.app.pool, RunnerThresholds::default())
+        .await
+        .expect("evaluates");
+    let metrics = Metrics::default();
+    let client = client().expect("a client");
+    let stopping = CancellationToken::new();
+    stopping.cancel();
+    let round = deliver_round(
+        &b.app.pool,
+        &client,
+        Duration::from_secs(1),
+        &metrics,
+        &stopping,
+    )
+    .await
+    .expect("a round");
+    assert_eq!(round, Default::default());
+    assert!(receiver.received().is_empty());
+    let (attempts, due): (i32, bool) = sqlx::query_as(
+        "SELECT attempts, next_attempt_at <= now() FROM notification_outbox \
+         WHERE delivered_at IS NULL",
+    )
+    .fetch_one(&b.app.pool)
+    .await
+    .expect("the message still waits");
+    assert_eq!(
+        (attempts, due),
+        (0, true),
+        "handed back, not held for a minute"
+    );
+    // Without a wait: the hand-back left it due now.
+    let round = deliver_round(
+        &b.app.pool,
+        &client,
+        Duration::from_secs(1),
+        &metrics,
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("a round");
+    assert_eq!(round.delivered, 1);
+    assert_eq!(receiver.received().len(), 1);
 }
 
 #[tokio::test]
