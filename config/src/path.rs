@@ -29,6 +29,11 @@ impl Path {
         Path(text)
     }
 
+    /// `self` followed by a path written below it (`.headers.Authorization`, `[0]`).
+    pub(crate) fn suffixed(&self, rest: &str) -> Path {
+        Path(format!("{}{rest}", self.0))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

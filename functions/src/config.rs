@@ -86,6 +86,36 @@ pub struct ServeArgs {
     /// services inside it.
     #[arg(long, env = "RES_NOTIFY_PRIVATE_TARGETS")]
     pub notify_private_targets: bool,
+    #[command(flatten)]
+    pub secrets: SecretsArgs,
+}
+
+/// Where the sealing keys of brands' secrets come from (docs/deploy.md, "Secrets").
+#[derive(Debug, Clone, Default, Args)]
+pub struct SecretsArgs {
+    /// Sealing keys, `ID:BASE64` (32 bytes) separated by commas; the first seals new values,
+    /// every one opens. Give it in the environment, not on a command line that `ps` shows.
+    #[arg(long, env = "RES_SECRETS_KEYS", hide_env_values = true)]
+    pub secrets_keys: Option<String>,
+    /// A file of sealing keys, one `ID:BASE64` a line (instead of RES_SECRETS_KEYS).
+    #[arg(long, env = "RES_SECRETS_KEY_FILE", conflicts_with = "secrets_keys")]
+    pub secrets_key_file: Option<std::path::PathBuf>,
+}
+
+impl SecretsArgs {
+    /// The keyring given, if any; a malformed one or an unreadable file is an error.
+    pub fn keyring(&self) -> anyhow::Result<Option<crate::secrets::Keyring>> {
+        let text = match (&self.secrets_keys, &self.secrets_key_file) {
+            (Some(keys), _) => keys.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the sealing keys at {}: {e}", path.display())
+            })?,
+            (None, None) => return Ok(None),
+        };
+        crate::secrets::Keyring::parse(&text)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
 }
 
 impl ServeArgs {

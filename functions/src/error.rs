@@ -67,6 +67,10 @@ pub enum ApiError {
     /// 503: more requests waited for a turn than the process could serve in time.
     #[error("the functions are busy: the request waited {0} s for a turn; retry shortly")]
     Overloaded(u64),
+    /// 503: the functions hold no sealing key, or not the one a secret is sealed under
+    /// (docs/deploy.md, "Secrets").
+    #[error("{0}")]
+    SecretsUnavailable(String),
     /// 500/503: the database failed; details go to the log, not the caller.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
@@ -155,6 +159,10 @@ impl ApiError {
             ApiError::UnreadableBody(_) => (StatusCode::BAD_REQUEST, ErrorCode::UnreadableBody),
             ApiError::Unprocessable { code, .. } => (StatusCode::UNPROCESSABLE_ENTITY, *code),
             ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Overloaded),
+            ApiError::SecretsUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::SecretsUnavailable,
+            ),
             ApiError::Database(error) if unavailable(error) => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::DatabaseUnavailable,

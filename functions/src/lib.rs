@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod plan_waits;
 pub mod router;
+pub mod secrets;
 pub mod serve;
 pub mod state;
 pub mod sweeper;

@@ -102,6 +102,9 @@ functions! {
     ListChannels(ChannelListRequest) => [crate::api::operator::channels::list] operator;
     DeleteChannel(ChannelDeleteRequest) => [crate::api::operator::channels::delete] operator;
     TestChannel(ChannelTestRequest) => [crate::api::operator::channels::test] operator;
+    SetSecret(SecretSetRequest) => [crate::api::operator::secrets::set] operator;
+    ListSecrets(SecretListRequest) => [crate::api::operator::secrets::list] operator;
+    DeleteSecret(SecretDeleteRequest) => [crate::api::operator::secrets::delete] operator;
 }
 
 impl Function {

@@ -291,13 +291,14 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
         let settings = args.serve.settings();
+        let keyring = args.serve.secrets.keyring()?;
         if in_lambda() {
-            let state = AppState::with_settings(pool, settings);
+            let state = AppState::with_settings(pool, settings).with_keyring(keyring);
             // No listening connection in a frozen container: the key cache's time bounds
             // a revocation there.
             serve_lambda(app(state)).await
         } else {
-            let state = AppState::with_settings(pool, settings.listening());
+            let state = AppState::with_settings(pool, settings.listening()).with_keyring(keyring);
             let stop = CancellationToken::new();
             tokio::spawn(listener::run(state.clone(), stop.clone()));
             let waits = state.plan_waits.clone();

@@ -24,6 +24,8 @@ pub struct AppState {
     pub turns: Turns,
     /// Plan requests waiting for a change in their scope.
     pub plan_waits: Arc<PlanWaits>,
+    /// Seals and opens brands' secrets; none: secrets can be neither set nor sent.
+    pub keyring: Option<Arc<crate::secrets::Keyring>>,
 }
 
 /// Settings the handlers read.
@@ -66,7 +68,25 @@ impl AppState {
             keys: Arc::new(KeyCache::new(settings.key_cache)),
             turns: Turns::new(pool.options().get_max_connections() as usize),
             plan_waits: Arc::new(PlanWaits::default()),
+            keyring: None,
             pool,
         }
+    }
+
+    /// This state sealing secrets with `keyring`.
+    pub fn with_keyring(mut self, keyring: Option<crate::secrets::Keyring>) -> AppState {
+        self.keyring = keyring.map(Arc::new);
+        self
+    }
+
+    /// The sealing keys, or the answer that there are none.
+    pub(crate) fn keyring(&self) -> Result<&crate::secrets::Keyring, crate::error::ApiError> {
+        self.keyring.as_deref().ok_or_else(|| {
+            crate::error::ApiError::SecretsUnavailable(
+                "these functions hold no sealing key for secrets (RES_SECRETS_KEYS or \
+                 RES_SECRETS_KEY_FILE, docs/deploy.md)"
+                    .into(),
+            )
+        })
     }
 }

@@ -69,6 +69,11 @@ pub(crate) enum Command {
     /// Where a brand's alerts go: list, create, delete, test its notification channels.
     #[command(subcommand)]
     Channels(ChannelCommand),
+    /// A brand's secrets (camera passwords, API tokens) that documents refer to as
+    /// `${secret:NAME}`: set from standard input or a file, list, delete; values are never
+    /// shown.
+    #[command(subcommand)]
+    Secrets(SecretCommand),
     /// Configuration documents (the catalogue, a brand): check and compare them here, print
     /// their JSON Schema, read the history of what was applied.
     #[command(subcommand)]
@@ -216,6 +221,45 @@ impl ConfigCommand {
         )
     }
 }
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SecretCommand {
+    /// Create a secret or give it a new value (its version goes up), read from standard
+    /// input or --from-file; never from the command line.
+    #[command(after_help = SECRETS)]
+    Set {
+        /// The secret's name (lower-case letters, digits, '.', '_', '-').
+        name: String,
+        #[arg(long)]
+        brand: Uuid,
+        /// Read the value from this file (`-`, the default: standard input). One trailing
+        /// newline is dropped.
+        #[arg(long = "from-file", default_value = "-")]
+        from_file: std::path::PathBuf,
+        /// Send it only to these branches' sites (repeat; default: every branch).
+        #[arg(long = "branch")]
+        branches: Vec<Uuid>,
+    },
+    /// The secrets of your brands: name, branches, version, who set it and when.
+    #[command(after_help = SECRETS)]
+    List {
+        #[arg(long)]
+        brand: Option<Uuid>,
+    },
+    /// Delete a secret: sites lose it at their next plan answer, and rules referring to it
+    /// fail until it is set again.
+    #[command(after_help = SECRETS)]
+    Delete {
+        name: String,
+        #[arg(long)]
+        brand: Uuid,
+    },
+}
+
+/// … a command over secrets.
+const SECRETS: &str = "Key: an admin key of the whole brand (or an all-brands admin or \
+service key), through --token, RES_TOKEN or the config file; another brand's secret answers \
+as an unknown one.";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ChannelCommand {

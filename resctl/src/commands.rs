@@ -9,7 +9,8 @@ use res_shared::wire::{
     ConfigShowRequest, DescribeRuleRequest, ExecutionListRequest, FleetSummaryRequest,
     KeyCreateRequest, KeyListRequest, KeyRevokeRequest, KeyRotateRequest,
     RuleAction::{ForceStop, Pause, Resume, RunNow},
-    RuleListRequest, RunnerListRequest, ShowExecutionRequest, ViolationListRequest,
+    RuleListRequest, RunnerListRequest, SecretDeleteRequest, SecretListRequest, SecretSetRequest,
+    SecretValue, ShowExecutionRequest, ViolationListRequest,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -18,11 +19,12 @@ use crate::action::{self, Act};
 use crate::channels;
 use crate::cli::{
     ApplyArgs, ChannelCommand, Cli, Command, ConfigCommand, DiffArgs, ExecutionCommand, KeyCommand,
-    RuleCommand, RuleRef, RunnerCommand, ViolationCommand,
+    RuleCommand, RuleRef, RunnerCommand, SecretCommand, ViolationCommand,
 };
 use crate::logs;
 use crate::render;
 use crate::resolve::{self, Unresolved};
+use crate::secrets;
 
 /// An exported document this resctl cannot read or write.
 fn invalid_document(message: String) -> Unresolved {
@@ -199,6 +201,37 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 emit(json, &answer, || {
                     format!("queued: a test message for {channel}\n")
                 })
+            }
+        },
+        Command::Secrets(command) => match command {
+            SecretCommand::Set {
+                name,
+                brand,
+                from_file,
+                branches,
+            } => {
+                let value = secrets::read_value(name, from_file)?;
+                let request = SecretSetRequest {
+                    brand_id: *brand,
+                    name: name.clone(),
+                    value: SecretValue(value),
+                    branch_ids: (!branches.is_empty()).then(|| branches.clone()),
+                };
+                let answer = client.call(&request).await?;
+                emit(json, &answer, || secrets::set(&answer))
+            }
+            SecretCommand::List { brand } => {
+                let answer = client.call(&SecretListRequest { brand_id: *brand }).await?;
+                emit(json, &answer, || secrets::list(&answer.secrets, now))
+            }
+            SecretCommand::Delete { name, brand } => {
+                let answer = client
+                    .call(&SecretDeleteRequest {
+                        brand_id: *brand,
+                        name: name.clone(),
+                    })
+                    .await?;
+                emit(json, &answer, || format!("deleted: secret '{name}'\n"))
             }
         },
         Command::Keys(KeyCommand::List { all }) => {

@@ -9,6 +9,7 @@ mod documents;
 mod logs;
 mod render;
 mod resolve;
+mod secrets;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -101,6 +101,7 @@ fn four_nodes(metrics: Option<Duration>) -> (Engine, Execution) {
         deadline: Some(chrono::Utc::now() + chrono::TimeDelta::hours(8)),
         max_runtime: Some(Duration::from_secs(3600)),
         resume: None,
+        secrets: Default::default(),
     };
     (engine, execution)
 }

@@ -89,6 +89,7 @@ fn response(due: usize) -> PlanResponse {
         removed: vec![],
         wait_seconds: 0,
         offline_owners: Vec::new(),
+        secrets: Vec::new(),
         lookups,
     }
 }

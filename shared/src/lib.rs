@@ -20,5 +20,6 @@
 mod wire_enum;
 
 pub mod schedule;
+pub mod secrets;
 pub mod untrusted;
 pub mod wire;

@@ -108,7 +108,8 @@ impl TestApp {
             .expect("connect to the test database");
         // Applies nothing on a copy of the template; migrates a `DATABASE_URL` database.
         db::migrate(&pool).await.expect("migrations apply");
-        let state = AppState::with_settings(pool.clone(), settings);
+        let keyring = res_functions::secrets::Keyring::parse(crate::secrets_keys()).ok();
+        let state = AppState::with_settings(pool.clone(), settings).with_keyring(keyring);
         if listening {
             // Ends with the test's runtime.
             tokio::spawn(res_functions::listener::run(
@@ -254,7 +255,7 @@ impl TestApp {
     }
 
     /// A digest of every row a function can write (rules, executions, violations, plan
-    /// changes, operator actions), to prove that a refused call changed nothing. Like a
+    /// changes, operator actions, secrets), to prove that a refused call changed nothing. Like a
     /// key's last use, the runner registry is left out: a plan read records the runner.
     pub async fn fingerprint(&self) -> String {
         sqlx::query_scalar(
@@ -266,7 +267,9 @@ impl TestApp {
                 (SELECT count(*)::text FROM operator_actions), \
                 (SELECT count(*)::text FROM execution_output), \
                 (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM notification_channels t), \
-                (SELECT count(*)::text FROM notification_outbox)))",
+                (SELECT count(*)::text FROM notification_outbox), \
+                (SELECT string_agg(t::text, ',' ORDER BY t.brand_id, t.name) FROM secrets t), \
+                (SELECT count(*)::text FROM secret_changes)))",
         )
         .fetch_one(&self.pool)
         .await

@@ -14,3 +14,12 @@ pub mod postgres;
 pub mod processes;
 pub mod receiver;
 pub mod tmpfs;
+
+/// The sealing keys every test's functions use for brands' secrets: made once per test
+/// process, so no key is written in the sources.
+pub fn secrets_keys() -> &'static str {
+    static KEYS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        res_functions::secrets::Keyring::new_key("test-1").expect("random bytes for a test key")
+    })
+}

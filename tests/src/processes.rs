@@ -351,6 +351,7 @@ impl FunctionsServer {
             .args(["serve", "--bind", &format!("{}:{}", self.host, self.port)])
             .args(&self.args)
             .env("DATABASE_URL", &self.database_url)
+            .env("RES_SECRETS_KEYS", crate::secrets_keys())
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))

@@ -3,6 +3,7 @@
 
 mod brand;
 mod catalogue;
+mod secrets;
 mod settings;
 mod workflow;
 
@@ -13,6 +14,8 @@ use res_workflow::Problem;
 use crate::document::{Catalogue, Document};
 use crate::parse::MAX_OBJECTS;
 use crate::path::Path;
+
+pub use secrets::{KnownSecret, check_secret_references};
 
 /// What validation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,10 +67,10 @@ pub fn validate(document: &Document, stored: Option<&Catalogue>) -> Report {
         );
         return report;
     }
-    let checked = document
-        .catalogue
-        .as_ref()
-        .map(|catalogue| catalogue::check(catalogue, &mut report));
+    let checked = document.catalogue.as_ref().map(|catalogue| {
+        secrets::check_catalogue(catalogue, &mut report);
+        catalogue::check(catalogue, &mut report)
+    });
     if let Some(brand) = &document.brand {
         let known = match (&document.catalogue, stored) {
             (Some(own), _) => Some(own),
@@ -79,6 +82,7 @@ pub fn validate(document: &Document, stored: Option<&Catalogue>) -> Report {
             (None, None) => None,
         };
         brand::check(brand, known, templates_by_rule.as_ref(), &mut report);
+        secrets::check_brand(brand, &mut report);
     }
     report
 }

@@ -157,8 +157,21 @@ pub(crate) async fn get_execution_plan(
         removed = read.removed.len(),
         "served execution plan"
     );
+    // Only a site's runner is sent secret values, and only those its answered rules use.
+    let secrets = if caller.role == Role::Runner {
+        crate::secrets::plan::for_answer(
+            &state.pool,
+            state.keyring.as_deref(),
+            &read.workflows,
+            &read.lookups,
+        )
+        .await?
+    } else {
+        Vec::new()
+    };
     let plan = PlanResponse {
         generated_at,
+        secrets,
         cursor: PlanCursor::new(read.snapshot, read.now, scope_fingerprint).encode(),
         full: read.full,
         workflows: read.workflows,

@@ -26,6 +26,24 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+enum SecretsCommand {
+    /// Print a new random sealing key as `ID:BASE64`, for RES_SECRETS_KEYS or its file.
+    NewKey {
+        /// The key's id (stored beside every value it seals).
+        #[arg(long)]
+        id: String,
+    },
+    /// Rewrap every secret sealed under another key with the first key given, so the
+    /// others can be dropped (docs/deploy.md, "Rotating the sealing key").
+    Rewrap {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        secrets: res_functions::config::SecretsArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum Command {
     /// Serve every function under /functions/v1/ on one port.
     Serve {
@@ -38,6 +56,11 @@ enum Command {
         /// Apply pending migrations before serving.
         #[arg(long)]
         migrate: bool,
+    },
+    /// Brands' secrets: make a sealing key, or rewrap every secret under the first key given.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
     },
     /// Apply pending database migrations.
     Migrate {
@@ -150,9 +173,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
                      run `res-functions migrate` or serve with --migrate"
                 );
             }
-            let state = AppState::with_settings(pool, serve.settings().listening());
+            let state = AppState::with_settings(pool, serve.settings().listening())
+                .with_keyring(serve.secrets.keyring()?);
             serve::serve_with_maintenance(state, serve::Listen::from(&serve), &maintenance).await
         }
+        Command::Secrets { command } => secrets(command).await,
         Command::Migrate { database } => {
             let pool = database.command_pool()?;
             db::migrate(&pool).await.context("migrating the database")?;
@@ -321,4 +346,30 @@ fn key_table(keys: &[KeySummary]) -> String {
         out.push('\n');
     }
     out
+}
+
+async fn secrets(command: SecretsCommand) -> anyhow::Result<()> {
+    match command {
+        SecretsCommand::NewKey { id } => {
+            let key = res_functions::secrets::Keyring::new_key(&id)?;
+            // Checked as a keyring reads it, so a bad id is refused here and not at serve.
+            res_functions::secrets::Keyring::parse(&key)?;
+            println!("{key}");
+            Ok(())
+        }
+        SecretsCommand::Rewrap { database, secrets } => {
+            let keyring = secrets
+                .keyring()?
+                .context("no sealing keys given (RES_SECRETS_KEYS or RES_SECRETS_KEY_FILE)")?;
+            let pool = database.command_pool()?;
+            let done = res_functions::secrets::rewrap_all(&pool, &keyring).await?;
+            println!(
+                "{} secrets rewrapped under key '{}'; {} changed meanwhile (rerun to rewrap them)",
+                done.rewrapped,
+                keyring.active_id(),
+                done.skipped
+            );
+            Ok(())
+        }
+    }
 }

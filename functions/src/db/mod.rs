@@ -24,6 +24,7 @@ pub(crate) mod plan_contact;
 pub(crate) mod plan_delta;
 pub(crate) mod run_stats;
 pub(crate) mod runners;
+pub(crate) mod secrets;
 pub(crate) mod sweeper;
 pub(crate) mod violations;
 

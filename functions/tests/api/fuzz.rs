@@ -406,6 +406,15 @@ fn operator_targets(foreign: &Foreign, own_rule: Uuid, cursor: &str) -> Vec<Targ
         act("channels_delete", json!({"channel_id": foreign.channel})),
         act("channels_test", json!({"channel_id": foreign.channel})),
         act(
+            "secrets_set",
+            json!({"brand_id": foreign.brand, "name": "b-camera", "value": why}),
+        ),
+        act("secrets_list", json!({"brand_id": foreign.brand})),
+        act(
+            "secrets_delete",
+            json!({"brand_id": foreign.brand, "name": "b-camera"}),
+        ),
+        act(
             "config_apply",
             json!({"document": format!("brand: {{name: X, id: {}}}", foreign.brand), "message": why}),
         ),
@@ -432,6 +441,7 @@ const OPERATOR_READS: &[&str] = &[
     "keys_list",
     "fleet_summary",
     "channels_list",
+    "secrets_list",
 ];
 
 /// A console query value an attacker tries, percent-encoded as a browser would send it
@@ -508,6 +518,15 @@ async fn operator_functions_and_console_forms_under_hostile_input_answer_4xx_and
     .fetch_one(&app.pool)
     .await
     .expect("brand B's channel");
+    // A secret of brand B that every secrets call aims at (its sealed bytes are never read).
+    sqlx::query(
+        "INSERT INTO secrets (brand_id, name, key_id, wrapped_key, sealed_value, created_by, updated_by) \
+         VALUES ($1, 'b-camera', 'k', '\\x00', '\\x00', 'b admin', 'b admin')",
+    )
+    .bind(brand_b)
+    .execute(&app.pool)
+    .await
+    .expect("brand B's secret");
     let foreign = Foreign {
         brand: brand_b,
         rule: foreign_rule,

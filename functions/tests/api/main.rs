@@ -26,6 +26,7 @@ mod refusals;
 mod report;
 mod run_stats;
 mod runners;
+mod secrets;
 mod sweeper;
 mod tenancy;
 mod windows;

@@ -151,6 +151,7 @@ impl Daemon {
         let (plan, loaded) = PlanStore::open(
             &config.plan_path(),
             Duration::from_secs(config.plan_min_write_interval_seconds),
+            &config.token.0,
         )?;
         let plan_at_start = match loaded {
             Loaded::Missing => "no plan file (first start)".to_owned(),

@@ -6,13 +6,12 @@
 //! when any of it changes. Capped (`plan_action_details_cap`): the oldest entries go first.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use res_shared::wire::PlanLookups;
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::plan::Entry;
@@ -110,19 +109,14 @@ fn dependency_digest(entry: &Entry, lookups: &PlanLookups) -> u64 {
         .and_then(|id| lookups.brand_rules.get(&id))
         .map(|brand_rule| brand_rule.settings.get())
         .hash(&mut hasher);
-    let mut templates = BTreeSet::new();
     for detail in lookups
         .action_details
         .values()
         .filter(|detail| detail.branch_rule_id == workflow.id)
     {
         (detail.id, detail.action_template_id, detail.config.get()).hash(&mut hasher);
-        templates.insert(detail.action_template_id);
     }
-    if let Some(config) = config.and_then(|text| serde_json::from_str::<Value>(text).ok()) {
-        named_templates(&config, &mut templates);
-    }
-    for id in templates {
+    for id in lookups.templates_of(workflow) {
         let template = lookups
             .action_templates
             .get(&id)
@@ -130,24 +124,6 @@ fn dependency_digest(entry: &Entry, lookups: &PlanLookups) -> u64 {
         (id, template).hash(&mut hasher);
     }
     hasher.finish()
-}
-
-/// Every `action_template_id` named anywhere in a workflow config.
-fn named_templates(config: &Value, into: &mut BTreeSet<Uuid>) {
-    match config {
-        Value::Object(map) => {
-            for (key, value) in map {
-                match value.as_str().and_then(|s| s.parse().ok()) {
-                    Some(id) if key == "action_template_id" => {
-                        into.insert(id);
-                    }
-                    _ => named_templates(value, into),
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|item| named_templates(item, into)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

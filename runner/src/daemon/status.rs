@@ -54,6 +54,8 @@ pub(crate) struct Status {
     clock_skew_seconds: f64,
     /// Added to this host's clock to get the server's time (0 while they agree).
     clock_correction_seconds: f64,
+    /// How many secrets the plan's rules use are kept here (names and values never shown).
+    secrets: usize,
     queue_size: usize,
     active_jobs: usize,
     alive_workers: i64,
@@ -105,7 +107,7 @@ pub(crate) struct RuleRow {
 fn snapshot(daemon: &Daemon) -> Status {
     daemon.sample_gauges();
     let now = crate::clock::now();
-    let (workflows, rules, offline_owners) = {
+    let (workflows, rules, offline_owners, secrets) = {
         let plan = daemon.plan.read();
         let offline_owners = plan
             .offline_owners
@@ -151,7 +153,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                 }
             })
             .collect();
-        (plan.len(), rules, offline_owners)
+        (plan.len(), rules, offline_owners, plan.secrets.len())
     };
     let (queue_size, active_jobs) = {
         let queue = daemon.queue();
@@ -172,6 +174,7 @@ fn snapshot(daemon: &Daemon) -> Status {
             .unwrap_or_else(std::sync::PoisonError::into_inner),
         clock_skew_seconds: daemon.metrics.clock_skew_seconds.get(),
         clock_correction_seconds: crate::clock::correction().num_milliseconds() as f64 / 1000.0,
+        secrets,
         queue_size,
         active_jobs,
         alive_workers: daemon.metrics.alive_workers.get(),
@@ -438,6 +441,7 @@ mod tests {
             last_refresh: None,
             clock_skew_seconds: 0.26,
             clock_correction_seconds: 0.0,
+            secrets: 2,
             queue_size: 1,
             active_jobs: 0,
             alive_workers: 4,

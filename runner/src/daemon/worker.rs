@@ -29,6 +29,7 @@ use crate::plan::local_run;
 use crate::workflow::engine::Execution;
 use crate::workflow::prepare::Prepared;
 use crate::workflow::report::ExecutionReport;
+use crate::workflow::secrets::ActionSecrets;
 
 /// The pool's handler: [`run_job`] in a span with the rule id.
 pub(crate) fn handler(daemon: Arc<Daemon>) -> Handler {
@@ -269,8 +270,12 @@ fn lost_claim(daemon: &Daemon, id: Uuid, error: &CloudError) {
     });
 }
 
+/// What a run of a rule needs from the plan: its loaded workflow, its entry, and the
+/// secrets its actions may use.
+type Loaded = (Arc<Prepared>, crate::plan::Entry, Arc<ActionSecrets>);
+
 /// Loads the rule's workflow from the plan.
-fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::plan::Entry), String> {
+fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<Loaded, String> {
     let plan = daemon.plan.read();
     let entry = plan
         .workflows
@@ -280,7 +285,8 @@ fn load_prepared(daemon: &Daemon, id: Uuid) -> Result<(Arc<Prepared>, crate::pla
         .prepared
         .get_or_load(&daemon.engine, entry, &plan.lookups)
         .map_err(|e| e.to_string())?;
-    Ok((prepared, entry.clone()))
+    let secrets = Arc::new(plan.secrets.for_entry(&entry.workflow, &plan.lookups));
+    Ok((prepared, entry.clone(), secrets))
 }
 
 async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutcome {
@@ -302,8 +308,11 @@ async fn run_claimed(daemon: &Daemon, job: Job, claim: ClaimResponse) -> JobOutc
         seen,
     ));
     let report = match load_prepared(daemon, id) {
-        Ok((prepared, _)) => {
-            let execution = prepared.execution(&claim);
+        Ok((prepared, _, secrets)) => {
+            let execution = Execution {
+                secrets,
+                ..prepared.execution(&claim)
+            };
             let services = ClaimedServices::new(
                 daemon.client.clone(),
                 Arc::clone(&daemon.outbox),
@@ -459,8 +468,9 @@ async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     };
     let keep_alive = tokio::spawn(keep_journal_alive(Arc::clone(&services)));
     let report = match load_prepared(daemon, id) {
-        Ok((prepared, entry)) => {
+        Ok((prepared, entry, secrets)) => {
             let execution = Execution {
+                secrets,
                 execution_id,
                 root_execution_id: root,
                 attempt,

@@ -71,8 +71,35 @@ pub(crate) fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
 
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_with(
+        path,
+        bytes,
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true),
+    )
+}
+
+/// [`write_atomic`] to a file only its owner may read or write (0600).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    write_with(
+        path,
+        bytes,
+        fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600),
+    )
+}
+
+fn write_with(path: &Path, bytes: &[u8], options: &fs::OpenOptions) -> io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let written = File::create(&tmp).and_then(|mut file| {
+    // A leftover temporary file keeps its old mode; start afresh.
+    let _ = fs::remove_file(&tmp);
+    let written = options.open(&tmp).and_then(|mut file| {
         file.write_all(bytes)?;
         file.sync_all()
     });

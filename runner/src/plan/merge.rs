@@ -45,6 +45,7 @@ pub fn merge(
 ) -> MergeOutcome {
     let mut outcome = MergeOutcome::default();
     let listed: std::collections::HashSet<Uuid> = response.workflows.iter().map(|w| w.id).collect();
+    let answered_secrets = response.secrets;
     if response.full || settings.first {
         plan.lookups = response.lookups;
     } else {
@@ -116,6 +117,22 @@ pub fn merge(
         }
         keep
     });
+    let Plan {
+        workflows,
+        lookups,
+        secrets,
+        ..
+    } = plan;
+    secrets.take_answer(
+        answered_secrets,
+        response.full || settings.first,
+        workflows
+            .values()
+            .filter(|entry| listed.contains(&entry.workflow.id))
+            .map(|entry| &entry.workflow),
+        workflows.values().map(|entry| &entry.workflow),
+        lookups,
+    );
     plan.offline_owners
         .replace(response.offline_owners, response.generated_at);
     plan.cursor = Some(response.cursor);

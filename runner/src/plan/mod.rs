@@ -10,6 +10,8 @@ pub mod merge;
 pub(crate) mod offline_owner;
 pub(crate) mod outage_hold;
 pub mod ready;
+pub(crate) mod sealed_file;
+pub(crate) mod secrets;
 pub(crate) mod store;
 pub(crate) mod writer;
 
@@ -34,6 +36,9 @@ pub struct Plan {
     /// Who runs each branch's rules while the functions are unreachable.
     #[serde(default)]
     pub(crate) offline_owners: offline_owner::OfflineOwners,
+    /// The secrets its rules refer to: never in `plan.json` (see `sealed_file`).
+    #[serde(skip)]
+    pub(crate) secrets: secrets::SiteSecrets,
 }
 
 /// One branch rule as the runner holds it.

@@ -12,7 +12,9 @@ use uuid::Uuid;
 
 use super::file::{self, PlanFileError};
 use super::merge::{MergeOutcome, MergeSettings, merge};
-use super::writer::{Writer, WriterStats};
+use super::sealed_file::{self, SealKey};
+use super::secrets::SiteSecrets;
+use super::writer::{SECRETS_FILE, Writer, WriterStats};
 use super::{Plan, local_run};
 
 /// The plan of a running daemon.
@@ -40,6 +42,7 @@ impl PlanStore {
     pub(crate) fn open(
         path: &Path,
         min_write_interval: Duration,
+        token: &str,
     ) -> std::io::Result<(PlanStore, Loaded)> {
         let (mut plan, loaded) = match file::load(path) {
             Ok(None) => (Plan::default(), Loaded::Missing),
@@ -58,8 +61,14 @@ impl PlanStore {
             entry.local.running_here = false;
         }
         tracing::info!("🔄 Reset {reset} workflow(s) is_currently_running flag");
+        let seal = SealKey::from_token(token);
+        if !restore_secrets(&mut plan, path, seal.as_ref()) && plan.lookups.mentions_secrets() {
+            // Its rules need secrets this runner no longer has: the next answer must be a
+            // full plan, which carries them all.
+            plan.cursor = None;
+        }
         let plan = Arc::new(RwLock::new(plan));
-        let writer = Writer::start(Arc::clone(&plan), path.to_owned(), min_write_interval)?;
+        let writer = Writer::start(Arc::clone(&plan), path.to_owned(), min_write_interval, seal)?;
         let store = PlanStore {
             plan,
             writer,
@@ -253,4 +262,22 @@ impl PlanStore {
 
 fn show(time: Option<DateTime<Utc>>) -> String {
     time.map_or_else(|| "none".to_owned(), |t| t.to_rfc3339())
+}
+
+/// Puts the sealed secrets beside `plan_path` back in `plan`; whether there were any to read.
+fn restore_secrets(plan: &mut Plan, plan_path: &Path, seal: Option<&SealKey>) -> bool {
+    let Some(seal) = seal else {
+        return false;
+    };
+    match sealed_file::read(&plan_path.with_file_name(SECRETS_FILE), seal) {
+        Ok(Some(stored)) => {
+            plan.secrets = SiteSecrets::from_stored(stored);
+            true
+        }
+        Ok(None) => false,
+        Err(error) => {
+            tracing::warn!(%error, "the site's secrets come with the next plan answer");
+            false
+        }
+    }
 }

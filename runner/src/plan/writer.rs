@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::Plan;
 use super::file::{encode, write_atomic};
+use super::sealed_file::{self, SealKey};
 
 /// Pending write requests beyond this are merged into the one already queued.
 pub(crate) const QUEUE_CAPACITY: usize = 64;
@@ -51,11 +52,13 @@ impl std::fmt::Debug for Request {
 }
 
 impl Writer {
-    /// Starts the thread writing `plan` to `path` at most once per `min_interval`.
+    /// Starts the thread writing `plan` to `path` at most once per `min_interval`, and its
+    /// secrets, sealed with `seal`, to `secrets.sealed` beside it when they changed.
     pub(crate) fn start(
         plan: Arc<RwLock<Plan>>,
         path: PathBuf,
         min_interval: Duration,
+        seal: Option<SealKey>,
     ) -> std::io::Result<Writer> {
         let (sender, receiver) = mpsc::sync_channel(QUEUE_CAPACITY);
         let stats = Arc::new(WriterStats::default());
@@ -64,7 +67,12 @@ impl Writer {
             .name("plan-writer".into())
             .spawn(move || {
                 thread_stats.alive.store(true, Ordering::SeqCst);
-                run(&plan, &path, min_interval, &receiver, &thread_stats);
+                let files = Files {
+                    plan: &path,
+                    secrets: path.with_file_name(SECRETS_FILE),
+                    seal: seal.as_ref(),
+                };
+                run(&plan, &files, min_interval, &receiver, &thread_stats);
                 thread_stats.alive.store(false, Ordering::SeqCst);
             })?;
         stats.started.store(true, Ordering::SeqCst);
@@ -116,14 +124,27 @@ impl Drop for Writer {
     }
 }
 
+/// Where the secrets are kept, beside `plan.json`.
+pub(crate) const SECRETS_FILE: &str = "secrets.sealed";
+
+/// What the writer writes.
+struct Files<'a> {
+    plan: &'a std::path::Path,
+    secrets: PathBuf,
+    seal: Option<&'a SealKey>,
+}
+
 fn run(
     plan: &RwLock<Plan>,
-    path: &std::path::Path,
+    files: &Files<'_>,
     min_interval: Duration,
     receiver: &Receiver<Request>,
     stats: &WriterStats,
 ) {
+    let path = files.plan;
     let mut last_write: Option<Instant> = None;
+    // Read from the file at start: nothing to write until they change.
+    let mut secrets_written = 0;
     while let Ok(first) = receiver.recv() {
         let mut flushes = Vec::new();
         let mut pending = usize::from(matches!(first, Request::Write));
@@ -158,12 +179,23 @@ fn run(
             }
         }
         let started = Instant::now();
-        let encoded = {
+        let (encoded, secrets) = {
             let plan = plan
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            encode(&plan, crate::clock::now())
+            let secrets = (plan.secrets.generation() != secrets_written)
+                .then(|| (plan.secrets.generation(), plan.secrets.stored()));
+            (encode(&plan, crate::clock::now()), secrets)
         };
+        if let (Some((generation, secrets)), Some(seal)) = (secrets, files.seal) {
+            match sealed_file::write(&files.secrets, seal, &secrets) {
+                Ok(()) => secrets_written = generation,
+                Err(error) => {
+                    stats.failures.fetch_add(1, Ordering::SeqCst);
+                    tracing::error!(path = %files.secrets.display(), %error, "cannot write the site's secrets (disk space? permissions?)");
+                }
+            }
+        }
         let result = encoded
             .map_err(std::io::Error::other)
             .and_then(|bytes| write_atomic(path, &bytes).map(|()| bytes.len()));

@@ -25,6 +25,7 @@ use super::executors::{ActionCall, ActionError, ActionInfo, ActionJob, Executors
 use super::metrics::Sampler;
 use super::output::{self, Captured};
 use super::report::{Consolidation, ExecutionReport, NodeRecord, NodeStatus, RunError};
+use super::secrets::ActionSecrets;
 use super::services::ExecutionServices;
 use super::state::{PausedAt, Pending, RunState};
 use super::stop::{StopReason, StopSignal};
@@ -80,6 +81,8 @@ pub struct Execution {
     pub max_runtime: Option<Duration>,
     /// The saved context, when the claim resumed a paused execution.
     pub resume: Option<Box<RawValue>>,
+    /// The secrets its actions may refer to (none: every reference fails its action).
+    pub secrets: Arc<ActionSecrets>,
 }
 
 /// Runs workflows.
@@ -353,47 +356,63 @@ impl Run<'_> {
         let settings = &self.engine.settings;
         let started_at = crate::clock::now();
         let captured = Captured::default();
-        let outcome = {
-            let execution = self.execution;
-            let job = ActionJob {
-                execution_id: execution.execution_id,
-                root_execution_id: execution.root_execution_id,
-                attempt: execution.attempt,
-                node_id: &pending.node_id,
-                visit,
-                action: ActionInfo {
-                    template_id: action.template_id,
-                    name: &action.name,
-                    kind: node.type_name(),
-                    parameters: &action.parameters,
-                },
-                details: execution
-                    .details
-                    .get(&action.template_id)
-                    .unwrap_or(&Value::Null),
-                branch_rule: &execution.branch_rule,
-                deadline: execution.deadline,
-                input: self.state.input_of(pending),
-                aggregated_actions_details: &self.state.aggregated,
-            };
-            let call = ActionCall {
-                job: &job,
-                config: &action.config,
-                stop: self.stop,
-                grace: settings.stop_grace,
-                services: self.services,
-                output: &captured,
-            };
-            // An action that ignores the stop signal is abandoned, not waited for.
-            let abandon = async {
-                self.stop.stopped().await;
-                tokio::time::sleep(settings.stop_grace + HARD_STOP_MARGIN).await;
-            };
-            tokio::select! {
-                outcome = run_action(self.engine, action, call) => outcome,
-                () = abandon => Err(ActionError::Stopped { partial: None }),
+        let execution = self.execution;
+        let secrets = &execution.secrets;
+        let details = execution
+            .details
+            .get(&action.template_id)
+            .unwrap_or(&Value::Null);
+        // Resolved only here, for this call: the workflow, the branch rule and expressions
+        // never hold a value, and a missing secret fails the node before anything runs.
+        let resolved = secrets.resolve(&action.config).and_then(|config| {
+            Ok((
+                config,
+                secrets.resolve(&action.parameters)?,
+                secrets.resolve(details)?,
+            ))
+        });
+        let outcome = match &resolved {
+            Err(error) => Err(ActionError::failed(error.to_string())),
+            Ok((config, parameters, details)) => {
+                let job = ActionJob {
+                    execution_id: execution.execution_id,
+                    root_execution_id: execution.root_execution_id,
+                    attempt: execution.attempt,
+                    node_id: &pending.node_id,
+                    visit,
+                    action: ActionInfo {
+                        template_id: action.template_id,
+                        name: &action.name,
+                        kind: node.type_name(),
+                        parameters,
+                    },
+                    details,
+                    branch_rule: &execution.branch_rule,
+                    deadline: execution.deadline,
+                    input: self.state.input_of(pending),
+                    aggregated_actions_details: &self.state.aggregated,
+                };
+                let call = ActionCall {
+                    job: &job,
+                    config,
+                    stop: self.stop,
+                    grace: settings.stop_grace,
+                    services: self.services,
+                    output: &captured,
+                    secrets,
+                };
+                // An action that ignores the stop signal is abandoned, not waited for.
+                let abandon = async {
+                    self.stop.stopped().await;
+                    tokio::time::sleep(settings.stop_grace + HARD_STOP_MARGIN).await;
+                };
+                tokio::select! {
+                    outcome = run_action(self.engine, action, call) => outcome,
+                    () = abandon => Err(ActionError::Stopped { partial: None }),
+                }
             }
         };
+        drop(resolved);
         let (status, result, error) = match outcome {
             Ok(result) => (NodeStatus::Completed, Some(result), None),
             Err(ActionError::Failed { message, partial }) => {
@@ -401,12 +420,22 @@ impl Run<'_> {
             }
             Err(ActionError::Stopped { partial }) => (NodeStatus::Stopped, partial, None),
         };
+        // Whatever came back is masked before anything keeps, reports or logs it.
+        let mut result = result;
+        if let Some(result) = &mut result {
+            secrets.mask_json(result);
+        }
+        let error = error.map(|message| secrets.mask(&message).into_owned());
         if let Some(result) = &result {
             self.state.aggregated.push(result.clone());
         }
-        self.state
-            .output
-            .extend(captured.take(&pending.node_id, visit));
+        let mut outputs = captured.take(&pending.node_id, visit);
+        for output in &mut outputs {
+            if let std::borrow::Cow::Owned(masked) = secrets.mask(&output.text) {
+                output.text = masked;
+            }
+        }
+        self.state.output.extend(outputs);
         output::keep_latest(&mut self.state.output);
         let index = self.record(
             &pending.node_id,

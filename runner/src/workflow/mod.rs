@@ -12,6 +12,7 @@ pub(crate) mod metrics;
 pub(crate) mod output;
 pub mod prepare;
 pub mod report;
+pub mod secrets;
 pub mod services;
 pub(crate) mod state;
 pub(crate) mod stop;

@@ -107,6 +107,7 @@ impl Prepared {
             deadline: claim.deadline,
             max_runtime: self.max_runtime,
             resume: claim.context.clone(),
+            secrets: Arc::default(),
         }
     }
 }

@@ -4,4 +4,5 @@
 mod cloud;
 mod flow;
 mod programs;
+mod secrets;
 mod support;

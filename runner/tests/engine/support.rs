@@ -146,6 +146,8 @@ pub struct Run {
     pub deadline: Option<DateTime<Utc>>,
     pub max_runtime: Option<Duration>,
     pub resume: Option<String>,
+    /// Secret values by name, for the actions' `${secret:NAME}` references.
+    pub secrets: BTreeMap<String, String>,
 }
 
 impl Run {
@@ -156,6 +158,7 @@ impl Run {
             deadline: None,
             max_runtime: None,
             resume: None,
+            secrets: BTreeMap::new(),
         }
     }
 
@@ -172,6 +175,9 @@ impl Run {
             details: Arc::new(self.details),
             deadline: self.deadline,
             max_runtime: self.max_runtime,
+            secrets: Arc::new(res_runner::workflow::secrets::ActionSecrets::new(
+                self.secrets,
+            )),
             resume: self.resume.map(|context| {
                 serde_json::value::RawValue::from_string(context).expect("raw JSON")
             }),

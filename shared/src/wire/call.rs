@@ -31,6 +31,10 @@ use super::{
     KeyListRequest, KeyListResponse, RuleListRequest, RuleListResponse, RunnerListRequest,
     RunnerListResponse, ViolationListRequest, ViolationListResponse,
 };
+use super::{
+    SecretDeleteRequest, SecretDeleteResponse, SecretListRequest, SecretListResponse,
+    SecretSetRequest, SecretSetResponse,
+};
 
 /// Where every function is served.
 pub const FUNCTIONS_PREFIX: &str = "/functions/v1";
@@ -98,6 +102,9 @@ calls! {
     ChannelListRequest => "channels_list", ChannelListResponse;
     ChannelDeleteRequest => "channels_delete", ChannelDeleteResponse;
     ChannelTestRequest => "channels_test", ChannelTestResponse;
+    SecretSetRequest => "secrets_set", SecretSetResponse;
+    SecretListRequest => "secrets_list", SecretListResponse;
+    SecretDeleteRequest => "secrets_delete", SecretDeleteResponse;
 }
 
 #[cfg(test)]

@@ -63,5 +63,6 @@ wire_enum! {
         InternalError = "internal_error",
         DatabaseUnavailable = "database_unavailable",
         Overloaded = "overloaded",
+        SecretsUnavailable = "secrets_unavailable",
     }
 }

@@ -27,9 +27,11 @@ mod operator;
 mod output;
 mod plan;
 mod plan_columns;
+mod plan_secrets;
 pub mod run_report;
 mod runner;
 mod seconds;
+mod secrets;
 mod time;
 mod versions;
 mod violation;
@@ -94,7 +96,12 @@ pub use plan::{
     PlanEntry, PlanLookups, PlanRequest, PlanResponse, Rule, SharedPlan,
 };
 pub use plan_columns::{ColumnarPlan, PLAN_FORMAT_COLUMNS};
+pub use plan_secrets::templates_named;
 pub use runner::{RegisterRequest, RegisterResponse};
+pub use secrets::{
+    PlanSecret, SecretDeleteRequest, SecretDeleteResponse, SecretListRequest, SecretListResponse,
+    SecretSetRequest, SecretSetResponse, SecretSummary, SecretValue,
+};
 pub use versions::{OLDEST_SERVED_RUNNER, RunnerAttention, release_of, unsupported_runner};
 pub use violation::{ViolationRequest, ViolationResponse};
 

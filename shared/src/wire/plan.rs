@@ -64,6 +64,11 @@ pub struct PlanResponse {
     /// Each of the caller's branches' offline owner, when it has one (runner keys only):
     /// in every answer, full or delta, since ownership moves without a plan change.
     pub offline_owners: Vec<OfflineOwner>,
+    /// The secrets the returned workflows refer to, resolved for their branches (runner
+    /// keys only; absent when none). A runner keeps those of a delta's rules beside the ones
+    /// it has, and drops any no rule of its plan refers to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<super::PlanSecret>,
     /// The lookup tables the returned workflows refer to.
     #[serde(flatten)]
     pub lookups: PlanLookups,
@@ -100,6 +105,8 @@ struct PlanResponseFields {
     wait_seconds: u32,
     #[serde(default)]
     offline_owners: Vec<OfflineOwner>,
+    #[serde(default)]
+    secrets: Vec<super::PlanSecret>,
     #[serde(default)]
     branches: BTreeMap<Uuid, Branch>,
     #[serde(default)]
@@ -155,6 +162,7 @@ impl TryFrom<PlanResponseFields> for PlanResponse {
             removed: f.removed,
             wait_seconds: f.wait_seconds,
             offline_owners: f.offline_owners,
+            secrets: f.secrets,
             lookups,
         })
     }
@@ -378,6 +386,7 @@ pub(super) fn write_head<M: serde::ser::SerializeMap>(
         removed,
         wait_seconds,
         offline_owners,
+        secrets,
         lookups: _,
     } = plan;
     let mut configs: BTreeMap<Uuid, &Arc<RawValue>> = BTreeMap::new();
@@ -396,6 +405,9 @@ pub(super) fn write_head<M: serde::ser::SerializeMap>(
     map.serialize_entry("workflow_configs", &configs)?;
     map.serialize_entry("removed", removed)?;
     map.serialize_entry("wait_seconds", wait_seconds)?;
+    if !secrets.is_empty() {
+        map.serialize_entry("secrets", secrets)?;
+    }
     map.serialize_entry("offline_owners", offline_owners)
 }
 
@@ -555,6 +567,7 @@ mod tests {
                 is_you: true,
                 last_plan_at: Some(DateTime::<Utc>::UNIX_EPOCH),
             }],
+            secrets: Vec::new(),
             lookups,
         };
         let text = serde_json::to_string(&plan).expect("serializes");
@@ -625,6 +638,7 @@ mod shared_format_tests {
             removed: vec![Uuid::new_v4()],
             wait_seconds: 20,
             offline_owners: Vec::new(),
+            secrets: Vec::new(),
             lookups: PlanLookups::default(),
         };
         let shared = serde_json::to_string(&SharedPlan(&plan)).expect("encodes");
@@ -663,6 +677,7 @@ mod shared_format_tests {
             removed: Vec::new(),
             wait_seconds: 0,
             offline_owners: Vec::new(),
+            secrets: Vec::new(),
             lookups: PlanLookups::default(),
         };
         let shared = serde_json::to_string(&SharedPlan(&plan)).expect("encodes");

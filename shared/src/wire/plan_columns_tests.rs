@@ -113,6 +113,7 @@ fn plan() -> PlanResponse {
         removed: vec![id(7)],
         wait_seconds: 240,
         offline_owners: Vec::new(),
+        secrets: Vec::new(),
         lookups,
     }
 }

@@ -157,8 +157,17 @@ impl Job<'_> {
         };
         let archived =
             db::config_archive::of_brand(&mut tx, brand_id, &res_config::brand_ids(brand)).await?;
-        let mut problems = report.errors;
+        let mut report = report;
+        let mut problems = std::mem::take(&mut report.errors);
         problems.extend(res_config::unknown_ids(&current, brand, &archived));
+        let known: Vec<res_config::KnownSecret> = db::secrets::scopes(&mut tx, brand_id)
+            .await?
+            .into_iter()
+            .map(|(name, branch_ids)| res_config::KnownSecret { name, branch_ids })
+            .collect();
+        let references = res_config::check_secret_references(brand, &catalogue, &known);
+        problems.extend(references.errors);
+        report.warnings.extend(references.warnings);
         if !problems.is_empty() {
             return Err(ApiError::invalid_document(problems, report.warnings));
         }

@@ -15,3 +15,4 @@ pub(crate) mod keys;
 pub(crate) mod overview;
 mod page;
 pub(crate) mod rules;
+pub(crate) mod secrets;

@@ -35,6 +35,7 @@ fn response(full: bool, workflows: Vec<PlanEntry>, removed: Vec<Uuid>) -> PlanRe
         removed,
         wait_seconds: 0,
         offline_owners: Vec::new(),
+        secrets: Vec::new(),
         lookups: PlanLookups::default(),
     }
 }

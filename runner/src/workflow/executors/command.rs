@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use res_shared::secrets::Masker;
 use res_shared::untrusted::Untrusted;
 use res_shared::wire::OutputStream;
 use res_workflow::actions::{CommandConfig, parse_config};
@@ -90,7 +91,7 @@ impl Executor for CommandExecutor {
             if let (Some(ledger), Some(group)) = (&self.ledger, group) {
                 ledger.started(group);
             }
-            let io = ChildIo::attach(&mut child, input);
+            let io = ChildIo::attach(&mut child, input, call.secrets.masker().clone());
             let ended = tokio::select! {
                 // An exit that is already known wins over a timer that fired at the same
                 // wake-up (after the runner itself was frozen, say).
@@ -193,7 +194,7 @@ struct ChildIo {
 }
 
 impl ChildIo {
-    fn attach(child: &mut Child, input: Vec<u8>) -> ChildIo {
+    fn attach(child: &mut Child, input: Vec<u8>, masker: Masker) -> ChildIo {
         if let Some(mut stdin) = child.stdin.take() {
             tokio::spawn(async move {
                 // A program that does not read its stdin closes the pipe; that is its choice.
@@ -212,7 +213,7 @@ impl ChildIo {
             stderr: tokio::spawn(
                 async move {
                     match stderr {
-                        Some(err) => log_lines(err).await,
+                        Some(err) => log_lines(err, &masker).await,
                         None => (None, Tail::default()),
                     }
                 }
@@ -253,14 +254,17 @@ async fn read_capped(mut out: impl AsyncRead + Unpin) -> (Vec<u8>, Tail) {
     }
 }
 
-/// Logs each stderr line; returns the last non-empty one, and the stream's tail.
-async fn log_lines(mut err: impl AsyncRead + Unpin) -> (Option<String>, Tail) {
+/// Logs each stderr line, secret values masked; returns the last non-empty one, and the
+/// stream's tail.
+async fn log_lines(mut err: impl AsyncRead + Unpin, masker: &Masker) -> (Option<String>, Tail) {
     let mut tail = Tail::default();
     let mut last = None;
     let mut line: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 4096];
     let emit = |line: &mut Vec<u8>, last: &mut Option<String>| {
-        let text = String::from_utf8_lossy(line).trim_end().to_owned();
+        let text = masker
+            .mask(String::from_utf8_lossy(line).trim_end())
+            .into_owned();
         line.clear();
         if !text.is_empty() {
             // A program's output may carry escapes and colour codes: shown, not obeyed.

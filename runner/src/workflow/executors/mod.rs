@@ -75,6 +75,8 @@ pub struct ActionCall<'a> {
     pub(crate) services: &'a dyn ExecutionServices,
     /// Where a program's output goes for the report.
     pub(crate) output: &'a Captured,
+    /// Masks the execution's secret values in what the action logs.
+    pub(crate) secrets: &'a super::secrets::ActionSecrets,
 }
 
 /// Why an action produced no (complete) result.

@@ -64,7 +64,7 @@ impl Executor for NotifyExecutor {
             let mut last_problem = String::new();
             for attempt in 1..=config.max_attempts {
                 if attempt > 1 {
-                    tracing::warn!(attempt, problem = %last_problem, "retrying notification");
+                    tracing::warn!(attempt, problem = %call.secrets.mask(&last_problem), "retrying notification");
                     if call.stop.sleep(backoff).await.is_err() {
                         return Err(ActionError::Stopped { partial: None });
                     }

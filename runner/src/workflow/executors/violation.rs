@@ -35,7 +35,7 @@ impl Executor for ViolationExecutor {
             let config: ViolationConfig = parse_config(call.config).map_err(ActionError::failed)?;
             let job = call.job;
             let kind = config.kind.as_deref().unwrap_or(job.action.name);
-            let details = json!({
+            let mut details = json!({
                 "node_id": job.node_id,
                 "action": job.action.name,
                 "parameters": config.parameters,
@@ -43,6 +43,9 @@ impl Executor for ViolationExecutor {
                 "details": job.details,
                 "aggregated_actions_details": job.aggregated_actions_details,
             });
+            // A violation is stored and shown in the cloud: the settings it copies carry
+            // no secret value there.
+            call.secrets.mask_json(&mut details);
             let id = call
                 .services
                 .create_violation(kind, details, idempotency_key(job))

@@ -1,0 +1,93 @@
+//! The secrets of a plan answer: for each branch rule answered, the secrets its actions
+//! refer to, as its brand holds them and only where their scope covers its branch. A
+//! secret that cannot be opened is left out and logged by name (the action using it then
+//! fails at the site saying which secret it lacks); a plan is never refused for it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use res_shared::wire::{PlanEntry, PlanLookups, PlanSecret, SecretValue};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::Keyring;
+use crate::db;
+
+/// The secrets `workflows` refer to, opened with `keyring`.
+pub(crate) async fn for_answer(
+    pool: &PgPool,
+    keyring: Option<&Keyring>,
+    workflows: &[PlanEntry],
+    lookups: &PlanLookups,
+) -> Result<Vec<PlanSecret>, sqlx::Error> {
+    if workflows.is_empty() || !lookups.mentions_secrets() {
+        return Ok(Vec::new());
+    }
+    let wanted = wanted(workflows, lookups);
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(keyring) = keyring else {
+        tracing::error!(
+            secrets = wanted.len(),
+            "a plan's rules refer to secrets, but these functions hold no sealing key: none is sent"
+        );
+        return Ok(Vec::new());
+    };
+    let pairs: Vec<(Uuid, String)> = wanted.keys().cloned().collect();
+    let mut secrets = Vec::new();
+    for row in db::secrets::sealed(pool, &pairs).await? {
+        let Some(branches) = wanted.get(&(row.brand_id, row.name.clone())) else {
+            continue;
+        };
+        let branch_ids = match &row.branch_ids {
+            None => None,
+            Some(scope) => {
+                let served: Vec<Uuid> = branches
+                    .iter()
+                    .filter(|b| scope.contains(b))
+                    .copied()
+                    .collect();
+                if served.is_empty() {
+                    continue;
+                }
+                Some(served)
+            }
+        };
+        match keyring.open(row.brand_id, &row.name, &row.sealed()) {
+            Ok(value) => secrets.push(PlanSecret {
+                brand_id: row.brand_id,
+                name: row.name,
+                version: row.version,
+                value: SecretValue(value),
+                branch_ids,
+            }),
+            Err(error) => tracing::error!(
+                brand_id = %row.brand_id,
+                secret = %row.name,
+                %error,
+                "cannot open a secret for a plan: it is not sent"
+            ),
+        }
+    }
+    Ok(secrets)
+}
+
+/// `(brand, name)` → the answered branches whose rules refer to it.
+fn wanted(
+    workflows: &[PlanEntry],
+    lookups: &PlanLookups,
+) -> BTreeMap<(Uuid, String), BTreeSet<Uuid>> {
+    let mut wanted: BTreeMap<(Uuid, String), BTreeSet<Uuid>> = BTreeMap::new();
+    for entry in workflows {
+        let Some(brand) = lookups.branches.get(&entry.branch_id).map(|b| b.brand_id) else {
+            continue;
+        };
+        for name in lookups.secret_references(entry) {
+            wanted
+                .entry((brand, name))
+                .or_default()
+                .insert(entry.branch_id);
+        }
+    }
+    wanted
+}
