@@ -53,7 +53,10 @@ pub struct ActionTemplate {
     /// `detection` or `business`.
     pub kind: TemplateKind,
     /// The executor's settings (docs/workflow.md): for detection, `executor` (`http` or
-    /// `command`) and its fields; for business, the fields of the node's action.
+    /// `command`) and its fields; for business, the fields of the node's action. A
+    /// credential is never written here: any string may hold `${secret:NAME}` references
+    /// (NAME: 1-63 of `a-z 0-9 . _ -`), which each brand's own secret of that name fills in at
+    /// the site when the action runs (docs/configure.md, "Secrets").
     #[serde(default = "empty_object")]
     #[schemars(extend("type" = "object"))]
     pub config: Value,
@@ -324,7 +327,9 @@ pub struct BranchRule {
     /// Jitter at this branch (0-3600 seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_seconds: Option<u32>,
-    /// Per-template details at this branch (cameras, thresholds), by template name.
+    /// Per-template details at this branch (cameras, thresholds), by template name. A
+    /// stream's password or a token is written as a `${secret:NAME}` reference inside the
+    /// string, never as itself (docs/configure.md, "Secrets").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub actions: BTreeMap<String, Value>,
 }

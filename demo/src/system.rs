@@ -145,6 +145,29 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
     let service_token = key("service", &[])?;
     let platform_admin = key("admin", &[])?;
 
+    // A sealing key for brands' secrets, made for this demo and kept in its state only.
+    let new_key = Command::new(bin.join("res-functions"))
+        .args(["secrets", "new-key", "--id", "demo"])
+        .output()
+        .context("res-functions secrets new-key")?;
+    if !new_key.status.success() {
+        bail!(
+            "cannot make a sealing key: {}",
+            String::from_utf8_lossy(&new_key.stderr)
+        );
+    }
+    let keys_file = state.join("sealing-keys");
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&keys_file)
+            .and_then(|mut file| file.write_all(&new_key.stdout))
+            .with_context(|| format!("cannot write {}", keys_file.display()))?;
+    }
     let functions_url = format!("http://127.0.0.1:{}/functions/v1", args.functions_port);
     let mut functions = {
         let mut command = Command::new(bin.join("res-functions"));
@@ -154,7 +177,8 @@ pub async fn run(args: DemoArgs, screenshots: Option<PathBuf>) -> anyhow::Result
                 "--bind",
                 &format!("127.0.0.1:{}", args.functions_port),
             ])
-            .env("DATABASE_URL", &database_url);
+            .env("DATABASE_URL", &database_url)
+            .env("RES_SECRETS_KEY_FILE", &keys_file);
         Process::start("res-functions", command, &functions_log)?
     };
     wait_healthy(&format!("{functions_url}/health"), &mut functions).await?;

@@ -471,3 +471,82 @@ async fn apply_refuses_a_reference_to_an_unknown_secret_and_warns_of_an_inline_p
         checked.body
     );
 }
+
+/// `res-functions secrets <args>` on the app's database with `keys` as the sealing keys.
+fn secrets_cli(app: &TestApp, keys: Option<&str>, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_res-functions"));
+    command
+        .arg("secrets")
+        .args(args)
+        .env("DATABASE_URL", &app.database.url);
+    match keys {
+        Some(keys) => command.env("RES_SECRETS_KEYS", keys),
+        None => command.env_remove("RES_SECRETS_KEYS"),
+    };
+    command.output().expect("res-functions runs")
+}
+
+#[tokio::test]
+async fn the_sealing_key_rotates_without_a_value_changing_and_a_bad_key_is_explained() {
+    let b = brands().await;
+    b.set_both().await;
+    let made = secrets_cli(&b.app, None, &["new-key", "--id", "second"]);
+    assert!(made.status.success(), "{made:?}");
+    let second = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    assert!(second.starts_with("second:"), "{second}");
+    // Both keys held, the new one first: rewrap everything under it.
+    let both = format!("{second},{}", res_tests::secrets_keys());
+    let rewrapped = secrets_cli(&b.app, Some(&both), &["rewrap"]);
+    let said = String::from_utf8_lossy(&rewrapped.stdout);
+    assert!(rewrapped.status.success(), "{rewrapped:?}");
+    assert!(
+        said.contains("2 secrets rewrapped under key 'second'"),
+        "{said}"
+    );
+    let again = secrets_cli(&b.app, Some(&both), &["rewrap"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("0 secrets rewrapped"));
+    // The old key can go: the new one alone opens every value, unchanged.
+    let keyring = res_functions::secrets::Keyring::parse(&second).expect("the new key");
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        name: String,
+        key_id: String,
+        wrapped_key: Vec<u8>,
+        sealed_value: Vec<u8>,
+        version: i32,
+    }
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT name, key_id, wrapped_key, sealed_value, version FROM secrets ORDER BY name",
+    )
+    .fetch_all(&b.app.pool)
+    .await
+    .expect("rows");
+    let opened: Vec<(String, String, i32)> = rows
+        .into_iter()
+        .map(|row| {
+            let sealed = res_functions::secrets::Sealed {
+                key_id: row.key_id,
+                wrapped_key: row.wrapped_key,
+                sealed_value: row.sealed_value,
+            };
+            let value = keyring.open(b.brand, &row.name, &sealed).expect("opens");
+            (row.name, value, row.version)
+        })
+        .collect();
+    assert_eq!(
+        opened,
+        [
+            ("analytics-token".into(), TOKEN_VALUE.into(), 1),
+            ("cam-17".into(), CAMERA_VALUE.into(), 1)
+        ]
+    );
+    // No keys, or a malformed one: said plainly, and no key material printed.
+    let none = secrets_cli(&b.app, None, &["rewrap"]);
+    assert!(!none.status.success());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no sealing keys given"));
+    let bad = secrets_cli(&b.app, Some("k1:c2hvcnQ="), &["rewrap"]);
+    assert!(!bad.status.success());
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(said.contains("key 'k1' is not 32 bytes"), "{said}");
+    assert!(!said.contains("c2hvcnQ="), "{said}");
+}

@@ -20,6 +20,7 @@ mod output;
 mod restarts;
 mod retries;
 mod schedule;
+mod secrets;
 mod system;
 mod waits;
 
