@@ -246,6 +246,14 @@ pub(crate) enum SecretCommand {
         #[arg(long)]
         brand: Option<Uuid>,
     },
+    /// Every change to one secret (created, set, deleted, rewrapped): when, which version,
+    /// by whom; even after it was deleted.
+    #[command(after_help = SECRETS)]
+    History {
+        name: String,
+        #[arg(long)]
+        brand: Uuid,
+    },
     /// Delete a secret: sites lose it at their next plan answer, and rules referring to it
     /// fail until it is set again.
     #[command(after_help = SECRETS)]

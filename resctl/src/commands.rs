@@ -221,8 +221,24 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 emit(json, &answer, || secrets::set(&answer))
             }
             SecretCommand::List { brand } => {
-                let answer = client.call(&SecretListRequest { brand_id: *brand }).await?;
+                let answer = client
+                    .call(&SecretListRequest {
+                        brand_id: *brand,
+                        name: None,
+                    })
+                    .await?;
                 emit(json, &answer, || secrets::list(&answer.secrets, now))
+            }
+            SecretCommand::History { name, brand } => {
+                let answer = client
+                    .call(&SecretListRequest {
+                        brand_id: Some(*brand),
+                        name: Some(name.clone()),
+                    })
+                    .await?;
+                emit(json, &answer, || {
+                    secrets::history(name, &answer.changes, now)
+                })
             }
             SecretCommand::Delete { name, brand } => {
                 let answer = client

@@ -8,7 +8,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use res_shared::secrets::{MAX_VALUE_BYTES, check_name, check_value};
 use res_shared::untrusted::Untrusted;
-use res_shared::wire::{SecretSetResponse, SecretSummary};
+use res_shared::wire::{SecretChange, SecretSetResponse, SecretSummary};
 
 use crate::render::{relative, table};
 use crate::resolve::Unresolved;
@@ -84,4 +84,24 @@ pub(crate) fn set(answer: &SecretSetResponse) -> String {
         s.version,
         scope(s)
     )
+}
+
+/// One row a change, newest first.
+pub(crate) fn history(name: &str, changes: &[SecretChange], now: DateTime<Utc>) -> String {
+    if changes.is_empty() {
+        return format!("no changes to a secret '{name}'\n");
+    }
+    let rows: Vec<Vec<String>> = changes
+        .iter()
+        .map(|c| {
+            vec![
+                c.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                relative(c.at, now),
+                c.action.clone(),
+                c.version.map_or_else(|| "-".to_owned(), |v| v.to_string()),
+                Untrusted(&c.by).to_string(),
+            ]
+        })
+        .collect();
+    table(&["AT", "WHEN", "CHANGE", "VERSION", "BY"], &rows)
 }

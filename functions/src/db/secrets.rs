@@ -4,7 +4,7 @@
 //! the old one) at their next plan answer.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::SecretSummary;
+use res_shared::wire::{SecretChange, SecretSummary};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -205,19 +205,55 @@ async fn mark_plans_changed(
     .map(drop)
 }
 
-/// The secrets of `brands` (`None`: every brand), by brand and name.
+/// The secrets of `brands` (`None`: every brand), by brand and name; only `name` if given.
 pub(crate) async fn list(
     pool: &PgPool,
     brands: Option<&[Uuid]>,
+    name: Option<&str>,
 ) -> Result<Vec<SecretSummary>, sqlx::Error> {
     let rows: Vec<SummaryRow> = sqlx::query_as(concat!(
         summary_select!(),
-        "WHERE $1::uuid[] IS NULL OR s.brand_id = ANY($1) ORDER BY bd.name, s.brand_id, s.name"
+        "WHERE ($1::uuid[] IS NULL OR s.brand_id = ANY($1)) AND ($2::text IS NULL OR s.name = $2) \
+         ORDER BY bd.name, s.brand_id, s.name"
     ))
     .bind(brands)
+    .bind(name)
     .fetch_all(pool)
     .await?;
     Ok(rows.into_iter().map(SecretSummary::from).collect())
+}
+
+#[derive(sqlx::FromRow)]
+struct ChangeRow {
+    at: DateTime<Utc>,
+    action: String,
+    version: Option<i32>,
+    key_name: String,
+}
+
+/// Every change to `name` of `brand`, newest first.
+pub(crate) async fn changes(
+    pool: &PgPool,
+    brand: Uuid,
+    name: &str,
+) -> Result<Vec<SecretChange>, sqlx::Error> {
+    let rows: Vec<ChangeRow> = sqlx::query_as(
+        "SELECT at, action, version, key_name FROM secret_changes \
+         WHERE brand_id = $1 AND name = $2 ORDER BY at DESC, id DESC",
+    )
+    .bind(brand)
+    .bind(name)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| SecretChange {
+            at: row.at,
+            action: row.action,
+            version: row.version,
+            by: row.key_name,
+        })
+        .collect())
 }
 
 /// Each named secret's scope (`None`: the whole brand), for checking references.
@@ -260,15 +296,23 @@ pub(crate) async fn not_under(pool: &PgPool, active: &str) -> Result<Vec<SealedR
     .await
 }
 
-/// Stores a rewrapped data key, unless the value changed meanwhile; whether it was stored.
+/// Stores a rewrapped data key, unless the value changed meanwhile, and records it; whether
+/// it was stored.
 pub(crate) async fn rewrapped(
     pool: &PgPool,
     row: &SealedRow,
     sealed: &Sealed,
 ) -> Result<bool, sqlx::Error> {
-    sqlx::query(
-        "UPDATE secrets SET key_id = $4, wrapped_key = $5 \
-         WHERE brand_id = $1 AND name = $2 AND version = $3 AND key_id = $6",
+    sqlx::query_scalar(
+        "WITH stored AS ( \
+             UPDATE secrets SET key_id = $4, wrapped_key = $5 \
+             WHERE brand_id = $1 AND name = $2 AND version = $3 AND key_id = $6 \
+             RETURNING brand_id, name, version), \
+         noted AS ( \
+             INSERT INTO secret_changes (brand_id, name, version, action, key_name) \
+             SELECT brand_id, name, version, 'rewrapped', \
+                    'res-functions secrets rewrap (key ' || $4 || ')' FROM stored) \
+         SELECT count(*) = 1 FROM stored",
     )
     .bind(row.brand_id)
     .bind(&row.name)
@@ -276,7 +320,6 @@ pub(crate) async fn rewrapped(
     .bind(&sealed.key_id)
     .bind(&sealed.wrapped_key)
     .bind(&row.key_id)
-    .execute(pool)
+    .fetch_one(pool)
     .await
-    .map(|done| done.rows_affected() == 1)
 }

@@ -200,6 +200,52 @@ async fn an_admin_sets_lists_and_deletes_secrets_that_are_sealed_and_never_shown
         )
         .await;
     assert_eq!(gone.status, 404, "{}", gone.body);
+    // Its history outlives it; another brand's admin gets the unknown brand's answer.
+    let history = b
+        .app
+        .call(
+            SecretListRequest::NAME,
+            &b.admin,
+            json!({"brand_id": b.brand, "name": "cam-17"}),
+        )
+        .await;
+    assert_eq!(history.status, 200, "{}", history.body);
+    assert_eq!(history.body["secrets"], json!([]));
+    let trail: Vec<(String, Value, String)> = history.body["changes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                c["action"].as_str().unwrap_or_default().to_owned(),
+                c["version"].clone(),
+                c["by"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            ("deleted".into(), Value::Null, "brand admin".into()),
+            ("set".into(), json!(2), "brand admin".into()),
+            ("created".into(), json!(1), "brand admin".into()),
+        ]
+    );
+    let foreign = b
+        .app
+        .call(
+            SecretListRequest::NAME,
+            &b.other_admin,
+            json!({"brand_id": b.brand, "name": "cam-17"}),
+        )
+        .await;
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    let nameless = b
+        .app
+        .call(SecretListRequest::NAME, &b.admin, json!({"name": "cam-17"}))
+        .await;
+    assert_eq!(nameless.status, 422, "{}", nameless.body);
     assert_eq!(
         changes,
         [
@@ -503,6 +549,12 @@ async fn the_sealing_key_rotates_without_a_value_changing_and_a_bad_key_is_expla
         said.contains("2 secrets rewrapped under key 'second'"),
         "{said}"
     );
+    let noted: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM secret_changes WHERE action = 'rewrapped'")
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("changes");
+    assert_eq!(noted, 2, "each rewrap is in the audit trail");
     let again = secrets_cli(&b.app, Some(&both), &["rewrap"]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("0 secrets rewrapped"));
     // The old key can go: the new one alone opens every value, unchanged.

@@ -99,8 +99,8 @@ pub use plan_columns::{ColumnarPlan, PLAN_FORMAT_COLUMNS};
 pub use plan_secrets::templates_named;
 pub use runner::{RegisterRequest, RegisterResponse};
 pub use secrets::{
-    PlanSecret, SecretDeleteRequest, SecretDeleteResponse, SecretListRequest, SecretListResponse,
-    SecretSetRequest, SecretSetResponse, SecretSummary, SecretValue,
+    PlanSecret, SecretChange, SecretDeleteRequest, SecretDeleteResponse, SecretListRequest,
+    SecretListResponse, SecretSetRequest, SecretSetResponse, SecretSummary, SecretValue,
 };
 pub use versions::{OLDEST_SERVED_RUNNER, RunnerAttention, release_of, unsupported_runner};
 pub use violation::{ViolationRequest, ViolationResponse};

@@ -70,12 +70,34 @@ pub struct SecretSetResponse {
 pub struct SecretListRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub brand_id: Option<Uuid>,
+    /// With `brand_id`: that secret only, and every change to it (`changes`), even after it
+    /// was deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SecretListResponse {
     pub secrets: Vec<SecretSummary>,
+    /// Asked by `name`: its changes, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<SecretChange>,
+}
+
+/// One change to a secret, from the audit trail: never a value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SecretChange {
+    #[serde(with = "super::time")]
+    pub at: DateTime<Utc>,
+    /// `created`, `set`, `deleted` or `rewrapped`.
+    pub action: String,
+    /// The version it made (none for a deletion).
+    #[serde(default)]
+    pub version: Option<i32>,
+    /// The key's name.
+    pub by: String,
 }
 
 /// `secrets_delete` (admin keys of the whole brand).

@@ -171,8 +171,8 @@ fn brand(brand: Uuid, branch: Uuid) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_secrets_reach_the_detector_and_nowhere_else() {
-    let system = System::start().await;
-    let system = &system;
+    let mut owned = System::start().await;
+    let system = &owned;
     let seen = std::env::temp_dir().join(format!("res-secrets-seen-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&seen).expect("a directory for what the detector saw");
     let brand_id: Uuid = sqlx::query_scalar("SELECT brand_id FROM branches WHERE id = $1")
@@ -180,10 +180,11 @@ async fn two_secrets_reach_the_detector_and_nowhere_else() {
         .fetch_one(&system.pool)
         .await
         .expect("the brand");
+    let database_url = system.database_url().to_owned();
     let key = |args: &[&str]| {
         let mut all = vec!["create-api-key"];
         all.extend_from_slice(args);
-        functions_cli(system.database_url(), &all)
+        functions_cli(&database_url, &all)
     };
     let platform = key(&["--name", "platform", "--role", "admin", "--all-brands"]);
     let admin = key(&[
@@ -364,6 +365,29 @@ async fn two_secrets_reach_the_detector_and_nowhere_else() {
     })
     .await;
 
+    // The functions go away and the runner restarts: its offline runs still have the
+    // values, from secrets.sealed.
+    let mut runner = runner;
+    assert!(owned.functions.stop(), "the functions stop cleanly");
+    runner.kill();
+    std::fs::remove_file(seen.join("given.txt")).expect("the detector's last word goes");
+    runner.restart();
+    eventually(
+        "an offline run after the restart got both values",
+        WAIT,
+        || async {
+            std::fs::read_to_string(seen.join("given.txt"))
+                .is_ok_and(|g| g == format!("rtsp://viewer:{CAMERA}@10.0.0.7/stream\n{ROTATED}\n"))
+        },
+    )
+    .await;
+    owned.functions.restart().await;
+    let system = &owned;
+    eventually("the offline runs are delivered", WAIT, || async {
+        runner.delivered_everything().await
+    })
+    .await;
+
     // Walls: another brand's admin, a viewer, an operator.
     let other_brand = res_tests::functions::Seed::new(&system.pool)
         .brand("UTC")
@@ -394,6 +418,31 @@ async fn two_secrets_reach_the_detector_and_nowhere_else() {
     }
     let theirs = resctl_ok(system, &stranger, &["secrets", "list"]).await;
     assert_eq!(theirs, "no secrets\n");
+    let history = resctl_ok(
+        system,
+        &admin,
+        &[
+            "secrets",
+            "history",
+            "analytics-token",
+            "--brand",
+            &brand_arg,
+        ],
+    )
+    .await;
+    let changes: Vec<Vec<&str>> = history
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words[words.len().saturating_sub(3)..].to_vec()
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        [vec!["set", "2", "ada"], vec!["created", "1", "ada"]],
+        "{history}"
+    );
 
     // Everything a person sees.
     let execution: Uuid = sqlx::query_scalar(

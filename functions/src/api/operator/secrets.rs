@@ -74,7 +74,8 @@ pub(crate) async fn set(
     Ok(Json(SecretSetResponse { secret, created }))
 }
 
-/// List a brand's secrets: names, scope, version, who set them and when; never values.
+/// List a brand's secrets: names, scope, version, who set them and when; never values. With
+/// a name, that secret's changes too.
 #[utoipa::path(
     post,
     path = "/functions/v1/secrets_list",
@@ -102,8 +103,22 @@ pub(crate) async fn list(
             Some(db::api_keys::brands_of(&state.pool, caller.key_id).await?)
         }
     };
-    let secrets = db::secrets::list(&state.pool, brands.as_deref()).await?;
-    Ok(Json(SecretListResponse { secrets }))
+    let changes = match (&request.name, request.brand_id) {
+        (None, _) => Vec::new(),
+        (Some(name), Some(brand)) => {
+            check_name(name).map_err(|e| invalid("name", e))?;
+            db::secrets::changes(&state.pool, brand, name).await?
+        }
+        (Some(_), None) => {
+            return Err(ApiError::unprocessable(
+                ErrorCode::InvalidField,
+                "name: give brand_id with it (a name is a brand's)",
+            ));
+        }
+    };
+    let secrets =
+        db::secrets::list(&state.pool, brands.as_deref(), request.name.as_deref()).await?;
+    Ok(Json(SecretListResponse { secrets, changes }))
 }
 
 /// Delete a secret: sites lose it at their next plan answer.
