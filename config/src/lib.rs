@@ -32,7 +32,7 @@ pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
 pub use print::to_yaml;
 pub use res_workflow::Problem;
 pub use stored::{stored_workflow, workflow_from_stored};
-pub use validate::{KnownSecret, Report, check_secret_references, validate};
+pub use validate::{KnownSecret, Report, check_secret_references, secret_names, validate};
 
 /// The published JSON Schema of a document (`resctl config schema`), for editors.
 pub fn json_schema() -> serde_json::Value {

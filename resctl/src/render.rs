@@ -549,6 +549,24 @@ pub(crate) fn applied(answer: &ConfigApplyResponse, dry_run: bool) -> String {
         .map(|w| format!("warning: {}: {}\n", w.path, w.message))
         .collect();
     out.push_str(&answer.summary);
+    if !answer.secrets.is_empty() {
+        out.push_str("secrets it refers to (values are never shown):\n");
+        let now = Utc::now();
+        for secret in &answer.secrets {
+            out.push_str(&format!(
+                "    {}: version {}, set by {} {}{}\n",
+                secret.name,
+                secret.version,
+                res_shared::untrusted::Untrusted(&secret.updated_by),
+                relative(secret.updated_at, now),
+                if secret.changed_since_base {
+                    " (a new value since the revision this document was exported at)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
     let changed = answer.diff["changes"]
         .as_array()
         .is_some_and(|changes| !changes.is_empty());

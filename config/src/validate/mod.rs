@@ -15,7 +15,7 @@ use crate::document::{Catalogue, Document};
 use crate::parse::MAX_OBJECTS;
 use crate::path::Path;
 
-pub use secrets::{KnownSecret, check_secret_references};
+pub use secrets::{KnownSecret, check_secret_references, secret_names};
 
 /// What validation found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

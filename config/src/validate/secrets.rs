@@ -54,6 +54,65 @@ pub struct KnownSecret {
     pub branch_ids: Option<Vec<Uuid>>,
 }
 
+/// One reference a branch rule makes, directly or through a template its workflow uses.
+struct Use<'d> {
+    branch: &'d crate::document::Branch,
+    name: String,
+    at: Path,
+    /// Empty, or `its template 'T' refers to ` when the template makes it.
+    via: String,
+}
+
+/// Every reference the brand's branch rules make: in their `actions`, and in the configs of
+/// the templates their rules' workflows use.
+fn uses<'d>(brand: &'d Brand, catalogue: &Catalogue) -> Vec<Use<'d>> {
+    let mut found = Vec::new();
+    let used_templates = templates_by_rule(catalogue);
+    let branches = Path::root("brand").field("branches");
+    for (i, branch) in brand.branches.iter().enumerate() {
+        let rules = branches.index(i).field("rules");
+        for (rule_name, rule) in &branch.rules {
+            let here = rules.key(rule_name);
+            for (template, details) in &rule.actions {
+                let at = here.field("actions").key(template);
+                for (name, path) in references(details).unwrap_or_default() {
+                    found.push(Use {
+                        branch,
+                        name,
+                        at: at.suffixed(&path),
+                        via: String::new(),
+                    });
+                }
+            }
+            for template in used_templates.get(rule_name).into_iter().flatten() {
+                let config = catalogue
+                    .action_templates
+                    .iter()
+                    .find(|t| t.name == *template)
+                    .map(|t| &t.config);
+                for (name, _) in config
+                    .map(references)
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
+                {
+                    found.push(Use {
+                        branch,
+                        name,
+                        at: here.clone(),
+                        via: format!("its template '{template}' refers to "),
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The names of the secrets the brand's branch rules refer to.
+pub fn secret_names(brand: &Brand, catalogue: &Catalogue) -> std::collections::BTreeSet<String> {
+    uses(brand, catalogue).into_iter().map(|u| u.name).collect()
+}
+
 /// Each reference the brand's branch rules make — in their `actions` and in the templates
 /// their rules' workflows use — to a secret the brand lacks (an error), or has but not for
 /// that branch (a warning: its runner will not receive it).
@@ -63,58 +122,31 @@ pub fn check_secret_references(
     known: &[KnownSecret],
 ) -> Report {
     let mut report = Report::default();
-    let used_templates = templates_by_rule(catalogue);
-    let branches = Path::root("brand").field("branches");
-    for (i, branch) in brand.branches.iter().enumerate() {
-        let rules = branches.index(i).field("rules");
-        for (rule_name, rule) in &branch.rules {
-            let here = rules.key(rule_name);
-            let mut found: Vec<(String, Path, String)> = Vec::new();
-            for (template, details) in &rule.actions {
-                let at = here.field("actions").key(template);
-                for (name, path) in references(details).unwrap_or_default() {
-                    found.push((name, at.suffixed(&path), String::new()));
-                }
-            }
-            let templates = used_templates.get(rule_name).into_iter().flatten();
-            for template in templates {
-                let Some(config) = catalogue
-                    .action_templates
-                    .iter()
-                    .find(|t| t.name == *template)
-                    .map(|t| &t.config)
-                else {
-                    continue;
-                };
-                for (name, _) in references(config).unwrap_or_default() {
-                    found.push((
-                        name,
-                        here.clone(),
-                        format!("its template '{template}' refers to "),
-                    ));
-                }
-            }
-            for (name, at, via) in found {
-                match known.iter().find(|k| k.name == name) {
-                    None => report.error(
-                        &at,
-                        format!(
-                            "{via}secret '{name}', which the brand does not have (create it: resctl secrets set {name} --brand ID)"
-                        ),
-                    ),
-                    Some(KnownSecret {
-                        branch_ids: Some(scope),
-                        ..
-                    }) if !branch.id.is_some_and(|id| scope.contains(&id)) => report.warn(
-                        &at,
-                        format!(
-                            "{via}secret '{name}', which is limited to other branches: the runner of '{}' will not receive it",
-                            branch.name
-                        ),
-                    ),
-                    Some(_) => {}
-                }
-            }
+    for Use {
+        branch,
+        name,
+        at,
+        via,
+    } in uses(brand, catalogue)
+    {
+        match known.iter().find(|k| k.name == name) {
+            None => report.error(
+                &at,
+                format!(
+                    "{via}secret '{name}', which the brand does not have (create it: resctl secrets set {name} --brand ID)"
+                ),
+            ),
+            Some(KnownSecret {
+                branch_ids: Some(scope),
+                ..
+            }) if !branch.id.is_some_and(|id| scope.contains(&id)) => report.warn(
+                &at,
+                format!(
+                    "{via}secret '{name}', which is limited to other branches: the runner of '{}' will not receive it",
+                    branch.name
+                ),
+            ),
+            Some(_) => {}
         }
     }
     report

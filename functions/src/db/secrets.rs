@@ -4,7 +4,7 @@
 //! the old one) at their next plan answer.
 
 use chrono::{DateTime, Utc};
-use res_shared::wire::{SecretChange, SecretSummary};
+use res_shared::wire::{ConfigSecretUse, SecretChange, SecretSummary};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -322,4 +322,44 @@ pub(crate) async fn rewrapped(
     .bind(&row.key_id)
     .fetch_one(pool)
     .await
+}
+
+#[derive(sqlx::FromRow)]
+struct UseRow {
+    name: String,
+    version: i32,
+    updated_at: DateTime<Utc>,
+    updated_by: String,
+    changed_since_base: bool,
+}
+
+/// The brand's secrets of `names`, each with whether it was set after revision `base`.
+pub(crate) async fn uses(
+    conn: &mut sqlx::PgConnection,
+    brand: Uuid,
+    names: &[String],
+    base: Option<i64>,
+) -> Result<Vec<ConfigSecretUse>, sqlx::Error> {
+    let rows: Vec<UseRow> = sqlx::query_as(
+        "SELECT s.name, s.version, s.updated_at, s.updated_by, \
+                COALESCE(s.updated_at > (SELECT created_at FROM config_revisions \
+                                         WHERE id = $3 AND brand_id = $1), false) \
+                    AS changed_since_base \
+         FROM secrets s WHERE s.brand_id = $1 AND s.name = ANY($2) ORDER BY s.name",
+    )
+    .bind(brand)
+    .bind(names)
+    .bind(base)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|row| ConfigSecretUse {
+            name: row.name,
+            version: row.version,
+            updated_at: row.updated_at,
+            updated_by: row.updated_by,
+            changed_since_base: row.changed_since_base,
+        })
+        .collect())
 }

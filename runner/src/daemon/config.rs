@@ -215,6 +215,23 @@ impl Config {
     }
 
     /// Every problem with the values.
+    /// A warning when the functions are reached in clear over a network: the token, the
+    /// plan and the brand's secrets in it would cross it unencrypted.
+    pub(crate) fn cleartext_warning(&self) -> Option<String> {
+        let url = reqwest::Url::parse(&self.functions_url).ok()?;
+        let local = match url.host()? {
+            url::Host::Domain(name) => name == "localhost",
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        };
+        (url.scheme() == "http" && !local).then(|| {
+            format!(
+                "functions_url {} is plain http to another host: the token, the plan and the secrets it carries cross the network unencrypted; use https",
+                url.origin().ascii_serialization()
+            )
+        })
+    }
+
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
         let mut need = |ok: bool, message: &str| {
@@ -305,6 +322,33 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_http_beyond_this_host_is_warned_of() {
+        let at = |url: &str| Config {
+            functions_url: url.into(),
+            ..Config::default()
+        };
+        assert!(
+            at("https://res.example/functions/v1")
+                .cleartext_warning()
+                .is_none()
+        );
+        assert!(
+            at("http://127.0.0.1:54321/functions/v1")
+                .cleartext_warning()
+                .is_none()
+        );
+        assert!(
+            at("http://localhost:54321/functions/v1")
+                .cleartext_warning()
+                .is_none()
+        );
+        let warned = at("http://10.0.0.5:54321/functions/v1").cleartext_warning();
+        assert!(
+            warned.is_some_and(|w| w.contains("http://10.0.0.5:54321") && w.contains("use https"))
+        );
+    }
 
     #[test]
     fn problems_are_listed_together_and_the_token_never_shows() {

@@ -147,6 +147,9 @@ impl Daemon {
                 config.state_dir.display()
             )
         })?;
+        if let Some(warning) = config.cleartext_warning() {
+            tracing::warn!("{warning}");
+        }
         let last_stop = marker::report_last_stop(&config.state_dir);
         let (plan, loaded) = PlanStore::open(
             &config.plan_path(),

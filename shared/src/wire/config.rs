@@ -66,6 +66,22 @@ pub struct ConfigApplyResponse {
     pub summary: String,
     /// Problems that do not refuse the document.
     pub warnings: Vec<ConfigProblem>,
+    /// The brand's secrets the document refers to: their versions, never their values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<ConfigSecretUse>,
+}
+
+/// A secret a brand document refers to, as a diff shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ConfigSecretUse {
+    pub name: String,
+    pub version: i32,
+    #[serde(with = "super::time")]
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub updated_by: String,
+    /// Given a new value after the revision the document was exported at.
+    pub changed_since_base: bool,
 }
 
 /// One problem with a document, at its path in it.

@@ -57,8 +57,8 @@ pub use claim::{
 };
 pub use config::{
     ConfigApplyRequest, ConfigApplyResponse, ConfigExportRequest, ConfigExportResponse,
-    ConfigHistoryRequest, ConfigHistoryResponse, ConfigProblem, ConfigRevision, ConfigShowRequest,
-    ConfigShowResponse, DocumentRefusal,
+    ConfigHistoryRequest, ConfigHistoryResponse, ConfigProblem, ConfigRevision, ConfigSecretUse,
+    ConfigShowRequest, ConfigShowResponse, DocumentRefusal,
 };
 pub use error::{ErrorBody, ErrorCode, ErrorDetail};
 pub use execution::{

@@ -352,6 +352,14 @@ async fn two_secrets_reach_the_detector_and_nowhere_else() {
     );
     assert!(system.violations(rule).await >= 1);
 
+    assert!(
+        diff.contains("secrets it refers to (values are never shown):\n    analytics-token: version 1, set by ada"),
+        "{diff}"
+    );
+    let exported = resctl_ok(system, &admin, &["export", "--brand", &brand_arg]).await;
+    let exported_path = files.join("exported.yaml");
+    std::fs::write(&exported_path, &exported).expect("export written");
+
     // A new value reaches the site without a restart.
     let rotated = resctl_with_input(
         system,
@@ -364,6 +372,17 @@ async fn two_secrets_reach_the_detector_and_nowhere_else() {
         std::fs::read_to_string(seen.join("given.txt")).is_ok_and(|g| g.contains(ROTATED))
     })
     .await;
+
+    // A diff of the export says which secret has a new value since, by version.
+    let since = resctl_ok(system, &admin, &["diff", "-f", &path(&exported_path)]).await;
+    assert!(
+        since.contains("    analytics-token: version 2, set by ada")
+            && since.contains("(a new value since the revision this document was exported at)")
+            && since.contains("    camera-pass: version 1, set by ada"),
+        "{since}"
+    );
+    assert_eq!(since.matches("a new value since").count(), 1, "{since}");
+    holds_neither("diff of the export", &since);
 
     // The functions go away and the runner restarts: its offline runs still have the
     // values, from secrets.sealed.

@@ -168,6 +168,14 @@ impl Job<'_> {
         let references = res_config::check_secret_references(brand, &catalogue, &known);
         problems.extend(references.errors);
         report.warnings.extend(references.warnings);
+        let names: Vec<String> = res_config::secret_names(brand, &catalogue)
+            .into_iter()
+            .collect();
+        let secrets = if names.is_empty() {
+            Vec::new()
+        } else {
+            db::secrets::uses(&mut tx, brand_id, &names, desired.base_revision).await?
+        };
         if !problems.is_empty() {
             return Err(ApiError::invalid_document(problems, report.warnings));
         }
@@ -185,7 +193,7 @@ impl Job<'_> {
         );
         diff.mark_restored(&desired, &archived);
         if self.request.dry_run || diff.changes.is_empty() {
-            return answer(false, latest, &diff, report.warnings);
+            return answer(false, latest, &diff, report.warnings, secrets);
         }
         let Some(desired_brand) = &desired.brand else {
             return Err(ApiError::Internal("the brand went missing".into()));
@@ -211,7 +219,7 @@ impl Job<'_> {
         pending.flush(&mut tx, &apply).await?;
         tx.commit().await?;
         tracing::info!(%brand_id, revision, created, changes = diff.changes.len(), "configuration applied");
-        answer(true, revision, &diff, report.warnings)
+        answer(true, revision, &diff, report.warnings, secrets)
     }
 
     /// The brand a document without an id names: the one of that name in the caller's
@@ -300,7 +308,7 @@ impl Job<'_> {
             ));
         }
         if self.request.dry_run || diff.changes.is_empty() {
-            return answer(false, latest, &diff, report.warnings);
+            return answer(false, latest, &diff, report.warnings, Vec::new());
         }
         let moved = db::config_catalogue::write(&mut tx, &apply).await?;
         // Branch rules that follow a moved default schedule run on the new one at once.
@@ -327,7 +335,7 @@ impl Job<'_> {
         let revision = self.record(&mut tx, None, &applied, &diff).await?;
         tx.commit().await?;
         tracing::info!(revision, changes = diff.changes.len(), "catalogue applied");
-        answer(true, revision, &diff, report.warnings)
+        answer(true, revision, &diff, report.warnings, Vec::new())
     }
 
     /// Refuses a document whose `base_revision` is stale for what it changes, unless
@@ -389,6 +397,7 @@ fn answer(
     revision: i64,
     diff: &Diff,
     warnings: Vec<res_config::Problem>,
+    secrets: Vec<res_shared::wire::ConfigSecretUse>,
 ) -> Result<ConfigApplyResponse, ApiError> {
     Ok(ConfigApplyResponse {
         applied,
@@ -402,6 +411,7 @@ fn answer(
                 message: p.message,
             })
             .collect(),
+        secrets,
     })
 }
 
