@@ -71,31 +71,19 @@ pub(crate) fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
 
 /// Writes `bytes` to `path` atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_with(
-        path,
-        bytes,
-        fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true),
-    )
+    write_with(path, bytes, 0o666)
 }
 
 /// [`write_atomic`] to a file only its owner may read or write (0600).
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    write_with(
-        path,
-        bytes,
-        fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600),
-    )
+    write_with(path, bytes, 0o600)
 }
 
-fn write_with(path: &Path, bytes: &[u8], options: &fs::OpenOptions) -> io::Result<()> {
+/// Writes through a temporary file created with `mode` (less the umask).
+fn write_with(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true).mode(mode);
     let tmp = path.with_extension("tmp");
     // A leftover temporary file keeps its old mode; start afresh.
     let _ = fs::remove_file(&tmp);

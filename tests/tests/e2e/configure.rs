@@ -216,7 +216,7 @@ async fn a_run_in_flight_keeps_the_workflow_it_started_with_and_the_next_takes_t
 }
 
 /// `resctl` with `token`, which must succeed; its standard output.
-async fn resctl_ok(system: &System, token: &str, args: &[&str]) -> String {
+pub(super) async fn resctl_ok(system: &System, token: &str, args: &[&str]) -> String {
     let output = system.resctl(token, args).await;
     assert!(
         output.status.success(),

@@ -15,6 +15,7 @@ use res_tests::console::Console;
 use res_tests::processes::{Runner, RunnerSpec, binary, eventually};
 use uuid::Uuid;
 
+use super::configure::resctl_ok;
 use super::system::{System, functions_cli};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -65,17 +66,6 @@ fn files_under(dir: &Path, skip: &Path, into: &mut Vec<(PathBuf, String)>) {
             into.push((path, String::from_utf8_lossy(&bytes).into_owned()));
         }
     }
-}
-
-async fn resctl_ok(system: &System, token: &str, args: &[&str]) -> String {
-    let output = system.resctl(token, args).await;
-    assert!(
-        output.status.success(),
-        "resctl {args:?}: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// `resctl` reading `stdin`, with `token`.

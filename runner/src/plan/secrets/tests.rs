@@ -70,21 +70,30 @@ fn names(secrets: &SiteSecrets) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// The site's secrets after a full answer of `answer`.
+fn after_full_answer(site: &Site, answer: Vec<PlanSecret>) -> SiteSecrets {
+    let mut secrets = SiteSecrets::default();
+    secrets.take_answer(
+        answer,
+        true,
+        site.entries.iter(),
+        site.entries.iter(),
+        &site.lookups,
+    );
+    secrets
+}
+
 #[test]
 fn a_full_answer_replaces_a_delta_updates_what_its_rules_use_and_unused_ones_go() {
     let site = site();
-    let mut secrets = SiteSecrets::default();
     let all = || site.entries.iter();
-    secrets.take_answer(
+    let mut secrets = after_full_answer(
+        &site,
         vec![
             secret(site.brand, "token", 1, None),
             secret(site.brand, "cam-a", 1, Some(vec![site.branches[0]])),
             secret(site.brand, "stray", 1, None),
         ],
-        true,
-        all(),
-        all(),
-        &site.lookups,
     );
     assert_eq!(names(&secrets), [("cam-a".into(), 1), ("token".into(), 1)]);
     let generation = secrets.generation();
@@ -109,17 +118,12 @@ fn a_full_answer_replaces_a_delta_updates_what_its_rules_use_and_unused_ones_go(
 #[test]
 fn a_run_gets_only_the_secrets_of_its_brand_that_serve_its_branch() {
     let site = site();
-    let mut secrets = SiteSecrets::default();
-    let all = || site.entries.iter();
-    secrets.take_answer(
+    let secrets = after_full_answer(
+        &site,
         vec![
             secret(site.brand, "token", 1, None),
             secret(site.brand, "cam-a", 1, Some(vec![site.branches[0]])),
         ],
-        true,
-        all(),
-        all(),
-        &site.lookups,
     );
     let first = secrets.for_entry(&site.entries[0], &site.lookups);
     let second = secrets.for_entry(&site.entries[1], &site.lookups);
