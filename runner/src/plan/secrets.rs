@@ -54,6 +54,10 @@ impl SiteSecrets {
         workflows: impl Iterator<Item = &'e PlanEntry> + Clone,
         lookups: &PlanLookups,
     ) {
+        // A site whose rules use no secrets (most) pays nothing here.
+        if answer.is_empty() && self.by_name.is_empty() {
+            return;
+        }
         let before = self.by_name.clone();
         if full {
             self.by_name.clear();
