@@ -10,7 +10,9 @@ use res_runner::plan::file::{encode, write_atomic};
 use res_runner::plan::merge::{MergeSettings, merge};
 use res_runner::plan::{Plan, ready};
 use res_shared::schedule::RuleStatus;
-use res_shared::wire::{Branch, PlanEntry, PlanLookups, PlanResponse, Rule};
+use res_shared::wire::{
+    ActionTemplate, Branch, PlanEntry, PlanLookups, PlanResponse, PlanSecret, Rule, SecretValue,
+};
 use serde_json::json;
 use serde_json::value::RawValue;
 use uuid::Uuid;
@@ -94,6 +96,29 @@ fn response(due: usize) -> PlanResponse {
     }
 }
 
+/// [`response`] whose one template sends a header with a secret, and the secret with it:
+/// every rule refers to it.
+fn with_secrets(mut response: PlanResponse) -> PlanResponse {
+    let template: ActionTemplate = serde_json::from_value(json!({
+        "id": Uuid::nil(), "name": "Detector", "kind": "detection",
+        "config": {"executor": "http", "url": "http://127.0.0.1:9/d",
+                   "headers": {"Authorization": "Bearer ${secret:analytics-token}"}}
+    }))
+    .expect("template");
+    response
+        .lookups
+        .action_templates
+        .insert(template.id, template);
+    response.secrets = vec![PlanSecret {
+        brand_id: Uuid::nil(),
+        name: "analytics-token".into(),
+        version: 1,
+        value: SecretValue("tok_bench_0123456789".into()),
+        branch_ids: None,
+    }];
+    response
+}
+
 fn settings(first: bool) -> MergeSettings {
     MergeSettings {
         refresh_interval: TimeDelta::seconds(20),
@@ -116,6 +141,22 @@ fn bench(c: &mut Criterion) {
     group.bench_function("merge-full", |b| {
         b.iter_batched(
             || (existing.clone(), full.clone()),
+            |(mut plan, answer)| {
+                merge(
+                    &mut plan,
+                    answer,
+                    now() + TimeDelta::seconds(30),
+                    settings(false),
+                )
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let secret_full = with_secrets(full.clone());
+    let secret_existing = plan_of(secret_full.clone());
+    group.bench_function("merge-full-with-secrets", |b| {
+        b.iter_batched(
+            || (secret_existing.clone(), secret_full.clone()),
             |(mut plan, answer)| {
                 merge(
                     &mut plan,

@@ -78,11 +78,11 @@ fn wanted(
     lookups: &PlanLookups,
 ) -> BTreeMap<(Uuid, String), BTreeSet<Uuid>> {
     let mut wanted: BTreeMap<(Uuid, String), BTreeSet<Uuid>> = BTreeMap::new();
-    for entry in workflows {
+    for (entry, names) in lookups.secret_references(workflows) {
         let Some(brand) = lookups.branches.get(&entry.branch_id).map(|b| b.brand_id) else {
             continue;
         };
-        for name in lookups.secret_references(entry) {
+        for name in names {
             wanted
                 .entry((brand, name))
                 .or_default()

@@ -42,10 +42,10 @@ impl SiteSecrets {
         self.by_name.values().cloned().collect()
     }
 
-    /// Takes a plan answer's secrets. A full answer replaces them all; a delta replaces
-    /// those its `answered` rules refer to (a secret they refer to that the answer lacks was
-    /// deleted or left their branch's scope). Then any secret no rule of `workflows` refers
-    /// to is dropped.
+    /// Takes a plan answer's secrets. A full answer replaces them all (keeping only those a
+    /// rule of `workflows` refers to); a delta replaces those its `answered` rules refer to
+    /// (a secret they refer to that the answer lacks was deleted or left their branch's
+    /// scope).
     pub(crate) fn take_answer<'e>(
         &mut self,
         answer: Vec<PlanSecret>,
@@ -84,8 +84,11 @@ impl SiteSecrets {
                 }
             }
         }
-        if !self.by_name.is_empty() {
-            let used: HashSet<(Uuid, String)> = referenced(workflows, lookups).collect();
+        // Secrets no rule uses any more go at a full answer; a delta drops only those its
+        // own rules stopped using (above), so it never reads the whole plan.
+        if full && !self.by_name.is_empty() {
+            let used: HashSet<(Uuid, String)> =
+                referenced(workflows, lookups).into_iter().collect();
             self.by_name.retain(|key, _| used.contains(key));
         }
         if self.by_name != before {
@@ -110,24 +113,18 @@ impl SiteSecrets {
 
 /// `(brand, name)` of every secret `entries` refer to.
 fn referenced<'e>(
-    entries: impl Iterator<Item = &'e PlanEntry>,
+    entries: impl IntoIterator<Item = &'e PlanEntry>,
     lookups: &PlanLookups,
-) -> impl Iterator<Item = (Uuid, String)> {
-    let mentions = lookups.mentions_secrets();
-    entries
-        .filter(move |_| mentions)
-        .filter_map(|entry| {
+) -> HashSet<(Uuid, String)> {
+    lookups
+        .secret_references(entries)
+        .into_iter()
+        .filter_map(|(entry, names)| {
             let brand = lookups.branches.get(&entry.branch_id)?.brand_id;
-            Some(
-                lookups
-                    .secret_references(entry)
-                    .into_iter()
-                    .map(move |name| (brand, name)),
-            )
+            Some(names.into_iter().map(move |name| (brand, name)))
         })
         .flatten()
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect()
 }
 
 #[cfg(test)]
