@@ -360,8 +360,8 @@ async fn bad_names_values_and_branches_are_refused_naming_the_field_and_nothing_
         ),
         (
             json!({"name": "ok-name", "value": "x".repeat(1_048_576)}),
-            413,
-            "larger than",
+            422,
+            "value: the value is longer than 65536 bytes",
         ),
         (
             json!({"name": "ok-name", "value": "abcdefgh", "branch_ids": [other_branch]}),
@@ -429,6 +429,34 @@ async fn a_runner_gets_only_the_secrets_its_rules_use_for_its_branch_and_a_new_v
         secrets_of(&delta).contains(&("analytics-token".into(), 2, "tok_rotated_2".into())),
         "{:?}",
         secrets_of(&delta)
+    );
+    // Another brand's rule using the same template gets nothing of this brand's, only its
+    // own secret of that name once it has one.
+    let seed = Seed::new(&b.app.pool);
+    let their_branch = seed.branch(b.other_brand, None).await;
+    let template: Uuid =
+        sqlx::query_scalar("SELECT id FROM action_templates WHERE name = 'Secret detector'")
+            .fetch_one(&b.app.pool)
+            .await
+            .expect("the shared template");
+    seed.branch_rule_with(
+        their_branch,
+        RuleSpec::default(),
+        &json!({"start_node": "d", "nodes": {"d": {"type": "detection", "action_template_id": template}}}),
+    )
+    .await;
+    let theirs = b.app.runner_token(&[their_branch]).await;
+    assert_eq!(secrets_of(&b.plan(&theirs, None).await), []);
+    let own = b
+        .set(
+            &b.other_admin,
+            json!({"brand_id": b.other_brand, "name": "analytics-token", "value": "their-own-token"}),
+        )
+        .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(
+        secrets_of(&b.plan(&theirs, None).await),
+        [("analytics-token".into(), 1, "their-own-token".into())]
     );
     // Limited to the other branch: the referring site no longer receives it.
     let cursor = delta.body["cursor"].as_str().unwrap_or_default().to_owned();

@@ -21,6 +21,9 @@ use crate::state::AppState;
 
 /// Most branches a secret may be limited to.
 const MAX_BRANCHES: usize = 10_000;
+/// A `secrets_set` body may be larger than most, so that a value over its own limit (64 KiB)
+/// — a file given by mistake — is answered naming `value` rather than the body.
+pub(crate) const MAX_SET_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// Create a secret or give it a new value.
 #[utoipa::path(
@@ -40,7 +43,7 @@ const MAX_BRANCHES: usize = 10_000;
 pub(crate) async fn set(
     State(state): State<AppState>,
     Administrator(caller): Administrator,
-    ApiJson(request): ApiJson<SecretSetRequest>,
+    ApiJson(request): ApiJson<SecretSetRequest, MAX_SET_BODY_BYTES>,
 ) -> Result<Json<SecretSetResponse>, ApiError> {
     check_name(&request.name).map_err(|e| invalid("name", e))?;
     check_value(&request.value.0).map_err(|e| invalid("value", e))?;
