@@ -133,41 +133,43 @@ fn plan_of(response: PlanResponse) -> Plan {
     plan
 }
 
+/// Merging `answer` into a copy of `existing`, 30 s after it was fetched.
+fn bench_merge(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    existing: &Plan,
+    answer: &PlanResponse,
+) {
+    group.bench_function(name, |b| {
+        b.iter_batched(
+            || (existing.clone(), answer.clone()),
+            |(mut plan, answer)| {
+                merge(
+                    &mut plan,
+                    answer,
+                    now() + TimeDelta::seconds(30),
+                    settings(false),
+                )
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let full = response(100);
     let existing = plan_of(full.clone());
     let mut group = c.benchmark_group("plan-10k");
     group.sample_size(20);
-    group.bench_function("merge-full", |b| {
-        b.iter_batched(
-            || (existing.clone(), full.clone()),
-            |(mut plan, answer)| {
-                merge(
-                    &mut plan,
-                    answer,
-                    now() + TimeDelta::seconds(30),
-                    settings(false),
-                )
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_merge(&mut group, "merge-full", &existing, &full);
     let secret_full = with_secrets(full.clone());
     let secret_existing = plan_of(secret_full.clone());
-    group.bench_function("merge-full-with-secrets", |b| {
-        b.iter_batched(
-            || (secret_existing.clone(), secret_full.clone()),
-            |(mut plan, answer)| {
-                merge(
-                    &mut plan,
-                    answer,
-                    now() + TimeDelta::seconds(30),
-                    settings(false),
-                )
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_merge(
+        &mut group,
+        "merge-full-with-secrets",
+        &secret_existing,
+        &secret_full,
+    );
     let dir = std::env::temp_dir().join(format!("res-bench-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("plan.json");

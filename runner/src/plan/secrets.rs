@@ -51,7 +51,7 @@ impl SiteSecrets {
         answer: Vec<PlanSecret>,
         full: bool,
         answered: impl Iterator<Item = &'e PlanEntry>,
-        workflows: impl Iterator<Item = &'e PlanEntry> + Clone,
+        workflows: impl Iterator<Item = &'e PlanEntry>,
         lookups: &PlanLookups,
     ) {
         // A site whose rules use no secrets (most) pays nothing here.
@@ -87,8 +87,7 @@ impl SiteSecrets {
         // Secrets no rule uses any more go at a full answer; a delta drops only those its
         // own rules stopped using (above), so it never reads the whole plan.
         if full && !self.by_name.is_empty() {
-            let used: HashSet<(Uuid, String)> =
-                referenced(workflows, lookups).into_iter().collect();
+            let used = referenced(workflows, lookups);
             self.by_name.retain(|key, _| used.contains(key));
         }
         if self.by_name != before {

@@ -412,7 +412,6 @@ impl Run<'_> {
                 }
             }
         };
-        drop(resolved);
         let (status, result, error) = match outcome {
             Ok(result) => (NodeStatus::Completed, Some(result), None),
             Err(ActionError::Failed { message, partial }) => {
