@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use chrono::{TimeDelta, Utc};
-use res_shared::schedule::{OverlapPolicy, RuleSchedule, RuleTiming, schedule_attention};
+use res_shared::schedule::{
+    OpeningHours, OverlapPolicy, RuleSchedule, RuleTiming, schedule_attention,
+};
 use res_shared::wire::RunnerThresholds;
 use serde::Serialize;
 use sqlx::PgPool;
@@ -228,6 +230,7 @@ async fn flag_unusable(
     let now = Utc::now();
     let mut marked = 0;
     for row in rows {
+        let hours = OpeningHours::from_stored(row.opening_hours.as_deref());
         let next = RuleSchedule::new(RuleTiming {
             id: row.id,
             cron: row.cron_expression.as_deref(),
@@ -237,6 +240,8 @@ async fn flag_unusable(
             // Jitter and overlap move runs; they never decide whether a schedule works.
             jitter_seconds: 0,
             overlap: OverlapPolicy::Skip,
+            hours: hours.as_ref(),
+            spec: row.timing.as_deref(),
         })
         .reschedule(now, false);
         if let Some(reason) = schedule_attention(&next)

@@ -48,6 +48,7 @@ fn response(due: usize) -> PlanResponse {
                 name: "Branch".into(),
                 is_active: true,
                 timezone: None,
+                hours: None,
             },
         );
     }

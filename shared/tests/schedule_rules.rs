@@ -533,7 +533,9 @@ fn ready_state() -> RuleState {
         rule_status: RuleStatus::Active,
         next_run_time: Some(riyadh("2026-03-02 14:00")),
         paused_until: None,
-        window: OperationWindow::parse(Some("08:00"), Some("18:00")).expect("valid window"),
+        window: OperationWindow::parse(Some("08:00"), Some("18:00"))
+            .expect("valid window")
+            .map(Into::into),
         zone: Zone::DEFAULT,
     }
 }

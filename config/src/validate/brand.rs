@@ -207,7 +207,7 @@ fn warn_if_never_fires(
     };
     let interval = match &recurrence {
         Recurrence::Interval(interval) => Some(interval.every()),
-        Recurrence::Cron(_) => None,
+        Recurrence::Cron(_) | Recurrence::Anchor(_) => None,
     };
     let Ok(schedule) = Schedule::new(recurrence, window, zone) else {
         return;

@@ -441,7 +441,8 @@ fn answer(
         });
     };
     if let Some(claimed) = claimed {
-        let deadline = match window_deadline(rule.window().as_ref(), rule.zone(), rule.db_now) {
+        let schedule = rule.schedule();
+        let deadline = match window_deadline(schedule.timetable(), rule.zone(), rule.db_now) {
             Deadline::At(end) => Some(end),
             Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
         };

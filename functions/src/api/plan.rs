@@ -11,8 +11,8 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
 use res_shared::wire::{
-    ColumnarPlan, ErrorBody, PLAN_FORMAT_COLUMNS, PLAN_FORMAT_SHARED, PlanEntry, PlanLookups,
-    PlanRequest, PlanResponse, SharedPlan,
+    ColumnarPlan, ErrorBody, PLAN_FORMAT_COLUMNS, PLAN_FORMAT_HOURS, PLAN_FORMAT_SHARED, PlanEntry,
+    PlanLookups, PlanRequest, PlanResponse, SharedPlan,
 };
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -57,11 +57,13 @@ pub(crate) async fn get_execution_plan(
     }
     if let Some(format) = request
         .format
-        .filter(|f| !(1..=PLAN_FORMAT_COLUMNS).contains(f))
+        .filter(|f| !(1..=PLAN_FORMAT_HOURS).contains(f))
     {
         return Err(ApiError::unprocessable(
             ErrorCode::InvalidField,
-            format!("format must be 1, 2 or {PLAN_FORMAT_COLUMNS}, got {format}"),
+            format!(
+                "format must be 1, 2, {PLAN_FORMAT_COLUMNS} or {PLAN_FORMAT_HOURS}, got {format}"
+            ),
         ));
     }
     let requested_wait = request.wait_seconds.unwrap_or(0);
@@ -122,6 +124,7 @@ pub(crate) async fn get_execution_plan(
         _ => (db::plan_contact::noted(&state.pool, &contact).await?, None),
     };
     let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, glance).await?;
+    let older_format = request.format.unwrap_or(1) < PLAN_FORMAT_HOURS;
     let mut read_at = Instant::now();
     // The database's time when answered: the read's, unless a wait ran out after it.
     let mut generated_at = read.now;
@@ -148,6 +151,12 @@ pub(crate) async fn get_execution_plan(
             if waiter.must_answer() {
                 break;
             }
+        }
+    }
+    if older_format {
+        let left_out = without_hours(&mut read.workflows, &mut read.removed, &mut read.lookups);
+        if left_out > 0 {
+            tracing::info!(runner_id = %Untrusted(&request.runner_id), left_out, "rules that need opening hours left out of an older plan format");
         }
     }
     tracing::info!(
@@ -187,6 +196,42 @@ pub(crate) async fn get_execution_plan(
         offline_owners,
     };
     large_json(&plan, request.format)
+}
+
+/// A plan for a runner that reads no opening hours (a format before 4): a rule that needs
+/// them would run on closed days there, so it is left out (a delta names it removed), and
+/// what remains is sent exactly as before hours existed. How many were left out.
+fn without_hours(
+    workflows: &mut Vec<PlanEntry>,
+    removed: &mut Vec<uuid::Uuid>,
+    lookups: &mut PlanLookups,
+) -> usize {
+    let before = workflows.len();
+    workflows.retain_mut(|entry| {
+        let needs = needs_hours(entry);
+        if needs {
+            removed.push(entry.id);
+        } else {
+            entry.timing = None;
+        }
+        !needs
+    });
+    for branch in lookups.branches.values_mut() {
+        branch.hours = None;
+    }
+    before - workflows.len()
+}
+
+/// Whether an entry's schedule depends on opening hours or dates an older runner ignores.
+pub(crate) fn needs_hours(entry: &PlanEntry) -> bool {
+    entry
+        .timing
+        .as_ref()
+        .is_some_and(res_shared::schedule::TimingSpec::needs_hours)
+        || entry
+            .cron_expression
+            .as_deref()
+            .is_some_and(res_shared::schedule::AnchorSchedule::is_anchor)
 }
 
 /// The runner behind a site's plan request, kept present while its request waits; a
@@ -328,7 +373,7 @@ impl<'a> Encoding<'a> {
         match format {
             // A plan whose entries refer to definitions it does not carry cannot be written
             // as columns; format 2 says the same, and every reader of format 3 reads it.
-            Some(PLAN_FORMAT_COLUMNS) => ColumnarPlan::new(plan)
+            Some(PLAN_FORMAT_COLUMNS | PLAN_FORMAT_HOURS) => ColumnarPlan::new(plan)
                 .map_or(Self::Shared(SharedPlan(plan)), |c| {
                     Self::Columns(Box::new(c))
                 }),

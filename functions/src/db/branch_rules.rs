@@ -4,10 +4,11 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveTime, Utc};
 use res_shared::schedule::{
-    DEFAULT_FAILURE_THRESHOLD, OperationWindow, OverlapPolicy, RuleSchedule, RuleState, RuleStatus,
-    RuleTiming, Zone,
+    DEFAULT_FAILURE_THRESHOLD, HoursSpec, OpeningHours, OverlapPolicy, RuleSchedule, RuleState,
+    RuleStatus, RuleTiming, TimingSpec, Zone,
 };
 use res_shared::wire::{Acknowledgement, ExecutionStatus, RuleCondition};
+use sqlx::types::Json;
 use uuid::Uuid;
 
 use super::Tx;
@@ -53,6 +54,10 @@ pub(crate) struct LockedRule {
     /// The branch rule's overlap policy, else the brand rule's, else skip.
     #[sqlx(try_from = "String")]
     pub(crate) overlap_policy: Overlap,
+    /// The branch rule's timing keys over its brand rule's.
+    pub(crate) timing: Option<Json<TimingSpec>>,
+    /// The branch's opening hours, resolved.
+    pub(crate) opening_hours: Option<Json<HoursSpec>>,
 }
 
 /// An overlap policy read from the database (a CHECK constraint keeps it valid); the
@@ -72,6 +77,7 @@ impl LockedRule {
     /// The rule's whole schedule (cron, window, zone, jitter, overlap policy), built as
     /// the runner builds it from a plan entry.
     pub(crate) fn schedule(&self) -> RuleSchedule {
+        let hours = OpeningHours::from_stored(self.opening_hours.as_deref());
         RuleSchedule::new(RuleTiming {
             id: self.id,
             cron: self.cron_expression.as_deref(),
@@ -80,12 +86,9 @@ impl LockedRule {
             zone: Some(&self.timezone),
             jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
             overlap: self.overlap_policy.0,
+            hours: hours.as_ref(),
+            spec: self.timing.as_deref(),
         })
-    }
-
-    /// The operation window, if both ends are set and differ.
-    pub(crate) fn window(&self) -> Option<OperationWindow> {
-        OperationWindow::from_ends(self.operation_time_from, self.operation_time_to)
     }
 
     /// The branch rule, its branch and its rule definition are active and it is not
@@ -136,7 +139,7 @@ impl LockedRule {
             rule_status: self.rule_status,
             next_run_time: self.next_run_time,
             paused_until,
-            window: self.window(),
+            window: self.schedule().timetable().cloned(),
             zone: self.zone(),
         }
     }
@@ -155,7 +158,9 @@ macro_rules! rule_from {
                 COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                 COALESCE(b.timezone, bd.timezone) AS timezone, now() AS db_now, \
                 br.created_at, COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
-                COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy",
+                COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy, \
+                NULLIF(COALESCE(brr.timing, '{}') || COALESCE(br.timing, '{}'), '{}') AS timing, \
+                b.opening_hours",
             $columns,
             " FROM branch_rules br \
          JOIN branches b ON b.id = br.branch_id \

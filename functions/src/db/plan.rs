@@ -7,11 +7,12 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveTime, Utc};
 
 use futures_util::TryStreamExt;
-use res_shared::schedule::RuleStatus;
+use res_shared::schedule::{HoursSpec, RuleStatus, TimingSpec};
 use res_shared::wire::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, Rule,
 };
 use serde_json::value::RawValue;
+use sqlx::types::Json;
 use sqlx::{AssertSqlSafe, PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -35,6 +36,7 @@ macro_rules! workflow_select {
                 COALESCE(b.timezone, bd.timezone) AS timezone, \
                 COALESCE(br.jitter_seconds, brr.jitter_seconds, 0) AS jitter_seconds, \
                 COALESCE(br.overlap_policy, brr.overlap_policy, 'skip') AS overlap_policy, \
+                NULLIF(COALESCE(brr.timing, '{}') || COALESCE(br.timing, '{}'), '{}') AS timing, \
                 br.run_count, br.failure_count, br.is_last_run_failed, br.updated_at, br.revision, \
                 CASE WHEN held.status = 'paused' THEN held.resume_at END AS resume_at \
          FROM branch_rules br \
@@ -209,6 +211,7 @@ struct EntryRow {
     jitter_seconds: i32,
     #[sqlx(try_from = "String")]
     overlap_policy: Overlap,
+    timing: Option<Json<TimingSpec>>,
     run_count: i64,
     failure_count: i64,
     is_last_run_failed: bool,
@@ -240,6 +243,7 @@ impl EntryRow {
             // The column's check keeps it in 0..=3600.
             jitter_seconds: u32::try_from(self.jitter_seconds).unwrap_or(0),
             overlap_policy: self.overlap_policy.0,
+            timing: self.timing.map(|t| t.0),
             run_count: self.run_count,
             failure_count: self.failure_count,
             is_last_run_failed: self.is_last_run_failed,
@@ -294,27 +298,36 @@ async fn definitions(
             .into_iter()
             .collect()
     };
-    let branches: BTreeMap<Uuid, Branch> =
-        sqlx::query_as::<_, (Uuid, Uuid, String, bool, Option<String>)>(
-            "SELECT id, brand_id, name, is_active, timezone FROM branches WHERE id = ANY($1)",
-        )
-        .bind(distinct(|w| Some(w.branch_id)))
-        .fetch_all(&mut *connection)
-        .await?
-        .into_iter()
-        .map(|(id, brand_id, name, is_active, timezone)| {
-            (
+    type BranchRow = (
+        Uuid,
+        Uuid,
+        String,
+        bool,
+        Option<String>,
+        Option<Json<HoursSpec>>,
+    );
+    let branches: BTreeMap<Uuid, Branch> = sqlx::query_as::<_, BranchRow>(
+        "SELECT id, brand_id, name, is_active, timezone, opening_hours FROM branches \
+             WHERE id = ANY($1)",
+    )
+    .bind(distinct(|w| Some(w.branch_id)))
+    .fetch_all(&mut *connection)
+    .await?
+    .into_iter()
+    .map(|(id, brand_id, name, is_active, timezone, hours)| {
+        (
+            id,
+            Branch {
                 id,
-                Branch {
-                    id,
-                    brand_id,
-                    name,
-                    is_active,
-                    timezone,
-                },
-            )
-        })
-        .collect();
+                brand_id,
+                name,
+                is_active,
+                timezone,
+                hours: hours.map(|h| h.0),
+            },
+        )
+    })
+    .collect();
     let brand_ids: BTreeSet<Uuid> = branches.values().map(|b| b.brand_id).collect();
     let brands = sqlx::query_as::<_, (Uuid, String, String)>(
         "SELECT id, name, timezone FROM brands WHERE id = ANY($1)",

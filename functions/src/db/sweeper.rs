@@ -63,6 +63,10 @@ pub(crate) struct ScheduleRow {
     pub(crate) operation_time_from: Option<NaiveTime>,
     pub(crate) operation_time_to: Option<NaiveTime>,
     pub(crate) timezone: Option<String>,
+    /// The branch rule's timing keys over its brand rule's.
+    pub(crate) timing: Option<sqlx::types::Json<res_shared::schedule::TimingSpec>>,
+    /// The branch's opening hours.
+    pub(crate) opening_hours: Option<sqlx::types::Json<res_shared::schedule::HoursSpec>>,
 }
 
 /// A [`ScheduleRow`] of each enabled rule not yet flagged, with an id after the parameter
@@ -72,7 +76,9 @@ macro_rules! schedules_after {
         concat!(
             "SELECT br.id, COALESCE(brr.cron_expression, r.cron_expression) AS cron_expression, \
                     br.operation_time_from, br.operation_time_to, \
-                    COALESCE(b.timezone, bd.timezone) AS timezone \
+                    COALESCE(b.timezone, bd.timezone) AS timezone, \
+                    NULLIF(COALESCE(brr.timing, '{}') || COALESCE(br.timing, '{}'), '{}') AS timing, \
+                    b.opening_hours \
              FROM branch_rules br \
              JOIN branches b ON b.id = br.branch_id \
              JOIN brands bd ON bd.id = b.brand_id \

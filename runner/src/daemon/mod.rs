@@ -225,7 +225,7 @@ impl Daemon {
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
             started_at: crate::clock::now(),
             batched: coalesce::Batched::new(&client),
-            plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_COLUMNS),
+            plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_HOURS),
             older_functions: older_functions::OlderFunctions::default(),
             run_violations: forgotten_claims::RunViolations::default(),
             client,

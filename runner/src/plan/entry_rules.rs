@@ -3,18 +3,33 @@
 
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{
-    OperationWindow, RuleSchedule, RuleState, RuleStatus, RuleTiming, Zone,
+    OperationWindow, RuleSchedule, RuleState, RuleStatus, RuleTiming, Timetable, TimingSpec, Zone,
+    rule_timetable,
 };
 use res_shared::wire::PlanLookups;
 
 use super::Entry;
 
-/// The window of a plan entry (none unless both ends are set, as the functions read it).
-pub(crate) fn window(entry: &Entry) -> Option<OperationWindow> {
-    OperationWindow::from_ends(
-        entry.workflow.operation_time_from,
-        entry.workflow.operation_time_to,
+/// When a plan entry may run: its daily window (none unless both ends are set, as the
+/// functions read it), or its timing under its branch's opening hours — the same shared
+/// function the functions call on the rule's row.
+pub(crate) fn window(entry: &Entry) -> Option<Timetable> {
+    let workflow = &entry.workflow;
+    let daily =
+        OperationWindow::from_ends(workflow.operation_time_from, workflow.operation_time_to);
+    let none = TimingSpec::default();
+    rule_timetable(
+        workflow.cron_expression.as_deref(),
+        daily,
+        workflow.timing.as_ref().unwrap_or(&none),
+        entry.local.hours.as_ref(),
     )
+    .0
+}
+
+/// The timing spec of an entry, when it has one.
+pub(crate) fn timing(entry: &Entry) -> Option<&TimingSpec> {
+    entry.workflow.timing.as_ref()
 }
 
 /// The whole schedule of a plan entry, built as the functions build it from the rule's row.
@@ -28,6 +43,8 @@ pub(crate) fn schedule(entry: &Entry) -> RuleSchedule {
         zone: Some(&workflow.timezone),
         jitter_seconds: workflow.jitter_seconds,
         overlap: workflow.overlap_policy,
+        hours: entry.local.hours.as_ref(),
+        spec: timing(entry),
     })
 }
 

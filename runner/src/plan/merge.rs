@@ -46,6 +46,15 @@ pub fn merge(
     let mut outcome = MergeOutcome::default();
     let listed: std::collections::HashSet<Uuid> = response.workflows.iter().map(|w| w.id).collect();
     let answered_secrets = response.secrets;
+    // Entries listed and every entry of a branch the answer describes take its hours anew.
+    let relink: std::collections::HashSet<Uuid> = response
+        .lookups
+        .branches
+        .keys()
+        .copied()
+        .chain(response.workflows.iter().map(|w| w.branch_id))
+        .collect();
+    let relink_all = response.full || settings.first;
     if response.full || settings.first {
         plan.lookups = response.lookups;
     } else {
@@ -133,6 +142,7 @@ pub fn merge(
         workflows.values().map(|entry| &entry.workflow),
         lookups,
     );
+    plan.link_hours((!relink_all).then_some(&relink));
     plan.offline_owners
         .replace(response.offline_owners, response.generated_at);
     plan.cursor = Some(response.cursor);

@@ -15,9 +15,11 @@ pub(crate) mod secrets;
 pub(crate) mod store;
 pub(crate) mod writer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use res_shared::schedule::OpeningHours;
 use res_shared::wire::{PlanEntry, PlanLookups};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -77,11 +79,34 @@ pub(crate) struct Local {
     /// When this runner last lost a claim of it to another runner that held it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taken_at: Option<DateTime<Utc>>,
+    /// Its branch's opening hours, parsed once per plan change from the lookups (and so
+    /// not written with the entry).
+    #[serde(skip)]
+    pub(crate) hours: Option<Arc<OpeningHours>>,
 }
 
 impl Plan {
     /// Number of branch rules.
     pub(crate) fn len(&self) -> usize {
         self.workflows.len()
+    }
+
+    /// Gives each entry of `branches` (every entry when `None`) its branch's opening hours
+    /// from the lookups, each branch's parsed once.
+    pub(crate) fn link_hours(&mut self, branches: Option<&std::collections::HashSet<Uuid>>) {
+        let mut parsed: HashMap<Uuid, Option<Arc<OpeningHours>>> = HashMap::new();
+        for entry in self.workflows.values_mut() {
+            let branch = entry.workflow.branch_id;
+            if branches.is_some_and(|b| !b.contains(&branch)) {
+                continue;
+            }
+            entry.local.hours = parsed
+                .entry(branch)
+                .or_insert_with(|| {
+                    let spec = self.lookups.branches.get(&branch)?.hours.as_ref();
+                    OpeningHours::from_stored(spec)
+                })
+                .clone();
+        }
     }
 }

@@ -160,6 +160,7 @@ mod tests {
                 name: "b".into(),
                 is_active: true,
                 timezone: None,
+                hours: None,
             },
         );
         plan.lookups.rules.insert(

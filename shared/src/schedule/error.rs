@@ -19,6 +19,20 @@ pub enum ScheduleError {
         /// What is wrong with it, naming the part.
         reason: String,
     },
+    /// The `@opening` / `@closing` schedule does not parse.
+    #[error("invalid opening-hours schedule '{expression}': {reason}")]
+    Anchor {
+        /// The expression as given.
+        expression: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An `@opening` / `@closing` schedule on a branch with no opening hours.
+    #[error("'{expression}' runs at opening or closing, but the branch has no opening hours")]
+    NoOpeningHours {
+        /// The expression as given.
+        expression: String,
+    },
     /// A window boundary is not a wall-clock time.
     #[error("invalid {field} '{value}': {reason}")]
     WindowTime {

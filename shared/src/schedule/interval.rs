@@ -12,6 +12,7 @@ use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, TimeDelta, Utc};
 use super::cron::field_mask;
 use super::cron::syntax::{FieldKind, normalize_field};
 use super::error::ScheduleError;
+use super::timetable::Timetable;
 use super::window::OperationWindow;
 use super::zone::Zone;
 
@@ -114,9 +115,16 @@ impl IntervalSchedule {
     pub(crate) fn next_after(
         &self,
         now: DateTime<Utc>,
-        window: Option<&OperationWindow>,
+        timetable: Option<&Timetable>,
         zone: Zone,
     ) -> Option<DateTime<Utc>> {
+        let window = match timetable {
+            None => None,
+            Some(timetable) => match timetable.daily() {
+                Some(window) => Some(window),
+                None => return self.next_in_spans(now, timetable, zone),
+            },
+        };
         let today = zone.local(now).date();
         // Only an overnight occurrence that opened yesterday can still be open today.
         let mut date = if window.is_some_and(OperationWindow::is_overnight) {
@@ -134,6 +142,32 @@ impl IntervalSchedule {
             date = date.succ_opt()?;
         }
         None
+    }
+
+    /// [`IntervalSchedule::next_after`] under opening hours or validity dates: a grid from
+    /// each span's start (each interval's opening less the offset; each local midnight
+    /// with dates alone) to its end, on the weekdays of the days it opens; spans that overlap each keep
+    /// their own grid.
+    fn next_in_spans(
+        &self,
+        now: DateTime<Utc>,
+        timetable: &Timetable,
+        zone: Zone,
+    ) -> Option<DateTime<Utc>> {
+        let mut best: Option<DateTime<Utc>> = None;
+        timetable.walk_raw_from(now, zone, |start, end, opened| {
+            if best.is_some_and(|best| start >= best) {
+                return false;
+            }
+            if end > now
+                && self.runs_on(opened)
+                && let Some(run) = self.first_in(start, end, now)
+            {
+                best = Some(best.map_or(run, |best| best.min(run)));
+            }
+            true
+        });
+        best
     }
 
     /// Whether an occurrence opening on `date` starts a grid.
@@ -188,7 +222,7 @@ fn span(
 }
 
 /// `90m`, `1h30m`, `45s`, `2h`: units in the order h, m, s, each at most once.
-fn parse_duration(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<i64, String> {
     const UNITS: [(char, i64); 3] = [('h', 3_600), ('m', 60), ('s', 1)];
     let mut total: i64 = 0;
     let mut rest = text;

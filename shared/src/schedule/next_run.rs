@@ -1,10 +1,15 @@
 //! A rule's schedule and the answer to "when does it run next?".
 
+use std::sync::Arc;
+
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::cron::SECONDS_PER_DAY;
 use super::error::ScheduleError;
+use super::hours::OpeningHours;
 use super::recurrence::Recurrence;
+use super::timetable::{Restriction, Timetable};
 use super::window::{OperationWindow, WindowPosition};
 use super::zone::Zone;
 
@@ -15,12 +20,19 @@ pub const FAILED_RUN_RETRY: TimeDelta = TimeDelta::minutes(5);
 /// jumps to the next window opening, and a satisfiable rule lands inside within three.
 const MAX_WINDOW_HOPS: usize = 32;
 
-/// A rule's complete schedule: when its cron (or interval) fires, the window it must fire
-/// in, and the zone both are read in.
+/// The same under opening hours or validity dates, whose spans differ by day: enough for
+/// two intervals a day over the search's year and more, after which the rule is reported
+/// as never running rather than searched further.
+const MAX_HOURS_HOPS: usize = 1_024;
+
+/// A rule's complete schedule: when its cron (or interval) fires, the timetable it must
+/// fire in (a daily window, a week, opening hours, validity dates), the branch's opening
+/// hours for runs at opening and closing, and the zone all are read in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     recurrence: Recurrence,
-    window: Option<OperationWindow>,
+    window: Option<Timetable>,
+    hours: Option<Arc<OpeningHours>>,
     zone: Zone,
     degenerate: bool,
     /// How long after each cron time the rule runs (its jitter offset; zero without).
@@ -59,15 +71,37 @@ impl Schedule {
         window: Option<OperationWindow>,
         zone: Zone,
     ) -> Result<Schedule, ScheduleError> {
+        Schedule::in_timetable(recurrence, window.map(Timetable::from), None, zone)
+    }
+
+    /// [`Schedule::new`] under a whole timetable; `hours` are the branch's opening hours,
+    /// which runs at opening or closing need.
+    pub fn in_timetable(
+        recurrence: impl Into<Recurrence>,
+        window: Option<Timetable>,
+        hours: Option<Arc<OpeningHours>>,
+        zone: Zone,
+    ) -> Result<Schedule, ScheduleError> {
         let recurrence = recurrence.into();
-        let Recurrence::Cron(cron) = &recurrence else {
-            return Ok(Schedule {
-                recurrence,
-                window,
-                zone,
-                degenerate: false,
-                offset: TimeDelta::zero(),
-            });
+        let plain = |recurrence, window, hours| Schedule {
+            recurrence,
+            window,
+            hours,
+            zone,
+            degenerate: false,
+            offset: TimeDelta::zero(),
+        };
+        let cron = match &recurrence {
+            Recurrence::Cron(cron) => cron,
+            Recurrence::Interval(_) => return Ok(plain(recurrence, window, hours)),
+            Recurrence::Anchor(anchor) => {
+                if hours.is_none() {
+                    return Err(ScheduleError::NoOpeningHours {
+                        expression: anchor.expression().to_owned(),
+                    });
+                }
+                return Ok(plain(recurrence, window, hours));
+            }
         };
         let degenerate = match &window {
             None if !cron.can_ever_match() => {
@@ -79,8 +113,7 @@ impl Schedule {
             Some(window) => {
                 let sets = cron.sets();
                 !cron.can_ever_match()
-                    || !window
-                        .day_ranges()
+                    || !wall_ranges(window)
                         .iter()
                         .any(|(from, to)| sets.any_time_in(*from, *to))
             }
@@ -88,6 +121,7 @@ impl Schedule {
         Ok(Schedule {
             recurrence,
             window,
+            hours,
             zone,
             degenerate,
             offset: TimeDelta::zero(),
@@ -124,8 +158,16 @@ impl Schedule {
         &self.recurrence
     }
 
-    /// The operation window, if the rule is restricted to one.
+    /// The daily operation window, if the rule is restricted to one.
     pub fn window(&self) -> Option<&OperationWindow> {
+        match self.window.as_ref()?.restriction()? {
+            Restriction::Daily(window) => Some(window),
+            Restriction::Hours { .. } => None,
+        }
+    }
+
+    /// Everything that restricts when the rule runs.
+    pub fn timetable(&self) -> Option<&Timetable> {
         self.window.as_ref()
     }
 
@@ -190,7 +232,7 @@ impl Schedule {
             Recurrence::Cron(cron) => {
                 self.window.is_some() && cron.next_after(now, self.zone).is_none()
             }
-            Recurrence::Interval(_) => false,
+            Recurrence::Interval(_) | Recurrence::Anchor(_) => false,
         }
     }
 
@@ -200,7 +242,11 @@ impl Schedule {
         let Some(moved) = cron_time.checked_add_signed(self.offset) else {
             return cron_time;
         };
-        match self.window.and_then(|w| w.locate(cron_time, self.zone)) {
+        match self
+            .window
+            .as_ref()
+            .and_then(|w| w.locate(cron_time, self.zone))
+        {
             Some(WindowPosition::Inside { end }) if moved >= end => {
                 (end - TimeDelta::seconds(1)).max(cron_time)
             }
@@ -227,6 +273,17 @@ impl Schedule {
                     .map(answer)
                     .ok_or_else(out_of_range);
             }
+            Recurrence::Anchor(anchor) => {
+                let validity = self.window.as_ref().map(Timetable::validity);
+                return self
+                    .hours
+                    .as_deref()
+                    .and_then(|hours| {
+                        anchor.next_after(now, hours, validity.unwrap_or_default(), self.zone)
+                    })
+                    .map(answer)
+                    .ok_or_else(out_of_range);
+            }
         };
         let Some(window) = &self.window else {
             return cron
@@ -241,7 +298,12 @@ impl Schedule {
                 .ok_or_else(out_of_range);
         }
         let mut after = now;
-        for _ in 0..MAX_WINDOW_HOPS {
+        let hops = if window.daily().is_some() {
+            MAX_WINDOW_HOPS
+        } else {
+            MAX_HOURS_HOPS
+        };
+        for _ in 0..hops {
             let Some(candidate) = cron.next_after(after, self.zone) else {
                 // A year field whose years have passed: no occurrence will ever fall in
                 // the window again, which is what a degenerate rule is.
@@ -286,7 +348,7 @@ impl Schedule {
 /// occurrence it started in (the cron expression plays no part, so this works even when
 /// a rule's expression is unusable).
 pub fn window_deadline(
-    window: Option<&OperationWindow>,
+    window: Option<&Timetable>,
     zone: Zone,
     started_at: DateTime<Utc>,
 ) -> Deadline {
@@ -301,10 +363,39 @@ pub fn window_deadline(
 }
 
 /// Whether `t` lies inside an occurrence of `window` (always, without one).
-pub(crate) fn window_admits(
-    window: Option<&OperationWindow>,
-    zone: Zone,
-    t: DateTime<Utc>,
-) -> bool {
-    window.is_none_or(|w| matches!(w.locate(t, zone), Some(WindowPosition::Inside { .. })))
+pub(crate) fn window_admits(window: Option<&Timetable>, zone: Zone, t: DateTime<Utc>) -> bool {
+    window.is_none_or(|w| w.admits(t, zone))
+}
+
+/// The wall-clock ranges `[start, end)` (seconds after midnight) a timetable is ever open
+/// in, for "can the cron ever fire inside it?" (dates aside, as for a daily window).
+fn wall_ranges(timetable: &Timetable) -> Vec<(u32, u32)> {
+    match timetable.restriction() {
+        None => vec![(0, SECONDS_PER_DAY)],
+        Some(Restriction::Daily(window)) => window.day_ranges().to_vec(),
+        Some(Restriction::Hours {
+            hours,
+            before,
+            after,
+        }) => {
+            let mut ranges = Vec::new();
+            for interval in hours.all_intervals() {
+                let day = i64::from(SECONDS_PER_DAY);
+                let start = i64::from(interval.start) - i64::from(*before);
+                let end = i64::from(interval.end) + i64::from(*after);
+                if end - start >= day {
+                    return vec![(0, SECONDS_PER_DAY)];
+                }
+                let (from, to) = (start.rem_euclid(day), end.rem_euclid(day));
+                let (from, to) = (from as u32, to as u32);
+                if from < to {
+                    ranges.push((from, to));
+                } else {
+                    ranges.push((from, SECONDS_PER_DAY));
+                    ranges.push((0, to));
+                }
+            }
+            ranges
+        }
+    }
 }

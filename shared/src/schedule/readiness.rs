@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::next_run::window_admits;
-use super::window::{OperationWindow, WindowPosition};
+use super::timetable::Timetable;
+use super::window::WindowPosition;
 use super::zone::Zone;
 
 wire_enum! {
@@ -44,8 +45,8 @@ pub struct RuleState {
     /// A paused execution resumes at this time; until then the rule waits for it, and from
     /// then on it is due whatever `next_run_time` says.
     pub paused_until: Option<DateTime<Utc>>,
-    /// The operation window, read in `zone`.
-    pub window: Option<OperationWindow>,
+    /// When the rule may run (its window, opening hours, validity dates), read in `zone`.
+    pub window: Option<Timetable>,
     /// The zone of the window.
     pub zone: Zone,
 }

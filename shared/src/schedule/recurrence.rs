@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::anchor::AnchorSchedule;
 use super::cron::CronSchedule;
 use super::error::ScheduleError;
 use super::interval::IntervalSchedule;
@@ -15,12 +16,16 @@ pub enum Recurrence {
     Cron(CronSchedule),
     /// A fixed interval anchored to each window opening (or local midnight).
     Interval(IntervalSchedule),
+    /// Once per opening interval, tied to its opening or closing.
+    Anchor(AnchorSchedule),
 }
 
 impl Recurrence {
     /// Parses a stored schedule text: `@every …` is an interval, anything else a cron.
     pub fn parse(text: &str) -> Result<Recurrence, ScheduleError> {
-        if IntervalSchedule::is_interval(text) {
+        if AnchorSchedule::is_anchor(text) {
+            AnchorSchedule::parse(text).map(Recurrence::Anchor)
+        } else if IntervalSchedule::is_interval(text) {
             IntervalSchedule::parse(text).map(Recurrence::Interval)
         } else {
             CronSchedule::parse(text).map(Recurrence::Cron)
@@ -32,6 +37,7 @@ impl Recurrence {
         match self {
             Recurrence::Cron(cron) => cron.expression(),
             Recurrence::Interval(interval) => interval.expression(),
+            Recurrence::Anchor(anchor) => anchor.expression(),
         }
     }
 }

@@ -3,16 +3,22 @@
 //! site), then asked every schedule question. Both halves build it from the same fields,
 //! so "when next?" is computed identically down to the last step.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use uuid::Uuid;
 
+use super::anchor::AnchorSchedule;
 use super::error::ScheduleError;
+use super::hours::OpeningHours;
 use super::interval::IntervalSchedule;
 use super::jitter::jitter_offset;
 use super::next_run::Schedule;
 use super::overlap::{OverlapPolicy, buffered_run};
 use super::recurrence::Recurrence;
 use super::reschedule::{Rescheduled, fixed_delay};
+use super::timetable::{Restriction, Timetable};
+use super::timing_spec::{CatchUp, TimingSpec};
 use super::window::OperationWindow;
 use super::words::describe_schedule;
 use super::zone::Zone;
@@ -35,6 +41,10 @@ pub struct RuleTiming<'a> {
     pub jitter_seconds: u32,
     /// What a run that outlasts its period leaves behind.
     pub overlap: OverlapPolicy,
+    /// The branch's opening hours, if it has any.
+    pub hours: Option<&'a Arc<OpeningHours>>,
+    /// Opening-hours window, weekly window, validity, catch-up.
+    pub spec: Option<&'a TimingSpec>,
 }
 
 /// A rule's schedule, parsed once; a schedule that cannot be used is kept with what is
@@ -43,6 +53,8 @@ pub struct RuleTiming<'a> {
 pub struct RuleSchedule {
     cron: Option<String>,
     window: Option<OperationWindow>,
+    timetable: Option<Timetable>,
+    spec: TimingSpec,
     zone: Result<Zone, ScheduleError>,
     jitter_seconds: u32,
     overlap: OverlapPolicy,
@@ -55,7 +67,15 @@ impl RuleSchedule {
         // The window needs both ends, as the row and the plan entry have always read it.
         let window = OperationWindow::from_ends(timing.from, timing.to);
         let offset = jitter_offset(timing.id, timing.jitter_seconds);
-        let mut rule = RuleSchedule::with_offset(timing.cron, window, timing.zone, offset);
+        let spec = timing.spec.cloned().unwrap_or_default();
+        let mut rule = RuleSchedule::timed(
+            timing.cron,
+            window,
+            timing.zone,
+            offset,
+            (&spec, timing.hours),
+        );
+        rule.spec = spec;
         rule.jitter_seconds = timing.jitter_seconds;
         rule.overlap = timing.overlap;
         rule
@@ -69,18 +89,36 @@ impl RuleSchedule {
         zone: Option<&str>,
         offset: TimeDelta,
     ) -> RuleSchedule {
+        RuleSchedule::timed(cron, window, zone, offset, (&TimingSpec::default(), None))
+    }
+
+    /// The schedule from its parts; a spec that cannot be used leaves the rule closed
+    /// (it must not run where its hours were meant to forbid it) with the problem kept.
+    fn timed(
+        cron: Option<&str>,
+        window: Option<OperationWindow>,
+        zone: Option<&str>,
+        offset: TimeDelta,
+        (spec, hours): (&TimingSpec, Option<&Arc<OpeningHours>>),
+    ) -> RuleSchedule {
         let zone = Zone::parse_or_default(zone);
-        let schedule = match (cron, &zone) {
-            (None, _) => Err("the rule has no cron expression".to_owned()),
-            (Some(_), Err(error)) => Err(error.to_string()),
-            (Some(cron), Ok(zone)) => Recurrence::parse(cron)
-                .and_then(|recurrence| Schedule::new(recurrence, window, *zone))
+        let (timetable, spec_problem) = rule_timetable(cron, window, spec, hours);
+        let schedule = match (cron, &zone, spec_problem) {
+            (_, _, Some(problem)) => Err(problem),
+            (None, _, None) => Err("the rule has no cron expression".to_owned()),
+            (Some(_), Err(error), None) => Err(error.to_string()),
+            (Some(cron), Ok(zone), None) => Recurrence::parse(cron)
+                .and_then(|recurrence| {
+                    Schedule::in_timetable(recurrence, timetable.clone(), hours.cloned(), *zone)
+                })
                 .map(|schedule| schedule.with_offset(offset))
                 .map_err(|error| error.to_string()),
         };
         RuleSchedule {
             cron: cron.map(str::to_owned),
             window,
+            timetable,
+            spec: TimingSpec::default(),
             zone,
             jitter_seconds: 0,
             overlap: OverlapPolicy::Skip,
@@ -99,9 +137,24 @@ impl RuleSchedule {
         self.schedule.as_ref().map_err(String::as_str)
     }
 
-    /// The operation window, if both ends are set and differ.
+    /// The daily operation window, if both ends are set and differ.
     pub fn window(&self) -> Option<&OperationWindow> {
         self.window.as_ref()
+    }
+
+    /// When the rule may run: what readiness, deadlines and the next run all read.
+    pub fn timetable(&self) -> Option<&Timetable> {
+        self.timetable.as_ref()
+    }
+
+    /// The timing beyond cron and daily window.
+    pub fn spec(&self) -> &TimingSpec {
+        &self.spec
+    }
+
+    /// What happens to a missed run (none: the due run is made when RES is back).
+    pub fn catch_up(&self) -> Option<CatchUp> {
+        self.spec.catch_up
     }
 
     /// The zone the rule's times are read in; an unknown stored name shows as Asia/Riyadh
@@ -207,6 +260,34 @@ impl RuleSchedule {
     }
 }
 
+/// When a rule may run, from its stored parts, without parsing its cron: readiness and
+/// deadlines on both halves read it, and the schedule runs inside it. Runs at opening or
+/// closing are their own window (only the validity dates limit them) and, on a branch
+/// without hours, never come; a timing spec that cannot be used closes the rule and says why.
+pub fn rule_timetable(
+    cron: Option<&str>,
+    window: Option<OperationWindow>,
+    spec: &TimingSpec,
+    hours: Option<&Arc<OpeningHours>>,
+) -> (Option<Timetable>, Option<String>) {
+    let closed = || Restriction::Hours {
+        hours: Arc::default(),
+        before: 0,
+        after: 0,
+    };
+    if cron.is_some_and(AnchorSchedule::is_anchor) {
+        let restriction = hours.is_none().then(closed);
+        return (Timetable::new(restriction, spec.validity()), None);
+    }
+    match spec.restriction(window, hours) {
+        Ok(restriction) => (Timetable::new(restriction, spec.validity()), None),
+        Err(error) => (
+            Timetable::new(Some(closed()), spec.validity()),
+            Some(error.to_string()),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +306,8 @@ mod tests {
             zone,
             jitter_seconds: 60,
             overlap: OverlapPolicy::BufferOne,
+            hours: None,
+            spec: None,
         }
     }
 

@@ -92,8 +92,8 @@ pub use output::{
     thousands,
 };
 pub use plan::{
-    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PLAN_FORMAT_SHARED,
-    PlanEntry, PlanLookups, PlanRequest, PlanResponse, Rule, SharedPlan,
+    ActionDetail, ActionTemplate, Branch, Brand, BrandRule, OfflineOwner, PLAN_FORMAT_HOURS,
+    PLAN_FORMAT_SHARED, PlanEntry, PlanLookups, PlanRequest, PlanResponse, Rule, SharedPlan,
 };
 pub use plan_columns::{ColumnarPlan, PLAN_FORMAT_COLUMNS};
 pub use plan_secrets::templates_named;

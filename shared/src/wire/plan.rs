@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::schedule::{OverlapPolicy, RuleStatus};
+use crate::schedule::{HoursSpec, OverlapPolicy, RuleStatus, TimingSpec};
 
 /// `get-execution-plan-v2` request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,7 +28,7 @@ pub struct PlanRequest {
     /// server was willing to wait (`wait_seconds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u32>,
-    /// `3`: entries as columns in `tables`, definitions once and referred to by position.
+    /// `4`: format 3 with opening hours and rule timing. `3`: entries as columns in `tables`, definitions once and referred to by position.
     /// `2`: each rule's workflow once in `workflow_configs` and fields at their defaults
     /// left out. Absent or `1`: every entry carries everything, as
     /// runners older than the formats read it.
@@ -38,6 +38,10 @@ pub struct PlanRequest {
 
 /// The plan format that sends what branch rules share once.
 pub const PLAN_FORMAT_SHARED: u32 = 2;
+
+/// The plan format that carries opening hours (branches' `hours`, entries' `timing`): a
+/// runner asking for an older one is sent neither, and no rule that needs them.
+pub const PLAN_FORMAT_HOURS: u32 = 4;
 
 /// `get-execution-plan-v2` response.
 // Deserialized through `PlanResponseFields`: serde's `flatten` buffers values, which raw
@@ -245,6 +249,10 @@ pub struct PlanEntry {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "skip"))]
     pub overlap_policy: OverlapPolicy,
+    /// Timing beyond cron and daily window (while open, a week of its own, validity dates,
+    /// catch-up): plan format 4 and later; a rule that needs it is not in older formats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<TimingSpec>,
     /// The rule's workflow (nodes, edges, consolidation logic), as stored: workflows of
     /// one rule share it, and it is parsed when the workflow is loaded.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
@@ -276,6 +284,9 @@ pub struct Branch {
     pub is_active: bool,
     /// Overrides the brand's zone when set.
     pub timezone: Option<String>,
+    /// Its opening hours, calendars resolved (plan format 4 and later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<HoursSpec>,
 }
 
 /// A brand.
@@ -461,6 +472,8 @@ struct CompactEntry<'a> {
     jitter_seconds: u32,
     #[serde(skip_serializing_if = "is_default_policy")]
     overlap_policy: OverlapPolicy,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<&'a TimingSpec>,
     #[serde(skip_serializing_if = "is_zero")]
     run_count: i64,
     #[serde(skip_serializing_if = "is_zero")]
@@ -504,6 +517,7 @@ impl<'a> From<&'a PlanEntry> for CompactEntry<'a> {
             timezone,
             jitter_seconds,
             overlap_policy,
+            timing,
             // Sent once per rule, in `workflow_configs`.
             workflow_config: _,
             run_count,
@@ -532,6 +546,7 @@ impl<'a> From<&'a PlanEntry> for CompactEntry<'a> {
             timezone,
             jitter_seconds: *jitter_seconds,
             overlap_policy: *overlap_policy,
+            timing: timing.as_ref(),
             run_count: *run_count,
             failure_count: *failure_count,
             is_last_run_failed: *is_last_run_failed,

@@ -18,7 +18,7 @@ use super::plan::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, PlanResponse,
     Rule, write_head,
 };
-use crate::schedule::OverlapPolicy;
+use crate::schedule::{OverlapPolicy, TimingSpec};
 
 /// The plan format that sends entries as columns and definitions once, by position.
 pub const PLAN_FORMAT_COLUMNS: u32 = 3;
@@ -73,6 +73,8 @@ struct EntryColumns<'a> {
     jitter_seconds: Vec<u32>,
     #[serde(default, skip_serializing_if = "all_default")]
     overlap_policy: Vec<OverlapPolicy>,
+    #[serde(default, skip_serializing_if = "all_default")]
+    timing: Vec<Option<TimingSpec>>,
     #[serde(default, skip_serializing_if = "all_default")]
     run_count: Vec<i64>,
     #[serde(default, skip_serializing_if = "all_default")]
@@ -197,6 +199,7 @@ impl<'a> ColumnarPlan<'a> {
             zones.push(Cow::Borrowed(entry.timezone.as_str()));
             columns.jitter_seconds.push(entry.jitter_seconds);
             columns.overlap_policy.push(entry.overlap_policy);
+            columns.timing.push(entry.timing.clone());
             columns.run_count.push(entry.run_count);
             columns.failure_count.push(entry.failure_count);
             columns.updated_at.push(entry.updated_at.timestamp_micros());
@@ -377,6 +380,7 @@ impl Tables {
             ("timezone", c.timezone.len(), true),
             ("jitter_seconds", c.jitter_seconds.len(), true),
             ("overlap_policy", c.overlap_policy.len(), true),
+            ("timing", c.timing.len(), true),
             ("run_count", c.run_count.len(), true),
             ("failure_count", c.failure_count.len(), true),
             ("revision", c.revision.len(), true),
@@ -421,6 +425,7 @@ impl Tables {
                 timezone,
                 jitter_seconds: at(&c.jitter_seconds, i),
                 overlap_policy: at(&c.overlap_policy, i),
+                timing: at(&c.timing, i),
                 // Attached from `workflow_configs` by the plan's reader.
                 workflow_config: None,
                 run_count: at(&c.run_count, i),

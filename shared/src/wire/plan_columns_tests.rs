@@ -28,6 +28,7 @@ fn plan() -> PlanResponse {
         name: format!("Branch {n}"),
         is_active: true,
         timezone: timezone.map(str::to_owned),
+        hours: None,
     };
     let rule = |n, cron: Option<&str>| Rule {
         id: id(n),

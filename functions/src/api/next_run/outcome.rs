@@ -141,6 +141,8 @@ mod tests {
             zone: Some("UTC"),
             jitter_seconds: 0,
             overlap,
+            hours: None,
+            spec: None,
         })
     }
 
