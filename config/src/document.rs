@@ -180,6 +180,15 @@ pub struct Brand {
     /// Settings for every rule of the brand that does not set its own.
     #[serde(default, skip_serializing_if = "RuleSettings::is_empty")]
     pub defaults: RuleSettings,
+    /// The opening hours of every branch that gives none of its own: weekdays (`mon`, or a
+    /// range such as `sat-thu`) to intervals (`09:00-12:00`; `20:00-02:00` ends the next
+    /// day; `24:00` is midnight). A weekday not named is closed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hours: BTreeMap<String, Vec<String>>,
+    /// Calendars of special days by name ("saudi-holidays-2026-2027"), which branches
+    /// attach: each date (or range) closed or with its own hours.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calendars: BTreeMap<String, Vec<DayDoc>>,
     /// The catalogue rules the brand uses, by rule name, with its overrides.
     #[serde(default)]
     pub rules: BTreeMap<String, BrandRule>,
@@ -195,7 +204,11 @@ impl Document {
     pub fn normalize(&mut self) {
         if let Some(brand) = &mut self.brand {
             brand.fold_defaults();
+            for rule in brand.rules.values_mut() {
+                crate::timing::normalize_brand_rule(rule);
+            }
             for rule in brand.branches.iter_mut().flat_map(|b| b.rules.values_mut()) {
+                crate::timing::normalize_branch_rule(rule);
                 if let Some(window) = &mut rule.window {
                     window.from = canonical_time("from", &window.from);
                     window.to = canonical_time("to", &window.to);
@@ -285,7 +298,66 @@ pub struct BrandRule {
     /// Overrides the brand's default jitter (0-3600 seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_seconds: Option<u32>,
+    /// The first date (`YYYY-MM-DD`, each branch's own calendar) it runs on anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = DATE))]
+    pub valid_from: Option<String>,
+    /// The last date it runs on anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = DATE))]
+    pub valid_until: Option<String>,
+    /// What happens to runs missed while neither the runner nor the cloud could run them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUpDoc>,
 }
+
+/// A special day, or a range of them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DayDoc {
+    /// The date (`YYYY-MM-DD`), or the first of a range.
+    #[schemars(extend("pattern" = DATE))]
+    pub date: String,
+    /// The last date of a range, inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = DATE))]
+    pub until: Option<String>,
+    /// What people call it ("National Day"): the console and describe say it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its intervals; none means closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hours: Vec<String>,
+}
+
+/// "While open": from `before` ahead of each opening to `after` past each closing
+/// (`30m`, `1h`, at most `12h`; none means at the opening and closing themselves).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WhileOpenDoc {
+    /// How long before each opening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// How long after each closing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// A missed run's fate: `skip` (none is made), or `once` (one run when RES is back, if
+/// the latest missed time is at most `max_age` old).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CatchUpDoc {
+    /// `skip` or `once`.
+    #[schemars(extend("enum" = ["skip", "once"]))]
+    pub policy: String,
+    /// With `once`: the oldest missed time still worth a run (`2h`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age: Option<String>,
+}
+
+/// A date as documents write it.
+const DATE: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
 
 /// A branch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -302,6 +374,15 @@ pub struct Branch {
     /// An inactive branch runs nothing.
     #[serde(default = "yes", skip_serializing_if = "is_yes")]
     pub active: bool,
+    /// Its own week, replacing the brand's `hours` whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<BTreeMap<String, Vec<String>>>,
+    /// The brand's calendars it keeps, by name; an earlier one wins a date two list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calendars: Vec<String>,
+    /// Its own special days, which win over its calendars'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<DayDoc>,
     /// The brand's rules that run here, by rule name.
     #[serde(default)]
     pub rules: BTreeMap<String, BranchRule>,
@@ -320,6 +401,24 @@ pub struct BranchRule {
     /// The local hours it may run in (the branch's zone); always without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
+    /// Run only while the branch is open (its `hours`, `calendars` and `days`), widened
+    /// by `before` and `after`; instead of `window`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub while_open: Option<WhileOpenDoc>,
+    /// A window of its own by weekday (`sun-thu: ["08:00-18:00"]`), instead of `window`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub week: BTreeMap<String, Vec<String>>,
+    /// The first date it runs on (overrides the brand rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = DATE))]
+    pub valid_from: Option<String>,
+    /// The last date it runs on (overrides the brand rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = DATE))]
+    pub valid_until: Option<String>,
+    /// Overrides the brand rule's `catch_up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up: Option<CatchUpDoc>,
     /// Overlap policy and jitter at this branch (its failure threshold is the brand rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["skip", "buffer_one"]))]

@@ -15,6 +15,7 @@ mod parse;
 mod path;
 mod print;
 mod stored;
+mod timing;
 mod validate;
 
 pub use diff::{
@@ -23,8 +24,9 @@ pub use diff::{
     unknown_catalogue_ids, unknown_ids,
 };
 pub use document::{
-    ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Document, EdgeDoc, NodeDoc,
-    NodeKind, Rule, RuleSettings, TemplateKind, Window, WorkflowDoc,
+    ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, CatchUpDoc, DayDoc, Document,
+    EdgeDoc, NodeDoc, NodeKind, Rule, RuleSettings, TemplateKind, WhileOpenDoc, Window,
+    WorkflowDoc,
 };
 pub use names::resolve_names;
 pub use outline::node_order;
@@ -32,6 +34,10 @@ pub use parse::{MAX_DOCUMENT_BYTES, MAX_OBJECTS, parse};
 pub use print::to_yaml;
 pub use res_workflow::Problem;
 pub use stored::{stored_workflow, workflow_from_stored};
+pub use timing::{
+    BranchHoursDoc, BrandHoursDoc, TimingProblem, branch_hours, branch_rule_timing,
+    brand_rule_timing, effective_timing, restore_branch_rule_timing, restore_brand_rule_timing,
+};
 pub use validate::{KnownSecret, Report, check_secret_references, secret_names, validate};
 
 /// The published JSON Schema of a document (`resctl config schema`), for editors.

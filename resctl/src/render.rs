@@ -465,6 +465,15 @@ pub(crate) fn description(d: &RuleDescription, now: DateTime<Utc>) -> String {
         d.schedule,
         when(d.next_run_time, now)
     );
+    if let Some(today) = &d.today {
+        out.push_str(&format!("hours: {today}\n"));
+    }
+    if !d.branch_week.is_empty() {
+        out.push_str(&format!("branch week: {}\n", d.branch_week.join("; ")));
+    }
+    if !d.special_days.is_empty() {
+        out.push_str(&format!("special days: {}\n", d.special_days.join("; ")));
+    }
     if d.overdue {
         out.push_str(&format!(
             "overdue: {}\n",

@@ -305,10 +305,19 @@ fn settings_fields(s: &RuleSettings) -> Fields {
     ]
 }
 
+/// A list or mapping as its JSON, or not set when empty.
+fn listed<T: serde::Serialize>(value: &T, empty: bool) -> Option<String> {
+    (!empty)
+        .then(|| serde_json::to_string(value).ok())
+        .flatten()
+}
+
 fn brand_fields(b: &Brand) -> Fields {
     let mut fields = vec![
         ("name", Some(b.name.clone())),
         ("zone", Some(b.zone.clone())),
+        ("hours", listed(&b.hours, b.hours.is_empty())),
+        ("calendars", listed(&b.calendars, b.calendars.is_empty())),
     ];
     fields.extend(
         settings_fields(&b.defaults)
@@ -327,7 +336,12 @@ fn default_field(field: &str) -> &'static str {
 }
 
 fn brand_rule_fields(r: &BrandRule) -> Fields {
-    let mut fields = vec![("schedule", r.schedule.clone())];
+    let mut fields = vec![
+        ("schedule", r.schedule.clone()),
+        ("valid_from", r.valid_from.clone()),
+        ("valid_until", r.valid_until.clone()),
+        ("catch_up", listed(&r.catch_up, r.catch_up.is_none())),
+    ];
     fields.extend(settings_fields(&RuleSettings {
         failure_threshold: r.failure_threshold,
         overlap_policy: r.overlap_policy.clone(),
@@ -340,6 +354,9 @@ fn branch_fields(b: &Branch) -> Fields {
     vec![
         ("zone", b.zone.clone()),
         ("active", Some(b.active.to_string())),
+        ("hours", listed(&b.hours, b.hours.is_none())),
+        ("calendars", listed(&b.calendars, b.calendars.is_empty())),
+        ("days", listed(&b.days, b.days.is_empty())),
     ]
 }
 
@@ -350,6 +367,11 @@ fn branch_rule_fields(r: &BranchRule) -> Fields {
             "window",
             r.window.as_ref().map(|w| format!("{}-{}", w.from, w.to)),
         ),
+        ("while_open", listed(&r.while_open, r.while_open.is_none())),
+        ("week", listed(&r.week, r.week.is_empty())),
+        ("valid_from", r.valid_from.clone()),
+        ("valid_until", r.valid_until.clone()),
+        ("catch_up", listed(&r.catch_up, r.catch_up.is_none())),
         ("overlap_policy", r.overlap_policy.clone()),
         ("jitter_seconds", number(r.jitter_seconds)),
         (

@@ -5,8 +5,11 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Utc};
-use res_shared::schedule::{Schedule, Zone, jitter_offset};
+use chrono::{DateTime, NaiveTime, Utc};
+use res_shared::schedule::{
+    AnchorSchedule, HoursSpec, OpeningHours, OverlapPolicy, RuleSchedule, RuleTiming, TimingSpec,
+    Zone,
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -41,6 +44,64 @@ struct Timing {
     zone: String,
     jitter_seconds: u32,
     id: Option<Uuid>,
+    /// Its timing beyond cron and window; a problem with it as text.
+    spec: Result<TimingSpec, String>,
+    /// Its branch's resolved hours, only when it runs by them (a change to them moves
+    /// only such rules).
+    hours: Option<Result<HoursSpec, String>>,
+}
+
+impl Timing {
+    /// The rule's schedule as the functions and the runner build it.
+    fn rule_schedule(&self) -> Result<RuleSchedule, String> {
+        let spec = self.spec.clone()?;
+        let hours = match &self.hours {
+            Some(Ok(spec)) => OpeningHours::from_stored(Some(spec)),
+            Some(Err(problem)) => return Err(problem.clone()),
+            None => None,
+        };
+        let time = |text: &str| res_shared::schedule::parse_wall_time("from", text).ok();
+        let (from, to) = match &self.window {
+            Some((from, to)) => (time(from), time_end(to)),
+            None => (None, None),
+        };
+        Ok(RuleSchedule::new(RuleTiming {
+            id: self.id.unwrap_or_default(),
+            cron: self.schedule.as_deref(),
+            from,
+            to,
+            zone: Some(&self.zone),
+            jitter_seconds: if self.id.is_some() {
+                self.jitter_seconds
+            } else {
+                0
+            },
+            overlap: OverlapPolicy::Skip,
+            hours: hours.as_ref(),
+            spec: Some(&spec),
+        }))
+    }
+}
+
+/// A window's end, `24:00` included.
+fn time_end(text: &str) -> Option<NaiveTime> {
+    res_shared::schedule::parse_wall_time("to", text).ok()
+}
+
+/// The branch's hours when `spec` or `schedule` runs by them.
+fn hours_if_used(
+    brand: &Brand,
+    branch: &Branch,
+    spec: &Result<TimingSpec, String>,
+    schedule: Option<&str>,
+) -> Option<Result<HoursSpec, String>> {
+    let uses = spec.as_ref().is_ok_and(|s| s.while_open.is_some())
+        || schedule.is_some_and(AnchorSchedule::is_anchor);
+    uses.then(|| {
+        crate::timing::branch_hours(brand, branch)
+            .map(Option::unwrap_or_default)
+            .map_err(|p| format!("{}: {}", p.field, p.reason))
+    })
 }
 
 /// Adds a preview to each branch rule whose timing changes, listing the rule as changed
@@ -153,12 +214,17 @@ fn timing(
     catalogue: Option<&Catalogue>,
 ) -> Timing {
     let brand_rule = brand.rules.get(name);
+    let schedule = brand_rule.and_then(|r| r.schedule.clone()).or_else(|| {
+        catalogue
+            .and_then(|c| c.rules.iter().find(|r| r.name == name))
+            .and_then(|r| r.schedule.clone())
+    });
+    let spec = crate::timing::effective_timing(brand_rule, rule)
+        .map_err(|p| format!("{}: {}", p.field, p.reason));
     Timing {
-        schedule: brand_rule.and_then(|r| r.schedule.clone()).or_else(|| {
-            catalogue
-                .and_then(|c| c.rules.iter().find(|r| r.name == name))
-                .and_then(|r| r.schedule.clone())
-        }),
+        hours: hours_if_used(brand, branch, &spec, schedule.as_deref()),
+        spec,
+        schedule,
         window: rule.window.as_ref().map(|w| (w.from.clone(), w.to.clone())),
         zone: branch.zone.clone().unwrap_or_else(|| brand.zone.clone()),
         jitter_seconds: rule
@@ -181,12 +247,11 @@ pub fn next_run_at(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    let timing = timing(brand, branch, name, rule, catalogue);
-    let text = timing.schedule.as_deref()?;
-    let (from, to) = timing.window.unzip();
-    Schedule::parse(text, from.as_deref(), to.as_deref(), Some(&timing.zone))
+    let mut timing = timing(brand, branch, name, rule, catalogue);
+    timing.id = Some(id);
+    let rule = timing.rule_schedule().ok()?;
+    rule.schedule()
         .ok()?
-        .with_offset(jitter_offset(id, timing.jitter_seconds))
         .next_run(now, false)
         .ok()
         .map(|next| next.next_run_time)
@@ -194,17 +259,16 @@ pub fn next_run_at(
 
 /// The next runs after `now` as the branch's wall clock shows them, or why there are none.
 fn next_runs(timing: &Timing, now: DateTime<Utc>) -> Vec<String> {
-    let Some(text) = &timing.schedule else {
+    if timing.schedule.is_none() {
         return vec!["no schedule".to_owned()];
+    }
+    let rule = match timing.rule_schedule() {
+        Ok(rule) => rule,
+        Err(problem) => return vec![format!("cannot run: {problem}")],
     };
-    let (from, to) = timing.window.clone().unzip();
-    let schedule = match Schedule::parse(text, from.as_deref(), to.as_deref(), Some(&timing.zone)) {
+    let schedule = match rule.schedule() {
         Ok(schedule) => schedule,
-        Err(error) => return vec![format!("cannot run: {error}")],
-    };
-    let schedule = match timing.id {
-        Some(id) => schedule.with_offset(jitter_offset(id, timing.jitter_seconds)),
-        None => schedule,
+        Err(problem) => return vec![format!("cannot run: {problem}")],
     };
     let zone = schedule.zone();
     let mut runs = Vec::with_capacity(PREVIEW_RUNS + 1);

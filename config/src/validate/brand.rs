@@ -27,6 +27,7 @@ pub(super) fn check(
             None
         }
     };
+    super::hours::check_brand(brand, &root, report);
     let defaults = root.field("defaults");
     check_failure_threshold(brand.defaults.failure_threshold, &defaults, report);
     check_overlap(brand.defaults.overlap_policy.as_deref(), &defaults, report);
@@ -86,6 +87,7 @@ pub(super) fn check(
                 }
             },
         };
+        let hours = super::hours::check_branch(brand, branch, &at, report);
         for (name, rule) in &branch.rules {
             let here = at.field("rules").key(name);
             let Some(brand_rule) = brand.rules.get(name) else {
@@ -104,6 +106,16 @@ pub(super) fn check(
                     .and_then(|c| c.rules.iter().find(|r| r.name == *name))
                     .and_then(|r| r.schedule.as_deref())
             });
+            if let Ok(window) = window {
+                let context = super::hours::RuleContext {
+                    brand_rule: Some(brand_rule),
+                    schedule,
+                    window,
+                    hours: hours.as_ref(),
+                    zone,
+                };
+                super::hours::check_branch_rule(rule, &context, &here, report);
+            }
             if let (Some(schedule), Some(zone), Ok(window)) = (schedule, zone, window) {
                 warn_if_never_fires(schedule, window, zone, &here, report);
             }

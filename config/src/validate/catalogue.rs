@@ -73,10 +73,13 @@ pub(super) fn check(catalogue: &Catalogue, report: &mut Report) -> TemplatesByRu
     used
 }
 
-/// A schedule text as `res-shared` reads it; without a window it must be able to fire.
+/// A schedule text as `res-shared` reads it; without a window it must be able to fire (a
+/// run at opening or closing is checked against each branch's hours instead).
 pub(super) fn check_schedule(text: &str, at: &Path, report: &mut Report) {
-    let checked = Recurrence::parse(text)
-        .and_then(|recurrence| Schedule::new(recurrence, None, Zone::default()));
+    let checked = Recurrence::parse(text).and_then(|recurrence| match recurrence {
+        Recurrence::Anchor(_) => Ok(()),
+        other => Schedule::new(other, None, Zone::default()).map(drop),
+    });
     if let Err(error) = checked {
         report.error(at, error.to_string());
     }

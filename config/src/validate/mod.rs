@@ -3,6 +3,7 @@
 
 mod brand;
 mod catalogue;
+mod hours;
 mod secrets;
 mod settings;
 mod workflow;

@@ -86,6 +86,9 @@ struct RulePage {
     badge: Badge,
     why_not: Vec<String>,
     schedule: String,
+    today: Option<String>,
+    branch_week: Vec<String>,
+    special_days: Vec<String>,
     cron: String,
     timezone: String,
     next_run: Option<When>,
@@ -197,6 +200,9 @@ async fn render(
         next_runs_held: rule.next_runs_held.clone(),
         why_not: rule.why_not.clone(),
         schedule: rule.schedule.clone(),
+        today: rule.today.clone(),
+        branch_week: rule.branch_week.clone(),
+        special_days: rule.special_days.clone(),
         // Shown beside the words, unless the words already quote it.
         cron: rule
             .cron_expression

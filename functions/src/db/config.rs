@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 
 use res_config::{
-    ActionTemplate, Branch, BranchRule, Brand, BrandRule, Catalogue, Rule, RuleSettings,
-    TemplateKind, Window, workflow_from_stored,
+    ActionTemplate, Branch, BranchHoursDoc, BranchRule, Brand, BrandHoursDoc, BrandRule, Catalogue,
+    Rule, RuleSettings, TemplateKind, Window, restore_branch_rule_timing,
+    restore_brand_rule_timing, workflow_from_stored,
 };
-use res_shared::schedule::RuleStatus;
+use res_shared::schedule::{RuleStatus, TimingSpec};
 use serde_json::Value;
 use sqlx::PgConnection;
+use sqlx::types::Json;
 use uuid::Uuid;
 
 /// Why stored configuration cannot be shown as a document.
@@ -96,6 +98,7 @@ struct BrandRow {
     id: Uuid,
     name: String,
     timezone: String,
+    hours: Option<Json<BrandHoursDoc>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -106,6 +109,7 @@ struct BrandRuleRow {
     failure_threshold: Option<i32>,
     overlap_policy: Option<String>,
     jitter_seconds: Option<i32>,
+    timing: Option<Json<TimingSpec>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -114,6 +118,7 @@ struct BranchRow {
     name: String,
     timezone: Option<String>,
     is_active: bool,
+    hours: Option<Json<BranchHoursDoc>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -126,6 +131,7 @@ struct BranchRuleRow {
     window_to: Option<String>,
     overlap_policy: Option<String>,
     jitter_seconds: Option<i32>,
+    timing: Option<Json<TimingSpec>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -141,7 +147,7 @@ pub(crate) async fn brand(
     brand_id: Uuid,
 ) -> Result<Option<Brand>, ExportError> {
     let Some(brand): Option<BrandRow> =
-        sqlx::query_as("SELECT id, name, timezone FROM brands WHERE id = $1")
+        sqlx::query_as("SELECT id, name, timezone, hours FROM brands WHERE id = $1")
             .bind(brand_id)
             .fetch_optional(&mut *conn)
             .await?
@@ -150,7 +156,7 @@ pub(crate) async fn brand(
     };
     let brand_rules: Vec<BrandRuleRow> = sqlx::query_as(
         "SELECT br.id, r.name AS rule_name, br.cron_expression, br.failure_threshold, \
-                br.overlap_policy, br.jitter_seconds \
+                br.overlap_policy, br.jitter_seconds, br.timing \
          FROM brand_rules br JOIN rules r ON r.id = br.rule_id \
          WHERE br.brand_id = $1 AND NOT br.is_archived ORDER BY r.name, br.id",
     )
@@ -158,7 +164,7 @@ pub(crate) async fn brand(
     .fetch_all(&mut *conn)
     .await?;
     let branches: Vec<BranchRow> = sqlx::query_as(
-        "SELECT id, name, timezone, is_active FROM branches \
+        "SELECT id, name, timezone, is_active, hours FROM branches \
          WHERE brand_id = $1 AND NOT is_archived ORDER BY name, id",
     )
     .bind(brand_id)
@@ -167,7 +173,7 @@ pub(crate) async fn brand(
     let branch_rules: Vec<BranchRuleRow> = sqlx::query_as(
         "SELECT x.id, x.branch_id, r.name AS rule_name, x.is_active, \
                 x.operation_time_from::text AS window_from, x.operation_time_to::text AS window_to, \
-                x.overlap_policy, x.jitter_seconds \
+                x.overlap_policy, x.jitter_seconds, x.timing \
          FROM branch_rules x JOIN rules r ON r.id = x.rule_id \
               JOIN branches b ON b.id = x.branch_id \
          WHERE b.brand_id = $1 AND NOT x.is_archived ORDER BY r.name, x.id",
@@ -197,13 +203,17 @@ fn assemble(
 ) -> Result<Brand, ExportError> {
     let mut rules: BTreeMap<String, BrandRule> = BTreeMap::new();
     for row in brand_rules {
-        let rule = BrandRule {
+        let mut rule = BrandRule {
             id: Some(row.id),
             schedule: row.cron_expression,
             failure_threshold: row.failure_threshold.and_then(|n| u32::try_from(n).ok()),
             overlap_policy: row.overlap_policy,
             jitter_seconds: row.jitter_seconds.and_then(|n| u32::try_from(n).ok()),
+            ..BrandRule::default()
         };
+        if let Some(Json(timing)) = row.timing {
+            restore_brand_rule_timing(timing, &mut rule);
+        }
         if rules.insert(row.rule_name.clone(), rule).is_some() {
             return Err(ambiguous(&format!(
                 "the brand uses two rules called '{}'",
@@ -226,12 +236,21 @@ fn assemble(
     }
     let mut documented: Vec<Branch> = branches
         .into_iter()
-        .map(|b| Branch {
-            name: b.name,
-            id: Some(b.id),
-            zone: b.timezone,
-            active: b.is_active,
-            rules: BTreeMap::new(),
+        .map(|b| {
+            let mut branch = Branch {
+                name: b.name,
+                id: Some(b.id),
+                zone: b.timezone,
+                active: b.is_active,
+                hours: None,
+                calendars: Vec::new(),
+                days: Vec::new(),
+                rules: BTreeMap::new(),
+            };
+            if let Some(Json(hours)) = b.hours {
+                hours.restore(&mut branch);
+            }
+            branch
         })
         .collect();
     for row in branch_rules {
@@ -247,14 +266,22 @@ fn assemble(
             }),
             _ => None,
         };
-        let rule = BranchRule {
+        let mut rule = BranchRule {
             id: Some(row.id),
             active: row.is_active,
             window,
+            while_open: None,
+            week: BTreeMap::new(),
+            valid_from: None,
+            valid_until: None,
+            catch_up: None,
             overlap_policy: row.overlap_policy,
             jitter_seconds: row.jitter_seconds.and_then(|n| u32::try_from(n).ok()),
             actions: actions.remove(&row.id).unwrap_or_default(),
         };
+        if let Some(Json(timing)) = row.timing {
+            restore_branch_rule_timing(timing, &mut rule);
+        }
         if branch.rules.insert(row.rule_name.clone(), rule).is_some() {
             return Err(ambiguous(&format!(
                 "branch '{}' runs two rules called '{}'",
@@ -262,14 +289,20 @@ fn assemble(
             )));
         }
     }
-    Ok(Brand {
+    let mut documented = Brand {
         name: brand.name,
         id: Some(brand.id),
         zone: brand.timezone,
         defaults: RuleSettings::default(),
+        hours: BTreeMap::new(),
+        calendars: BTreeMap::new(),
         rules,
         branches: documented,
-    })
+    };
+    if let Some(Json(hours)) = brand.hours {
+        hours.restore(&mut documented);
+    }
+    Ok(documented)
 }
 
 fn ambiguous(what: &str) -> ExportError {

@@ -5,9 +5,14 @@
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use res_config::{Branch, Brand, BrandRule, Catalogue, Diff};
+use res_config::{
+    Branch, BranchHoursDoc, Brand, BrandHoursDoc, BrandRule, Catalogue, Diff, branch_hours,
+    branch_rule_timing, brand_rule_timing,
+};
+use res_shared::schedule::{HoursSpec, TimingSpec};
 use serde_json::Value;
 use sqlx::PgConnection;
+use sqlx::types::Json;
 use uuid::Uuid;
 
 /// What one apply writes with.
@@ -70,11 +75,16 @@ pub(crate) async fn prepare(
     apply: &Apply<'_>,
 ) -> Result<(Pending, Brand), sqlx::Error> {
     let (current, desired) = (apply.current, apply.desired);
-    if current.name != desired.name || current.zone != desired.zone {
-        sqlx::query("UPDATE brands SET name = $2, timezone = $3 WHERE id = $1")
+    let hours = BrandHoursDoc::of(desired);
+    if current.name != desired.name
+        || current.zone != desired.zone
+        || BrandHoursDoc::of(current) != hours
+    {
+        sqlx::query("UPDATE brands SET name = $2, timezone = $3, hours = $4 WHERE id = $1")
             .bind(apply.brand_id)
             .bind(&desired.name)
             .bind(&desired.zone)
+            .bind(hours.map(Json))
             .execute(&mut *conn)
             .await?;
     }
@@ -83,7 +93,7 @@ pub(crate) async fn prepare(
     for pair in res_config::pair_branches(&current.branches, &desired.branches) {
         match pair {
             (was, Some(branch)) => {
-                let branch_id = pending.branch(was, branch, apply.archived);
+                let branch_id = pending.branch(apply, was, branch);
                 pending.branch_rules(apply, &brand_rules, branch_id, was, branch);
             }
             (Some(gone), None) => {
@@ -118,13 +128,14 @@ async fn write_brand_rules(
         };
         let id: Uuid = sqlx::query_scalar(
             "INSERT INTO brand_rules (brand_id, rule_id, cron_expression, failure_threshold, \
-                                      overlap_policy, jitter_seconds) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+                                      overlap_policy, jitter_seconds, timing) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
              ON CONFLICT (brand_id, rule_id) DO UPDATE SET \
                  cron_expression = EXCLUDED.cron_expression, \
                  failure_threshold = EXCLUDED.failure_threshold, \
                  overlap_policy = EXCLUDED.overlap_policy, \
-                 jitter_seconds = EXCLUDED.jitter_seconds, is_archived = false \
+                 jitter_seconds = EXCLUDED.jitter_seconds, timing = EXCLUDED.timing, \
+                 is_archived = false \
              RETURNING id",
         )
         .bind(apply.brand_id)
@@ -133,6 +144,7 @@ async fn write_brand_rules(
         .bind(rule.failure_threshold.and_then(|n| i32::try_from(n).ok()))
         .bind(&rule.overlap_policy)
         .bind(rule.jitter_seconds.and_then(|n| i32::try_from(n).ok()))
+        .bind(stored_timing(brand_rule_timing(rule)))
         .fetch_one(&mut *conn)
         .await?;
         ids.insert(name.clone(), id);
@@ -156,11 +168,17 @@ fn same_brand_rule(was: Option<&BrandRule>, now: &BrandRule) -> bool {
             w.failure_threshold,
             &w.overlap_policy,
             w.jitter_seconds,
+            &w.valid_from,
+            &w.valid_until,
+            &w.catch_up,
         ) == (
             &now.schedule,
             now.failure_threshold,
             &now.overlap_policy,
             now.jitter_seconds,
+            &now.valid_from,
+            &now.valid_until,
+            &now.catch_up,
         )
     })
 }
@@ -182,20 +200,46 @@ pub(crate) struct Pending {
     ids: BTreeMap<String, (Uuid, BTreeMap<String, Uuid>)>,
 }
 
+/// A timing spec as a row stores it: none when it says nothing (validation refused any
+/// spec that does not read).
+fn stored_timing(spec: Result<TimingSpec, res_config::TimingProblem>) -> Option<Json<TimingSpec>> {
+    spec.ok().filter(|s| !s.is_empty()).map(Json)
+}
+
+/// What a branch stores of its hours: as written, and resolved against its brand.
+#[derive(PartialEq)]
+struct StoredHours {
+    written: Option<BranchHoursDoc>,
+    resolved: Option<HoursSpec>,
+}
+
+impl StoredHours {
+    fn of(brand: &Brand, branch: &Branch) -> StoredHours {
+        StoredHours {
+            written: BranchHoursDoc::of(branch),
+            resolved: branch_hours(brand, branch).ok().flatten(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct BranchRows {
     id: Vec<Uuid>,
     name: Vec<String>,
     zone: Vec<Option<String>>,
     active: Vec<bool>,
+    hours: Vec<Option<Json<BranchHoursDoc>>>,
+    opening_hours: Vec<Option<Json<HoursSpec>>>,
 }
 
 impl BranchRows {
-    fn push(&mut self, id: Uuid, branch: &Branch) {
+    fn push(&mut self, id: Uuid, branch: &Branch, hours: StoredHours) {
         self.id.push(id);
         self.name.push(branch.name.clone());
         self.zone.push(branch.zone.clone());
         self.active.push(branch.active);
+        self.hours.push(hours.written.map(Json));
+        self.opening_hours.push(hours.resolved.map(Json));
     }
 }
 
@@ -210,6 +254,7 @@ struct RuleRows {
     to: Vec<Option<String>>,
     overlap: Vec<Option<String>>,
     jitter: Vec<Option<i32>>,
+    timing: Vec<Option<Json<TimingSpec>>>,
     moved: Vec<bool>,
     next_run: Vec<Option<DateTime<Utc>>>,
 }
@@ -217,31 +262,28 @@ struct RuleRows {
 impl Pending {
     /// Notes one branch to create, restore or update; answers its id (new ones get theirs
     /// here).
-    fn branch(
-        &mut self,
-        was: Option<&Branch>,
-        branch: &Branch,
-        archived: &res_config::Archived,
-    ) -> Uuid {
+    fn branch(&mut self, apply: &Apply<'_>, was: Option<&Branch>, branch: &Branch) -> Uuid {
         // Back from the archive: its row is updated (and unarchived), not inserted.
-        let restored = branch.id.filter(|id| archived.branches.contains(id));
+        let restored = branch.id.filter(|id| apply.archived.branches.contains(id));
+        let hours = StoredHours::of(apply.desired, branch);
         match (was.and_then(|w| w.id.map(|id| (w, id))), restored) {
             (Some((was, id)), _) => {
                 if (&was.name, &was.zone, was.active) != (&branch.name, &branch.zone, branch.active)
+                    || StoredHours::of(apply.current, was) != hours
                 {
-                    self.changed_branches.push(id, branch);
+                    self.changed_branches.push(id, branch, hours);
                 }
                 self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
             (None, Some(id)) => {
-                self.changed_branches.push(id, branch);
+                self.changed_branches.push(id, branch, hours);
                 self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
             (None, None) => {
                 let id = Uuid::new_v4();
-                self.new_branches.push(id, branch);
+                self.new_branches.push(id, branch, hours);
                 self.ids.insert(branch.name.clone(), (id, BTreeMap::new()));
                 id
             }
@@ -329,6 +371,7 @@ impl Pending {
             rows.overlap.push(rule.overlap_policy.clone());
             rows.jitter
                 .push(rule.jitter_seconds.and_then(|n| i32::try_from(n).ok()));
+            rows.timing.push(stored_timing(branch_rule_timing(rule)));
             rows.moved.push(moved);
             rows.next_run.push(next_run);
             if existing.map(|(was, _)| &was.actions) != Some(&rule.actions) {
@@ -361,40 +404,46 @@ impl Pending {
     ) -> Result<(), sqlx::Error> {
         let b = &self.new_branches;
         sqlx::query(
-            "INSERT INTO branches (id, brand_id, name, timezone, is_active) \
-             SELECT u.id, $1, u.name, u.zone, u.active \
-             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bool[]) AS u(id, name, zone, active)",
+            "INSERT INTO branches (id, brand_id, name, timezone, is_active, hours, opening_hours) \
+             SELECT u.id, $1, u.name, u.zone, u.active, u.hours, u.opening \
+             FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bool[], $6::jsonb[], \
+                         $7::jsonb[]) AS u(id, name, zone, active, hours, opening)",
         )
         .bind(apply.brand_id)
         .bind(&b.id)
         .bind(&b.name)
         .bind(&b.zone)
         .bind(&b.active)
+        .bind(&b.hours)
+        .bind(&b.opening_hours)
         .execute(&mut *conn)
         .await?;
         let b = &self.changed_branches;
         sqlx::query(
             "UPDATE branches x SET name = u.name, timezone = u.zone, is_active = u.active, \
-                 is_archived = false \
-             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[]) AS u(id, name, zone, active) \
+                 hours = u.hours, opening_hours = u.opening, is_archived = false \
+             FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::jsonb[], \
+                         $6::jsonb[]) AS u(id, name, zone, active, hours, opening) \
              WHERE x.id = u.id",
         )
         .bind(&b.id)
         .bind(&b.name)
         .bind(&b.zone)
         .bind(&b.active)
+        .bind(&b.hours)
+        .bind(&b.opening_hours)
         .execute(&mut *conn)
         .await?;
         let r = &self.new_rules;
         sqlx::query(
             "INSERT INTO branch_rules (id, branch_id, rule_id, brand_rule_id, is_active, \
                  operation_time_from, operation_time_to, overlap_policy, jitter_seconds, \
-                 next_run_time) \
+                 next_run_time, timing) \
              SELECT u.id, u.branch_id, u.rule_id, u.brand_rule_id, u.active, u.f::time, u.t::time, \
-                    u.o, u.j, u.next \
+                    u.o, u.j, u.next, u.timing \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::bool[], $6::text[], \
-                         $7::text[], $8::text[], $9::int4[], $10::timestamptz[]) \
-                  AS u(id, branch_id, rule_id, brand_rule_id, active, f, t, o, j, next)",
+                         $7::text[], $8::text[], $9::int4[], $10::timestamptz[], $11::jsonb[]) \
+                  AS u(id, branch_id, rule_id, brand_rule_id, active, f, t, o, j, next, timing)",
         )
         .bind(&r.id)
         .bind(&r.branch_id)
@@ -406,6 +455,7 @@ impl Pending {
         .bind(&r.overlap)
         .bind(&r.jitter)
         .bind(&r.next_run)
+        .bind(&r.timing)
         .execute(&mut *conn)
         .await?;
         sqlx::query("DELETE FROM action_details WHERE branch_rule_id = ANY($1)")
@@ -437,11 +487,12 @@ impl Pending {
         sqlx::query(
             "UPDATE branch_rules x SET brand_rule_id = u.brand_rule_id, is_active = u.active, \
                  operation_time_from = u.f::time, operation_time_to = u.t::time, \
-                 overlap_policy = u.o, jitter_seconds = u.j, is_archived = false, \
+                 overlap_policy = u.o, jitter_seconds = u.j, timing = u.timing, \
+                 is_archived = false, \
                  next_run_time = CASE WHEN u.moved THEN u.next ELSE x.next_run_time END \
              FROM UNNEST($1::uuid[], $2::uuid[], $3::bool[], $4::text[], $5::text[], $6::text[], \
-                         $7::int4[], $8::bool[], $9::timestamptz[]) \
-                  AS u(id, brand_rule_id, active, f, t, o, j, moved, next) \
+                         $7::int4[], $8::bool[], $9::timestamptz[], $10::jsonb[]) \
+                  AS u(id, brand_rule_id, active, f, t, o, j, moved, next, timing) \
              WHERE x.id = u.id",
         )
         .bind(&r.id)
@@ -453,6 +504,7 @@ impl Pending {
         .bind(&r.jitter)
         .bind(&r.moved)
         .bind(&r.next_run)
+        .bind(&r.timing)
         .execute(&mut *conn)
         .await?;
         Ok(())

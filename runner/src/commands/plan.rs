@@ -227,6 +227,13 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
         check(window_ok),
         opens.unwrap_or_default()
     );
+    let schedule = crate::plan::entry_rules::schedule(entry);
+    if w.timing.is_some() || schedule.hours().is_some() {
+        println!("  schedule: {}", schedule.describe());
+    }
+    if let Some(today) = schedule.today(now) {
+        println!("  hours: {today}");
+    }
     if let Some(since) = why.missing_since {
         println!(
             "  [FAIL] the server stopped listing this rule at {}; it is not scheduled",

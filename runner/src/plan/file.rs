@@ -56,16 +56,19 @@ pub(crate) fn load(path: &Path) -> Result<Option<PlanFile>, PlanFileError> {
             });
         }
     };
-    let file: PlanFile = serde_json::from_slice(&bytes).map_err(|e| PlanFileError::Corrupt {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let mut file: PlanFile =
+        serde_json::from_slice(&bytes).map_err(|e| PlanFileError::Corrupt {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
     if file.version != FORMAT_VERSION {
         return Err(PlanFileError::Corrupt {
             path: path.to_owned(),
             message: format!("format version {}, expected {FORMAT_VERSION}", file.version),
         });
     }
+    // Each entry's branch hours are parsed from the lookups, not written with it.
+    file.plan.link_hours(None);
     Ok(Some(file))
 }
 

@@ -61,7 +61,6 @@ impl PlanStore {
             entry.local.running_here = false;
         }
         tracing::info!("🔄 Reset {reset} workflow(s) is_currently_running flag");
-        plan.link_hours(None);
         let seal = SealKey::from_token(token);
         if !restore_secrets(&mut plan, path, seal.as_ref()) && plan.lookups.mentions_secrets() {
             // Its rules need secrets this runner no longer has: the next answer must be a

@@ -146,15 +146,8 @@ impl AnchorSchedule {
             Edge::Opening => "opening",
             Edge::Closing => "closing",
         };
-        let minutes = |seconds: i64| {
-            if seconds % 3600 == 0 {
-                format!("{} h", seconds / 3600)
-            } else if seconds % 60 == 0 {
-                format!("{} min", seconds / 60)
-            } else {
-                format!("{seconds} s")
-            }
-        };
+        let minutes =
+            |seconds: i64| super::hours::words::amount(u32::try_from(seconds).unwrap_or(0));
         match self.offset {
             0 => format!("at each {edge}"),
             o if o > 0 => format!("{} after each {edge}", minutes(o)),

@@ -221,8 +221,9 @@ fn span(
     }
 }
 
-/// `90m`, `1h30m`, `45s`, `2h`: units in the order h, m, s, each at most once.
-pub(crate) fn parse_duration(text: &str) -> Result<i64, String> {
+/// `90m`, `1h30m`, `45s`, `2h`: units in the order h, m, s, each at most once; seconds,
+/// at most a day.
+pub fn parse_duration(text: &str) -> Result<i64, String> {
     const UNITS: [(char, i64); 3] = [('h', 3_600), ('m', 60), ('s', 1)];
     let mut total: i64 = 0;
     let mut rest = text;
@@ -280,6 +281,19 @@ impl fmt::Display for IntervalSchedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.expression)
     }
+}
+
+/// Seconds as a duration is written (`1h30m`, `45s`, `0s`): what [`parse_duration`] reads.
+pub fn duration_text(seconds: u32) -> String {
+    if seconds == 0 {
+        return "0s".to_owned();
+    }
+    let (h, m, s) = (seconds / 3_600, seconds % 3_600 / 60, seconds % 60);
+    [(h, "h"), (m, "m"), (s, "s")]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect()
 }
 
 /// An interval in words: "every 90 minutes", "every 2 hours", "every 1 h 30 min 15 s".

@@ -29,9 +29,9 @@ pub use cron::CronSchedule;
 pub use error::ScheduleError;
 pub use hours::{
     Day, DaySpec, HoursError, HoursSpec, Interval, OpeningHours, SpecialDay, parse_interval,
-    short_name,
+    short_name, upcoming_special_days, week_in_words,
 };
-pub use interval::IntervalSchedule;
+pub use interval::{IntervalSchedule, duration_text, parse_duration};
 pub use jitter::{MAX_JITTER_SECONDS, jitter_offset};
 pub use next_run::{Deadline, FAILED_RUN_RETRY, NextRun, Schedule, window_deadline};
 pub use overlap::{OverlapPolicy, buffered_run};

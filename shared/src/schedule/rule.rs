@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::anchor::AnchorSchedule;
 use super::error::ScheduleError;
 use super::hours::OpeningHours;
+use super::hours::words::{spec_in_words, today_in_words};
 use super::interval::IntervalSchedule;
 use super::jitter::jitter_offset;
 use super::next_run::Schedule;
@@ -55,6 +56,8 @@ pub struct RuleSchedule {
     window: Option<OperationWindow>,
     timetable: Option<Timetable>,
     spec: TimingSpec,
+    /// The branch's hours, when the rule runs by them (for the words).
+    hours: Option<Arc<OpeningHours>>,
     zone: Result<Zone, ScheduleError>,
     jitter_seconds: u32,
     overlap: OverlapPolicy,
@@ -75,6 +78,10 @@ impl RuleSchedule {
             offset,
             (&spec, timing.hours),
         );
+        let anchored = timing.cron.is_some_and(AnchorSchedule::is_anchor);
+        if spec.while_open.is_some() || anchored {
+            rule.hours = timing.hours.cloned();
+        }
         rule.spec = spec;
         rule.jitter_seconds = timing.jitter_seconds;
         rule.overlap = timing.overlap;
@@ -119,6 +126,7 @@ impl RuleSchedule {
             window,
             timetable,
             spec: TimingSpec::default(),
+            hours: None,
             zone,
             jitter_seconds: 0,
             overlap: OverlapPolicy::Skip,
@@ -150,6 +158,27 @@ impl RuleSchedule {
     /// The timing beyond cron and daily window.
     pub fn spec(&self) -> &TimingSpec {
         &self.spec
+    }
+
+    /// Today at its branch and when it next opens, for a rule that runs by the branch's
+    /// opening hours ("closed today: National Day; next opens Thu 2026-09-24 09:00").
+    pub fn today(&self, now: DateTime<Utc>) -> Option<String> {
+        let hours = self.hours.as_ref()?;
+        // When the branch itself opens, whatever the rule's offsets.
+        let opening = Timetable::new(
+            Some(Restriction::Hours {
+                hours: hours.clone(),
+                before: 0,
+                after: 0,
+            }),
+            self.spec.validity(),
+        );
+        Some(today_in_words(hours, opening.as_ref(), self.zone(), now))
+    }
+
+    /// The branch's opening hours, when the rule runs by them.
+    pub fn hours(&self) -> Option<&Arc<OpeningHours>> {
+        self.hours.as_ref()
     }
 
     /// What happens to a missed run (none: the due run is made when RES is back).
@@ -213,7 +242,13 @@ impl RuleSchedule {
             return "no cron expression: the rule is retried every 30 minutes".to_owned();
         };
         let zone = self.zone();
-        let mut sentence = describe_schedule(cron, self.window.as_ref(), zone);
+        let mut sentence = match Recurrence::parse(cron) {
+            Ok(Recurrence::Anchor(anchor)) => format!("{} {}", anchor.in_words(), zone.name()),
+            _ => describe_schedule(cron, self.window.as_ref(), zone),
+        };
+        for words in spec_in_words(&self.spec) {
+            sentence = format!("{sentence}; {words}");
+        }
         if self.jitter_seconds > 0 {
             let offset = self
                 .schedule

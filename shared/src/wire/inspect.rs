@@ -94,6 +94,16 @@ pub struct RuleDescription {
     /// The schedule in words, with its window and zone (and the overlap policy when it is
     /// not the default).
     pub schedule: String,
+    /// For a rule that runs by its branch's opening hours: today there and when it next
+    /// opens ("closed today: National Day; next opens Thu 2026-09-24 09:00 (Thursday hours)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub today: Option<String>,
+    /// The branch's week by its opening hours, Monday first ("fri 16:00-23:30").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branch_week: Vec<String>,
+    /// The branch's next special days ("2026-09-23 National Day: closed").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub special_days: Vec<String>,
     /// What happens to occurrences that come due while a run is live.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = String, example = "skip"))]

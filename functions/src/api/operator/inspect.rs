@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::describe_blocker_in;
+use res_shared::schedule::{
+    OpeningHours, describe_blocker_in, upcoming_special_days, week_in_words,
+};
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     DescribeRuleRequest, ErrorBody, ExecutionDetail, ExecutionStatus, MAX_NEXT_RUNS, OperatorMark,
@@ -157,6 +159,9 @@ pub(crate) fn standing(found: &DescribedRule) -> Standing {
     }
 }
 
+/// How many of a branch's next special days a description lists.
+const SPECIAL_DAYS_SHOWN: usize = 5;
+
 /// The description of a rule read at database time: the same readiness inputs a claim
 /// would use, so the blockers are the ones a runner's `plan why` shows.
 fn description(
@@ -178,6 +183,7 @@ fn description(
     let condition = standing.condition;
     let zone = rule.zone();
     let timing = rule.schedule();
+    let hours = OpeningHours::from_stored(rule.opening_hours.as_deref());
     let next_runs = timing.upcoming(rule.next_run_time.unwrap_or(now).max(now), wanted);
     // A paused or stopped rule's schedule still has occurrences, but none of them will run.
     let next_runs_held = match condition {
@@ -209,6 +215,12 @@ fn description(
         blockers,
         cron_expression: rule.cron_expression.clone(),
         schedule: timing.describe(),
+        today: timing.today(now),
+        branch_week: hours.as_deref().map(week_in_words).unwrap_or_default(),
+        special_days: hours
+            .as_deref()
+            .map(|h| upcoming_special_days(h, zone.local(now).date(), SPECIAL_DAYS_SHOWN))
+            .unwrap_or_default(),
         overlap_policy: rule.overlap_policy.0,
         timezone: zone.name().to_owned(),
         next_run_time: rule.next_run_time,

@@ -3,6 +3,7 @@
 //! "which intervals open on this date?" by every schedule question.
 
 mod spec;
+pub(crate) mod words;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,6 +11,7 @@ use std::fmt;
 use chrono::{Datelike, NaiveDate, Weekday};
 
 pub use spec::{DaySpec, HoursSpec};
+pub use words::{upcoming_special_days, week_in_words};
 
 use super::cron::SECONDS_PER_DAY;
 use super::window::parse_wall_time;
@@ -207,7 +209,7 @@ impl OpeningHours {
 }
 
 /// Monday first, as the week is stored.
-const WEEK: [Weekday; 7] = [
+pub(crate) const WEEK: [Weekday; 7] = [
     Weekday::Mon,
     Weekday::Tue,
     Weekday::Wed,
