@@ -192,7 +192,7 @@ mod tests {
             (
                 "brand:\n  name: A\n  zones: Europe/Berlin\n",
                 "brand.zones",
-                "unknown key 'zones' (known keys: name, id, zone, defaults, rules, branches) (line 3, column 3)",
+                "unknown key 'zones' (known keys: name, id, zone, defaults, hours, calendars, rules, branches) (line 3, column 3)",
             ),
             (
                 "brand:\n  name: A\n  branches:\n    - name: X\n      active: yes\n",

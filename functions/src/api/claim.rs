@@ -3,7 +3,9 @@
 use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use res_shared::schedule::{Blocker, Deadline, RuleState, window_deadline};
+use res_shared::schedule::{
+    Blocker, Deadline, MISSED_AFTER, Missed, RuleState, missed_run, window_deadline,
+};
 use std::collections::{HashMap, HashSet};
 
 use res_shared::wire::{
@@ -278,20 +280,32 @@ async fn claim_rules(
         .collect();
     let mut decided: HashMap<Uuid, ClaimOutcome> = HashMap::new();
     let mut crashed = Vec::new();
+    // Rules whose due run was missed and is not made (`catch_up`), with their next time.
+    let mut missed: (Vec<Uuid>, Vec<DateTime<Utc>>) = (Vec::new(), Vec::new());
     for id in &locked {
         let Some(rule) = rules.get(id) else { continue };
         let retries = Retries {
             failures_in_a_row: rule.failures_in_a_row(),
             flagged: rule.needs_attention_at.is_some(),
         };
-        let decision = decide(
+        let mut decision = decide(
             &rule.state(false, None),
             latest.get(id),
             rule.db_now,
             retries,
         );
+        if let Some(next) = skipped_as_missed(rule, &decision.outcome) {
+            missed.0.push(*id);
+            missed.1.push(next);
+            decision.outcome = ClaimOutcome::NotReady(vec![Blocker::NotDue {
+                next_run_time: next,
+            }]);
+        }
         crashed.extend(decision.crash);
         decided.insert(*id, decision.outcome);
+    }
+    if !missed.0.is_empty() {
+        db::claims::move_next_runs(&mut tx, &missed.0, &missed.1).await?;
     }
     if !crashed.is_empty() {
         db::claims::mark_crashed(&mut tx, &crashed).await?;
@@ -412,6 +426,34 @@ async fn claim_rules(
 }
 
 /// What started the run: an operator's request wins over a retry.
+/// A scheduled claim of a rule whose due time was missed while RES was down and whose
+/// `catch_up` says not to make it: the time it waits for instead.
+fn skipped_as_missed(rule: &LockedRule, outcome: &ClaimOutcome) -> Option<DateTime<Utc>> {
+    let ClaimOutcome::Claim {
+        trigger: Trigger::Schedule,
+        ..
+    } = outcome
+    else {
+        return None;
+    };
+    let due = rule.next_run_time?;
+    let policy = rule.timing.as_ref().and_then(|t| t.catch_up);
+    if policy.is_none() || rule.db_now - due < MISSED_AFTER {
+        return None;
+    }
+    match missed_run(&rule.schedule(), due, rule.db_now) {
+        Missed::SkipTo { next, latest } => {
+            tracing::info!(branch_rule_id = %rule.id, %latest, %next, "a run missed while RES was down is skipped (catch_up)");
+            Some(next)
+        }
+        Missed::CatchUpNow { latest } => {
+            tracing::info!(branch_rule_id = %rule.id, %latest, "a run missed while RES was down is made now (catch_up: once)");
+            None
+        }
+        Missed::Run => None,
+    }
+}
+
 fn trigger(manual: bool, is_retry: bool, after_failure: bool) -> Trigger {
     match (manual, is_retry, after_failure) {
         (true, _, _) => Trigger::Manual,
@@ -441,8 +483,7 @@ fn answer(
         });
     };
     if let Some(claimed) = claimed {
-        let schedule = rule.schedule();
-        let deadline = match window_deadline(schedule.timetable(), rule.zone(), rule.db_now) {
+        let deadline = match window_deadline(rule.timetable().as_ref(), rule.zone(), rule.db_now) {
             Deadline::At(end) => Some(end),
             Deadline::Unbounded | Deadline::OutsideWindow { .. } => None,
         };

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, NaiveTime, Utc};
 use res_shared::schedule::{
-    DEFAULT_FAILURE_THRESHOLD, HoursSpec, OpeningHours, OverlapPolicy, RuleSchedule, RuleState,
-    RuleStatus, RuleTiming, TimingSpec, Zone,
+    DEFAULT_FAILURE_THRESHOLD, HoursSpec, OpeningHours, OperationWindow, OverlapPolicy,
+    RuleSchedule, RuleState, RuleStatus, RuleTiming, Timetable, TimingSpec, Zone, rule_timetable,
 };
 use res_shared::wire::{Acknowledgement, ExecutionStatus, RuleCondition};
 use sqlx::types::Json;
@@ -91,6 +91,20 @@ impl LockedRule {
         })
     }
 
+    /// When the rule may run (window, hours, dates), without parsing its cron: readiness
+    /// reads it on every claim.
+    pub(crate) fn timetable(&self) -> Option<Timetable> {
+        let hours = OpeningHours::from_stored(self.opening_hours.as_deref());
+        let none = TimingSpec::default();
+        rule_timetable(
+            self.cron_expression.as_deref(),
+            OperationWindow::from_ends(self.operation_time_from, self.operation_time_to),
+            self.timing.as_deref().unwrap_or(&none),
+            hours.as_ref(),
+        )
+        .0
+    }
+
     /// The branch rule, its branch and its rule definition are active and it is not
     /// archived (whether it is paused or force-stopped aside).
     pub(crate) fn is_enabled(&self) -> bool {
@@ -139,7 +153,7 @@ impl LockedRule {
             rule_status: self.rule_status,
             next_run_time: self.next_run_time,
             paused_until,
-            window: self.schedule().timetable().cloned(),
+            window: self.timetable(),
             zone: self.zone(),
         }
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use res_shared::schedule::Blocker;
+use res_shared::schedule::{Blocker, Missed, missed_run};
 use res_shared::wire::{
     ClaimRefusal, ClaimRefusalReason, ClaimRequest, ClaimResponse, ExecutionStatus,
     HeartbeatBatchRequest, HeartbeatRequest, OfflineRun, SetNextRunTimeRequest,
@@ -50,6 +50,8 @@ pub(crate) enum JobStatus {
     ClaimLost,
     /// The functions are unreachable and this runner does not run the rule offline.
     SkippedOffline,
+    /// Its due run was missed while RES was down and its `catch_up` does not make it.
+    SkippedMissed,
     /// The run ended without a status that is reported.
     Unreported,
 }
@@ -61,6 +63,7 @@ impl JobStatus {
             JobStatus::Ran(status) => status.as_str(),
             JobStatus::ClaimLost => "claim_lost",
             JobStatus::SkippedOffline => "skipped_offline",
+            JobStatus::SkippedMissed => "skipped_missed",
             JobStatus::Unreported => "unreported",
         }
     }
@@ -428,9 +431,48 @@ async fn report_run(
     Some(answer.next_run_time)
 }
 
+/// A missed run its rule's `catch_up` does not make: the rule moves to its next time here
+/// (as the claim function moves it online), and the job ends without a run.
+fn skip_missed(daemon: &Daemon, job: &Job) -> Option<JobOutcome> {
+    let now = crate::clock::now();
+    let mut moved = None;
+    daemon.plan.update(|plan| {
+        let Some(entry) = plan.workflows.get_mut(&job.branch_rule_id) else {
+            return;
+        };
+        if entry.workflow.run_requested_at.is_some() {
+            return;
+        }
+        let due = entry.workflow.next_run_time.unwrap_or(job.due_at);
+        if let Missed::SkipTo { next, latest } =
+            missed_run(&crate::plan::entry_rules::schedule(entry), due, now)
+        {
+            tracing::info!(%latest, %next, "a run missed while RES was down is skipped (catch_up)");
+            entry.workflow.next_run_time = Some(next);
+            entry.workflow.is_currently_running = false;
+            entry.local.running_here = false;
+            entry.local.local_next_run = true;
+            entry.local.updated_at = Some(now);
+            moved = Some(next);
+        }
+    });
+    moved.map(|next| JobOutcome {
+        next_run_time: Some(next),
+        offline: true,
+        ..JobOutcome::skipped(
+            JobStatus::SkippedMissed,
+            "a run missed while RES was down, not made (catch_up)".to_owned(),
+        )
+    })
+}
+
 /// Runs a due rule without a claim (the branch's offline owner, functions unreachable).
 async fn run_offline(daemon: &Daemon, job: Job) -> JobOutcome {
     let id = job.branch_rule_id;
+    // The claim function would decide this online; offline the plan decides it alike.
+    if let Some(skipped) = skip_missed(daemon, &job) {
+        return skipped;
+    }
     let execution_id = Uuid::new_v4();
     let claim_token = format!("offline-{}", Uuid::new_v4().simple());
     let started_at = crate::clock::now();

@@ -4,6 +4,7 @@
 
 mod anchor;
 mod attention;
+mod catch_up;
 mod cron;
 mod error;
 mod hours;
@@ -25,6 +26,7 @@ pub use anchor::{AnchorSchedule, Edge};
 pub use attention::{
     AfterRun, DEFAULT_FAILURE_THRESHOLD, after_run, failures_in_words, schedule_attention,
 };
+pub use catch_up::{MISSED_AFTER, Missed, missed_run};
 pub use cron::CronSchedule;
 pub use error::ScheduleError;
 pub use hours::{
