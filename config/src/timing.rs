@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 use res_shared::schedule::{
-    CatchUp, DaySpec, HoursSpec, TimingSpec, WhileOpen, duration_text, parse_duration,
+    CatchUp, DaySpec, HoursSpec, MAX_OFFSET_SECONDS, TimingSpec, WhileOpen, duration_text,
+    parse_duration,
 };
 use serde::{Deserialize, Serialize};
 
@@ -193,6 +194,18 @@ fn offset(field: &str, text: &str) -> Result<u32, TimingProblem> {
         })
 }
 
+/// A `while_open` offset: a duration of at most 12 h.
+fn widening(field: &str, text: &str) -> Result<u32, TimingProblem> {
+    let seconds = offset(field, text)?;
+    if seconds > MAX_OFFSET_SECONDS {
+        return Err(problem(
+            field,
+            format!("'{text}' is more than 12h, the widest a window may open around the hours"),
+        ));
+    }
+    Ok(seconds)
+}
+
 fn catch_up(field: &str, doc: &CatchUpDoc) -> Result<CatchUp, TimingProblem> {
     match (doc.policy.as_str(), doc.max_age.as_deref()) {
         ("skip", None) => Ok(CatchUp::Skip),
@@ -251,11 +264,11 @@ pub fn branch_rule_timing(rule: &BranchRule) -> Result<TimingSpec, TimingProblem
                 before_seconds: open
                     .before
                     .as_deref()
-                    .map_or(Ok(0), |t| offset("while_open.before", t))?,
+                    .map_or(Ok(0), |t| widening("while_open.before", t))?,
                 after_seconds: open
                     .after
                     .as_deref()
-                    .map_or(Ok(0), |t| offset("while_open.after", t))?,
+                    .map_or(Ok(0), |t| widening("while_open.after", t))?,
             })
         })
         .transpose()?;

@@ -87,27 +87,33 @@ fn check_brand_rule(rule: &BrandRule, at: &Path, report: &mut Report) {
 }
 
 /// A branch's own week, days and calendars; its resolved hours when they can be read.
+/// `Err` when the hours were refused (already reported): the branch's rules are then not
+/// checked against them.
 pub(super) fn check_branch(
     brand: &Brand,
     branch: &Branch,
     at: &Path,
     report: &mut Report,
-) -> Option<Arc<OpeningHours>> {
+) -> Result<Option<Arc<OpeningHours>>, ()> {
+    let errors = report.error_count();
     if let Some(week) = &branch.hours {
         check_week(week, &at.field("hours"), report);
     }
     check_days(&branch.days, &at.field("days"), report);
-    match branch_hours(brand, branch) {
-        Ok(None) => None,
+    let resolved = match branch_hours(brand, branch) {
+        Ok(None) => Ok(None),
         Ok(Some(spec)) => match OpeningHours::from_spec(&spec) {
-            Ok(hours) => Some(Arc::new(hours)),
+            Ok(hours) => Ok(Some(Arc::new(hours))),
             Err(error) => {
-                // Each part read alone; together (an overnight interval into a special day).
-                report.error(
-                    &at.field("hours"),
-                    format!("with its calendars and days: {error}"),
-                );
-                None
+                // Each part read alone is reported there; this is only what they make
+                // together (an overnight interval into a special day).
+                if report.error_count() == errors {
+                    report.error(
+                        &at.field("hours"),
+                        format!("with its calendars and days: {error}"),
+                    );
+                }
+                Err(())
             }
         },
         Err(problem) => {
@@ -115,9 +121,13 @@ pub(super) fn check_branch(
             if problem.field.starts_with("calendars[") {
                 report_timing(at, problem, report);
             }
-            None
+            Err(())
         }
+    };
+    if report.error_count() > errors {
+        return Err(());
     }
+    resolved
 }
 
 /// What one branch rule's timing needs, to check it against its branch.
@@ -125,7 +135,8 @@ pub(super) struct RuleContext<'a> {
     pub(super) brand_rule: Option<&'a BrandRule>,
     pub(super) schedule: Option<&'a str>,
     pub(super) window: Option<OperationWindow>,
-    pub(super) hours: Option<&'a Arc<OpeningHours>>,
+    /// The branch's hours; `Err` when they were refused (and reported).
+    pub(super) hours: Result<Option<&'a Arc<OpeningHours>>, ()>,
     pub(super) zone: Option<Zone>,
 }
 
@@ -163,8 +174,11 @@ pub(super) fn check_branch_rule(
     if !rule.week.is_empty() {
         check_week(&rule.week, &at.field("week"), report);
     }
+    let Ok(hours) = context.hours else {
+        return;
+    };
     let anchored = context.schedule.is_some_and(AnchorSchedule::is_anchor);
-    if context.hours.is_none() && (anchored || spec.while_open.is_some()) {
+    if hours.is_none() && (anchored || spec.while_open.is_some()) {
         let what = if anchored {
             format!(
                 "runs at opening or closing ('{}')",
@@ -182,7 +196,7 @@ pub(super) fn check_branch_rule(
         );
         return;
     }
-    warn_if_never_runs(&spec, context, at, report);
+    warn_if_never_runs(&spec, context, hours, at, report);
 }
 
 /// Warns when the rule finds no run in the next year (closed on every day its cron fires,
@@ -190,6 +204,7 @@ pub(super) fn check_branch_rule(
 fn warn_if_never_runs(
     spec: &TimingSpec,
     context: &RuleContext<'_>,
+    hours: Option<&Arc<OpeningHours>>,
     at: &Path,
     report: &mut Report,
 ) {
@@ -210,7 +225,7 @@ fn warn_if_never_runs(
         zone: Some(zone.name()),
         jitter_seconds: 0,
         overlap: OverlapPolicy::Skip,
-        hours: context.hours,
+        hours,
         spec: Some(spec),
     });
     let now = Utc::now();

@@ -40,6 +40,11 @@ impl Report {
         });
     }
 
+    /// How many errors so far.
+    pub(crate) fn error_count(&self) -> usize {
+        self.errors.len()
+    }
+
     pub(crate) fn warn(&mut self, at: &Path, message: impl Into<String>) {
         self.warnings.push(Problem {
             path: at.as_str().to_owned(),

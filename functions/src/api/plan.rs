@@ -154,7 +154,11 @@ pub(crate) async fn get_execution_plan(
         }
     }
     if older_format {
-        let left_out = without_hours(&mut read.workflows, &mut read.removed, &mut read.lookups);
+        let left_out = without_hours(
+            &mut read.workflows,
+            (!read.full).then_some(&mut read.removed),
+            &mut read.lookups,
+        );
         if left_out > 0 {
             tracing::info!(runner_id = %Untrusted(&request.runner_id), left_out, "rules that need opening hours left out of an older plan format");
         }
@@ -199,18 +203,21 @@ pub(crate) async fn get_execution_plan(
 }
 
 /// A plan for a runner that reads no opening hours (a format before 4): a rule that needs
-/// them would run on closed days there, so it is left out (a delta names it removed), and
+/// them would run on closed days there, so it is left out (a delta names it removed; a full
+/// plan just does not list it), and
 /// what remains is sent exactly as before hours existed. How many were left out.
 fn without_hours(
     workflows: &mut Vec<PlanEntry>,
-    removed: &mut Vec<uuid::Uuid>,
+    mut removed: Option<&mut Vec<uuid::Uuid>>,
     lookups: &mut PlanLookups,
 ) -> usize {
     let before = workflows.len();
     workflows.retain_mut(|entry| {
         let needs = needs_hours(entry);
         if needs {
-            removed.push(entry.id);
+            if let Some(removed) = removed.as_deref_mut() {
+                removed.push(entry.id);
+            }
         } else {
             entry.timing = None;
         }

@@ -17,6 +17,7 @@ mod keys;
 mod lambda;
 mod logs;
 mod offline_owners;
+mod opening_hours;
 mod operator;
 mod output;
 mod overdue;
