@@ -252,6 +252,16 @@ impl Runner {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal sent");
     }
 
+    /// `res-runner plan why <rule>` on its state directory: its output.
+    pub fn plan_why(&self, rule: uuid::Uuid) -> String {
+        let output = std::process::Command::new(&self.binary)
+            .args(["plan", "why", &rule.to_string(), "--state-dir"])
+            .arg(&self.state_dir)
+            .output()
+            .expect("res-runner plan why");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     /// The log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

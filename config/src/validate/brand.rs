@@ -111,7 +111,7 @@ pub(super) fn check(
                     brand_rule: Some(brand_rule),
                     schedule,
                     window,
-                    hours: hours.as_ref().map(Option::as_ref).map_err(|()| ()),
+                    hours: hours.as_ref().map(Option::as_ref).map_err(|_| ()),
                     zone,
                 };
                 super::hours::check_branch_rule(rule, &context, &here, report);

@@ -643,7 +643,7 @@ async fn every_format_says_what_the_first_says_in_full_and_in_a_delta() {
     assert_eq!(all_day_window, window(&plain_delta));
     assert_eq!(all_day_window, window(&columns_delta));
 
-    for format in [0, 4] {
+    for format in [0, 5] {
         let refused = w
             .app
             .call(

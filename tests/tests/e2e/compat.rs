@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const SCHEDULED: usize = 4;
 
 /// An earlier release's `binary`, built from its commit if this checkout has not yet.
-async fn release_binary(version: &str, name: &str) -> PathBuf {
+pub(crate) async fn release_binary(version: &str, name: &str) -> PathBuf {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("the workspace")

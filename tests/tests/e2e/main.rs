@@ -12,6 +12,7 @@ mod disk;
 mod console;
 mod docs;
 mod failover;
+mod hours;
 mod links;
 mod observability;
 mod offline;
