@@ -4,6 +4,7 @@ use res_shared::wire::RunnerThresholds;
 
 use crate::db::branch_rules::{overdue, runner_seen_sql};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 /// The fleet at one instant.
 #[derive(Debug, Clone, Default, sqlx::FromRow)]
@@ -126,4 +127,29 @@ mod tests {
         let delay = format!("make_interval(secs => {OVERDUE_AFTER_SECONDS})");
         assert!(super::overdue!().contains(&delay), "{}", super::overdue!());
     }
+}
+
+/// How many active rules at each of `branches` run by opening hours (a timing that needs
+/// them, or a run at opening or closing): what a runner too old for them is not sent.
+pub(crate) async fn rules_needing_hours(
+    pool: &PgPool,
+    branches: &[Uuid],
+) -> Result<std::collections::HashMap<Uuid, u64>, sqlx::Error> {
+    let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+        "SELECT br.branch_id, count(*) FROM branch_rules br \
+         JOIN rules r ON r.id = br.rule_id \
+         LEFT JOIN brand_rules brr ON brr.id = br.brand_rule_id \
+         WHERE br.branch_id = ANY($1) AND NOT br.is_archived \
+           AND ((COALESCE(brr.timing, '{}') || COALESCE(br.timing, '{}')) \
+                    ?| array['while_open', 'week', 'valid_from', 'valid_until'] \
+                OR COALESCE(brr.cron_expression, r.cron_expression) ~* '^\\s*@(opening|closing)') \
+         GROUP BY br.branch_id",
+    )
+    .bind(branches)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(branch, count)| (branch, u64::try_from(count).unwrap_or(0)))
+        .collect())
 }

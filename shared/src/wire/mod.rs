@@ -102,7 +102,10 @@ pub use secrets::{
     PlanSecret, SecretChange, SecretDeleteRequest, SecretDeleteResponse, SecretListRequest,
     SecretListResponse, SecretSetRequest, SecretSetResponse, SecretSummary, SecretValue,
 };
-pub use versions::{OLDEST_SERVED_RUNNER, RunnerAttention, release_of, unsupported_runner};
+pub use versions::{
+    FIRST_RUNNER_WITH_HOURS, OLDEST_SERVED_RUNNER, RunnerAttention, left_out_for_hours,
+    reads_hours, release_of, unsupported_runner,
+};
 pub use violation::{ViolationRequest, ViolationResponse};
 
 /// The value of an object field that was left out.

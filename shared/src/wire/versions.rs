@@ -39,6 +39,33 @@ pub fn unsupported_runner(version: Option<&str>) -> Option<String> {
     }
 }
 
+/// The first runner release that reads opening hours (plan format 4): an older one is
+/// sent no rule that needs them.
+pub const FIRST_RUNNER_WITH_HOURS: (u32, u32, u32) = (0, 3, 0);
+
+/// Whether a runner reporting `version` reads opening hours (one that reports none or an
+/// unreadable one is counted as not).
+pub fn reads_hours(version: Option<&str>) -> bool {
+    version
+        .and_then(release_of)
+        .is_some_and(|release| release >= FIRST_RUNNER_WITH_HOURS)
+}
+
+/// Why a runner that reads no opening hours needs someone, when its branches have
+/// `left_out` rules that run by them (and so are not in its plan).
+pub fn left_out_for_hours(version: Option<&str>, left_out: u64) -> Option<String> {
+    if left_out == 0 || reads_hours(version) {
+        return None;
+    }
+    let (major, minor, patch) = FIRST_RUNNER_WITH_HOURS;
+    Some(format!(
+        "runs {}, which cannot honour opening hours: {left_out} rule(s) of its branches that \
+         run by them are left out of its plan and do not run; upgrade it to \
+         {major}.{minor}.{patch} or later",
+        version.unwrap_or("an unknown version")
+    ))
+}
+
 /// A runner that needs someone (outside the served range, its disk refusing writes), as
 /// the fleet view lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,5 +98,12 @@ mod tests {
         );
         assert!(unsupported_runner(Some("banana")).is_some_and(|r| r.contains("'banana'")));
         assert!(unsupported_runner(None).is_some_and(|r| r.contains("no version")));
+        assert!(reads_hours(Some("0.3.0")) && !reads_hours(Some("0.2.0")) && !reads_hours(None));
+        assert_eq!(left_out_for_hours(Some("0.2.0"), 0), None);
+        assert_eq!(left_out_for_hours(Some("0.3.1"), 4), None);
+        assert!(
+            left_out_for_hours(Some("0.2.0"), 2)
+                .is_some_and(|r| r.contains("2 rule(s)") && r.contains("upgrade it to 0.3.0"))
+        );
     }
 }

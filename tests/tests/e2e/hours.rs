@@ -144,6 +144,24 @@ async fn a_runner_of_the_previous_release_is_never_given_a_rule_it_would_run_on_
         !plan.contains(&closed.to_string()),
         "the old runner's plan holds the rule"
     );
+    // The fleet view says why, and what to do.
+    let fleet: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/fleet_summary", system.functions.url()))
+        .bearer_auth(&system.operator)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("fleet summary")
+        .json()
+        .await
+        .expect("JSON");
+    let needing = fleet["runners_needing_someone"].to_string();
+    assert!(
+        needing.contains("site-old")
+            && needing.contains("cannot honour opening hours: 1 rule(s)")
+            && needing.contains("upgrade it to 0.3.0"),
+        "{fleet}"
+    );
     assert!(runner.stop());
 }
 

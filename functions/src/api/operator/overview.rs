@@ -11,7 +11,7 @@ use res_shared::schedule::Zone;
 use res_shared::wire::{
     Acknowledgement, AttentionGroup, ErrorBody, FleetSummary, FleetSummaryRequest, FleetTotals,
     RuleCondition, RunnerAttention, RunnerState, RunnerSummary, RunnerThresholds,
-    unsupported_runner,
+    left_out_for_hours, reads_hours, unsupported_runner,
 };
 use uuid::Uuid;
 
@@ -140,9 +140,25 @@ pub(crate) async fn overview(
             });
         }
     }
+    // Rules that run by opening hours, at the branches of runners too old to read them.
+    let old_branches: Vec<Uuid> = runners
+        .iter()
+        .filter(|r| r.state != RunnerState::Gone && !reads_hours(r.version.as_deref()))
+        .flat_map(|r| r.branches.iter().map(|b| b.branch_id))
+        .collect();
+    let by_hours = if old_branches.is_empty() {
+        HashMap::new()
+    } else {
+        db::fleet::rules_needing_hours(&state.pool, &old_branches).await?
+    };
     for runner in runners {
         *fleet.totals.runners.entry(runner.state).or_default() += 1;
-        fleet.add_version(&runner);
+        let left_out = runner
+            .branches
+            .iter()
+            .filter_map(|b| by_hours.get(&b.branch_id))
+            .sum();
+        fleet.add_version(&runner, left_out);
         for served in &runner.branches {
             fleet.add_runner(served.branch_id, runner.state, runner.last_seen_at);
         }
@@ -222,7 +238,7 @@ fn failing(row: &DescribedRule) -> Option<u32> {
 impl FleetOverview {
     /// Counts a runner that is not gone by its version, and lists it when these functions
     /// do not serve that version or its disk refuses writes.
-    fn add_version(&mut self, runner: &RunnerSummary) {
+    fn add_version(&mut self, runner: &RunnerSummary, left_out: u64) {
         if runner.state == RunnerState::Gone {
             return;
         }
@@ -233,6 +249,7 @@ impl FleetOverview {
         *self.totals.runner_versions.entry(version).or_default() += 1;
         let reasons: Vec<String> = unsupported_runner(runner.version.as_deref())
             .into_iter()
+            .chain(left_out_for_hours(runner.version.as_deref(), left_out))
             .chain(runner.state_unwritable_since.map(|since| {
                 format!(
                     "its disk refuses writes since {} UTC (full or read-only): its reports \
