@@ -118,17 +118,6 @@ pub(crate) async fn brand_branches(
         .await
 }
 
-#[cfg(test)]
-mod tests {
-    use res_shared::wire::OVERDUE_AFTER_SECONDS;
-
-    #[test]
-    fn the_overdue_definition_uses_the_documented_delay() {
-        let delay = format!("make_interval(secs => {OVERDUE_AFTER_SECONDS})");
-        assert!(super::overdue!().contains(&delay), "{}", super::overdue!());
-    }
-}
-
 /// How many active rules at each of `branches` run by opening hours (a timing that needs
 /// them, or a run at opening or closing): what a runner too old for them is not sent.
 pub(crate) async fn rules_needing_hours(
@@ -152,4 +141,15 @@ pub(crate) async fn rules_needing_hours(
         .into_iter()
         .map(|(branch, count)| (branch, u64::try_from(count).unwrap_or(0)))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use res_shared::wire::OVERDUE_AFTER_SECONDS;
+
+    #[test]
+    fn the_overdue_definition_uses_the_documented_delay() {
+        let delay = format!("make_interval(secs => {OVERDUE_AFTER_SECONDS})");
+        assert!(super::overdue!().contains(&delay), "{}", super::overdue!());
+    }
 }
