@@ -12,6 +12,7 @@ use res_tests::functions::TestApp;
 use uuid::Uuid;
 
 const SECTION: &str = "## From an empty brand to rules running at two branches";
+const HOURS: &str = "## Opening hours";
 
 /// A documented command and the output the page shows for it.
 struct Step {
@@ -20,9 +21,9 @@ struct Step {
 }
 
 /// The `$` lines of the walkthrough's console blocks, each with the lines after it.
-fn steps(page: &str) -> Vec<Step> {
-    let start = page.find(SECTION).expect("the walkthrough section");
-    let section = &page[start + SECTION.len()..];
+fn steps(page: &str, heading: &str) -> Vec<Step> {
+    let start = page.find(heading).expect("the walkthrough section");
+    let section = &page[start + heading.len()..];
     let section = section.find("\n## ").map_or(section, |end| &section[..end]);
     let mut steps: Vec<Step> = Vec::new();
     let mut in_block = false;
@@ -150,9 +151,46 @@ fn line_matching_reads_the_ellipsis_as_any_text() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_configure_walkthrough_runs_as_written() {
+    let app = walk(SECTION, "Demo Retail", 10).await;
+    // The walkthrough ends where it started the window: back at eight.
+    let window: String = sqlx::query_scalar(
+        "SELECT x.operation_time_from::text FROM branch_rules x \
+         JOIN branches b ON b.id = x.branch_id JOIN rules r ON r.id = x.rule_id \
+         WHERE b.name = 'Riyadh Olaya' AND r.name = 'Queue length'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("the window");
+    assert_eq!(window, "08:00:00");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_opening_hours_section_runs_as_written() {
+    let app = walk(HOURS, "Hours Retail", 6).await;
+    // Olaya's hours as applied: its calendars resolved, Ramadan's range kept whole.
+    let hours: serde_json::Value =
+        sqlx::query_scalar("SELECT opening_hours FROM branches WHERE name = 'Riyadh Olaya'")
+            .fetch_one(&app.pool)
+            .await
+            .expect("hours");
+    let text = hours.to_string();
+    for part in [
+        "\"sat-thu\"",
+        "National Day",
+        "saudi-holidays-2026-2027",
+        "\"until\":\"2027-03-09\"",
+        "Stocktake",
+    ] {
+        assert!(text.contains(part), "{part} in {text}");
+    }
+}
+
+/// Runs the `$` lines of `heading`'s section in order, a key of `brand`'s admin in
+/// `RES_TOKEN` once a platform engineer has made it; answers the app it ran against.
+async fn walk(heading: &str, brand: &str, at_least: usize) -> TestApp {
     let page = std::fs::read_to_string(repo().join("docs/configure.md")).expect("the page");
-    let steps = steps(&page);
-    assert!(steps.len() >= 10, "found {} steps", steps.len());
+    let steps = steps(&page, heading);
+    assert!(steps.len() >= at_least, "found {} steps", steps.len());
     let app = TestApp::start().await;
     let platform = app.all_brands_token("platform", Role::Admin).await;
     let dir = std::env::temp_dir().join(format!("res-walkthrough-{}", Uuid::new_v4()));
@@ -167,11 +205,11 @@ async fn the_configure_walkthrough_runs_as_written() {
     for step in &steps {
         // The brand admin's key is made once the platform engineer has made the brand.
         if shell.admin.is_none() && !step.command.starts_with("RES_TOKEN=$PLATFORM_TOKEN") {
-            let brand: Option<Uuid> =
-                sqlx::query_scalar("SELECT id FROM brands WHERE name = 'Demo Retail'")
-                    .fetch_optional(&app.pool)
-                    .await
-                    .expect("brands");
+            let brand: Option<Uuid> = sqlx::query_scalar("SELECT id FROM brands WHERE name = $1")
+                .bind(brand)
+                .fetch_optional(&app.pool)
+                .await
+                .expect("brands");
             if let Some(brand) = brand {
                 let scope = KeyScope {
                     brand_ids: vec![brand],
@@ -185,22 +223,15 @@ async fn the_configure_walkthrough_runs_as_written() {
             let shell = &shell;
             tokio::task::block_in_place(|| shell.run(&command))
         };
-        assert!(ran, "$ {command}\n{printed}");
+        // A command documented with an error fails; every other succeeds.
+        let refused = step.output.iter().any(|line| line.contains("error:"));
+        assert_eq!(ran, !refused, "$ {command}\n{printed}");
         let missing = missing(&step.output, &printed);
         assert!(
             missing.is_empty(),
             "$ {command}\nnot printed (in order): {missing:#?}\nprinted:\n{printed}"
         );
     }
-    // The walkthrough ends where it started the window: back at eight.
-    let window: String = sqlx::query_scalar(
-        "SELECT x.operation_time_from::text FROM branch_rules x \
-         JOIN branches b ON b.id = x.branch_id JOIN rules r ON r.id = x.rule_id \
-         WHERE b.name = 'Riyadh Olaya' AND r.name = 'Queue length'",
-    )
-    .fetch_one(&app.pool)
-    .await
-    .expect("the window");
-    assert_eq!(window, "08:00:00");
     let _ = std::fs::remove_dir_all(&dir);
+    app
 }

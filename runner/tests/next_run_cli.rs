@@ -292,3 +292,51 @@ fn an_interval_runs_on_its_grid_from_the_window_opening() {
         )
     );
 }
+
+/// docs/schedule.md's opening-hours examples, run as written: each `res-runner next-run`
+/// line through `sh`, its output (or error) the `#` line after it, before any note.
+#[test]
+fn the_opening_hours_examples_answer_as_documented() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/schedule.md"))
+        .expect("the page");
+    let start = page.find("## Opening hours").expect("the section");
+    let section = &page[start..];
+    let section = &section[..section[3..]
+        .find("\n## ")
+        .map_or(section.len(), |end| end + 3)];
+    let lines: Vec<&str> = section.lines().collect();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_res-runner"))
+        .parent()
+        .expect("the bin directory")
+        .to_owned();
+    let mut checked = 0;
+    for pair in lines.windows(2) {
+        let (Some(_), Some(expected)) = (
+            pair[0].strip_prefix("res-runner next-run "),
+            pair[1].strip_prefix("# "),
+        ) else {
+            continue;
+        };
+        let expected = expected.split("   (").next().unwrap_or_default().trim();
+        let output = Command::new("sh")
+            .args(["-c", pair[0]])
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_default()
+                ),
+            )
+            .output()
+            .expect("sh runs");
+        let printed = if expected.starts_with("error:") {
+            stderr(&output)
+        } else {
+            stdout(&output)
+        };
+        assert_eq!(printed.trim(), expected, "{}", pair[0]);
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "every example ran");
+}

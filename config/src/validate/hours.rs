@@ -107,7 +107,12 @@ pub(super) fn check_branch(
             Err(error) => {
                 // Each part read alone is reported there; this is only what they make
                 // together (an overnight interval into a special day).
-                if report.error_count() == errors {
+                let week = HoursSpec {
+                    week: spec.week.clone(),
+                    days: Vec::new(),
+                };
+                // A week that is wrong alone was reported where it is written.
+                if report.error_count() == errors && OpeningHours::from_spec(&week).is_ok() {
                     report.error(
                         &at.field("hours"),
                         format!("with its calendars and days: {error}"),

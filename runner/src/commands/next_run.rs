@@ -5,7 +5,12 @@ use std::process::ExitCode;
 
 use chrono::{DateTime, SecondsFormat, TimeDelta, Utc};
 use clap::Args;
-use res_shared::schedule::{MAX_JITTER_SECONDS, NextRun, Schedule, jitter_offset};
+use std::sync::Arc;
+
+use res_shared::schedule::{
+    AnchorSchedule, HoursSpec, MAX_JITTER_SECONDS, NextRun, OpeningHours, OperationWindow,
+    OverlapPolicy, RuleSchedule, RuleTiming, Schedule, TimingSpec, jitter_offset,
+};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -19,6 +24,8 @@ const EXIT_BAD_INPUT: u8 = 2;
   res-runner next-run --cron '*/30 * * * *' --from 08:00 --to 18:00 --now 2026-03-02T11:00:00Z
   res-runner next-run --cron '0 9 * * MON-FRI' --tz Europe/Berlin --json
   res-runner next-run --cron '0 * * * *' --jitter 300 --rule-id 6f1c2a9e-3b7d-4c1a-9e2f-0a1b2c3d4e5f
+  res-runner next-run --cron '@opening +10m' --hours '{\"week\": {\"sat-thu\": [\"09:00-12:00\", \"16:00-23:00\"]}}'
+  res-runner next-run --cron '*/15 * * * *' --hours HOURS --timing '{\"while_open\": {\"before_seconds\": 1800}}'
   echo '{\"cron\": \"0 * * * *\", \"now\": \"2026-03-02T20:00:00Z\"}' | res-runner next-run --batch")]
 pub struct NextRunArgs {
     /// Cron expression (5 fields, 6 with leading seconds, 7 with a trailing year, or
@@ -49,13 +56,21 @@ pub struct NextRunArgs {
     /// The branch rule's id, which fixes its jitter offset.
     #[arg(long, requires = "jitter")]
     rule_id: Option<Uuid>,
+    /// The branch's opening hours, as a plan carries them: JSON `{"week": {"sat-thu":
+    /// ["09:00-12:00"]}, "days": [{"date": "2026-09-23", "name": "National Day"}]}`.
+    #[arg(long)]
+    hours: Option<String>,
+    /// The rule's timing beyond cron and window, as a plan carries it: JSON such as
+    /// `{"while_open": {"before_seconds": 1800}, "valid_until": "2027-06-30"}`.
+    #[arg(long)]
+    timing: Option<String>,
     /// Print {"next_run_time": ..., "degenerate": ...} instead of the bare time.
     #[arg(long)]
     json: bool,
     /// Read one JSON object per line on stdin (keys cron, now, and optionally from, to, tz,
     /// failed, jitter_seconds with branch_rule_id) and write one JSON answer per line, in
     /// order.
-    #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json", "jitter", "rule_id"])]
+    #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json", "jitter", "rule_id", "hours", "timing"])]
     batch: bool,
 }
 
@@ -69,6 +84,10 @@ struct Query<'a> {
     failed: bool,
     /// The jitter offset.
     offset: TimeDelta,
+    /// The branch's opening hours.
+    hours: Option<HoursSpec>,
+    /// The rule's timing.
+    timing: Option<TimingSpec>,
 }
 
 /// One `--batch` input line.
@@ -83,6 +102,8 @@ struct BatchLine {
     failed: Option<bool>,
     jitter_seconds: Option<u32>,
     branch_rule_id: Option<Uuid>,
+    hours: Option<HoursSpec>,
+    timing: Option<TimingSpec>,
 }
 
 /// Runs the subcommand and returns the process exit code.
@@ -127,6 +148,16 @@ fn run_single(args: &NextRunArgs) -> Result<String, String> {
             (Some(id), Some(jitter)) => jitter_offset(id, jitter),
             _ => TimeDelta::zero(),
         },
+        hours: args
+            .hours
+            .as_deref()
+            .map(|text| json_argument("--hours", text))
+            .transpose()?,
+        timing: args
+            .timing
+            .as_deref()
+            .map(|text| json_argument("--timing", text))
+            .transpose()?,
     };
     let (schedule, next) = answer(&query)?;
     if args.json {
@@ -184,18 +215,61 @@ fn answer_line(line: &[u8]) -> Result<NextRun, String> {
         now: parse_now(&fields.now)?,
         failed: fields.failed.unwrap_or(false),
         offset,
+        hours: fields.hours,
+        timing: fields.timing,
     })?;
     Ok(next)
 }
 
 fn answer(query: &Query<'_>) -> Result<(Schedule, NextRun), String> {
-    let schedule = Schedule::parse(query.cron, query.from, query.to, query.tz)
-        .map_err(|error| error.to_string())?
-        .with_offset(query.offset);
+    let timed =
+        query.hours.is_some() || query.timing.is_some() || AnchorSchedule::is_anchor(query.cron);
+    let schedule = if timed {
+        by_hours(query)?
+    } else {
+        Schedule::parse(query.cron, query.from, query.to, query.tz)
+            .map_err(|error| error.to_string())?
+    }
+    .with_offset(query.offset);
     let next = schedule
         .next_run(query.now, query.failed)
         .map_err(|error| error.to_string())?;
     Ok((schedule, next))
+}
+
+/// A schedule with opening hours or timing, built as the functions and the runner build a
+/// rule's (the window read first, so its errors name `from` and `to`).
+fn by_hours(query: &Query<'_>) -> Result<Schedule, String> {
+    let window = OperationWindow::parse(query.from, query.to).map_err(|e| e.to_string())?;
+    let hours = query
+        .hours
+        .as_ref()
+        .map(OpeningHours::from_spec)
+        .transpose()
+        .map_err(|error| format!("invalid hours: {error}"))?
+        .map(Arc::new);
+    if let Some(timing) = &query.timing {
+        timing
+            .check()
+            .map_err(|error| format!("invalid timing: {error}"))?;
+    }
+    let rule = RuleSchedule::new(RuleTiming {
+        id: Uuid::nil(),
+        cron: Some(query.cron),
+        from: window.map(|w| w.from()),
+        to: window.map(|w| w.to()),
+        zone: query.tz,
+        jitter_seconds: 0,
+        overlap: OverlapPolicy::Skip,
+        hours: hours.as_ref(),
+        spec: query.timing.as_ref(),
+    });
+    rule.schedule().cloned().map_err(str::to_owned)
+}
+
+/// A JSON option's value, or what is wrong with it naming the option.
+fn json_argument<T: serde::de::DeserializeOwned>(option: &str, text: &str) -> Result<T, String> {
+    serde_json::from_str(text).map_err(|error| format!("invalid {option}: {error}"))
 }
 
 fn parse_now(text: &str) -> Result<DateTime<Utc>, String> {
