@@ -8,6 +8,11 @@
 ALTER TABLE brands ADD COLUMN hours jsonb;
 ALTER TABLE branches ADD COLUMN hours jsonb;
 ALTER TABLE branches ADD COLUMN opening_hours jsonb;
+-- What a plan sends, so each calendar travels once per brand: a branch's week, own days and
+-- the names of its calendars, and the brand's calendars; the runner resolves them as
+-- `opening_hours` was resolved (res-shared's `HoursSpec::resolved`).
+ALTER TABLE branches ADD COLUMN plan_hours jsonb;
+ALTER TABLE brands ADD COLUMN calendars jsonb;
 ALTER TABLE brand_rules ADD COLUMN timing jsonb;
 ALTER TABLE branch_rules ADD COLUMN timing jsonb;
 

@@ -35,8 +35,9 @@ pub use print::to_yaml;
 pub use res_workflow::Problem;
 pub use stored::{stored_workflow, workflow_from_stored};
 pub use timing::{
-    BranchHoursDoc, BrandHoursDoc, TimingProblem, branch_hours, branch_rule_timing,
-    brand_rule_timing, effective_timing, restore_branch_rule_timing, restore_brand_rule_timing,
+    BranchHoursDoc, BrandHoursDoc, TimingProblem, branch_hours, branch_plan_hours,
+    branch_rule_timing, brand_calendars, brand_rule_timing, effective_timing,
+    restore_branch_rule_timing, restore_brand_rule_timing,
 };
 pub use validate::{KnownSecret, Report, check_secret_references, secret_names, validate};
 

@@ -3,7 +3,7 @@
 //! resolved, each branch rule's timing over its brand rule's. Validation, diff, apply and
 //! export all go through here, so they read a document alike.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
 use res_shared::schedule::{
@@ -116,65 +116,59 @@ pub fn day_spec(
     })
 }
 
-/// A branch's opening hours with its calendars resolved: its own week or the brand's, and
-/// its special days — its own first, then each calendar's in the order attached, each date
-/// taken from the first that lists it. `None` when it has neither a week nor special days.
-/// Ranges are kept as ranges where no earlier entry cut into them.
-pub fn branch_hours(brand: &Brand, branch: &Branch) -> Result<Option<HoursSpec>, TimingProblem> {
-    let week = branch.hours.clone().unwrap_or_else(|| brand.hours.clone());
-    let mut sources: Vec<(String, DaySpec)> = Vec::new();
-    for (i, day) in branch.days.iter().enumerate() {
-        let field = format!("days[{i}]");
-        sources.push((field.clone(), day_spec(&field, day, None)?));
-    }
+/// The brand's calendars as res-shared reads them (and a plan sends them, once per brand).
+pub fn brand_calendars(brand: &Brand) -> Result<BTreeMap<String, Vec<DaySpec>>, TimingProblem> {
+    brand
+        .calendars
+        .iter()
+        .map(|(name, days)| {
+            let days = days
+                .iter()
+                .enumerate()
+                .map(|(i, day)| day_spec(&format!("calendars.{name}[{i}]"), day, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((name.clone(), days))
+        })
+        .collect()
+}
+
+/// A branch's opening hours as a plan sends them: its own week or the brand's, its own
+/// days, and the names of the brand calendars it keeps (each sent once, with its brand).
+/// `None` when it has neither a week nor special days.
+pub fn branch_plan_hours(
+    brand: &Brand,
+    branch: &Branch,
+) -> Result<Option<HoursSpec>, TimingProblem> {
+    let days = branch
+        .days
+        .iter()
+        .enumerate()
+        .map(|(i, day)| day_spec(&format!("days[{i}]"), day, None))
+        .collect::<Result<Vec<_>, _>>()?;
     for (c, name) in branch.calendars.iter().enumerate() {
-        let Some(days) = brand.calendars.get(name) else {
+        if !brand.calendars.contains_key(name) {
             return Err(problem(
                 format!("calendars[{c}]"),
                 format!("the brand has no calendar called '{name}'"),
             ));
-        };
-        for (i, day) in days.iter().enumerate() {
-            let field = format!("calendars.{name}[{i}]");
-            sources.push((field.clone(), day_spec(&field, day, Some(name))?));
         }
     }
-    let mut taken: BTreeSet<NaiveDate> = BTreeSet::new();
-    let mut days = Vec::new();
-    for (field, day) in sources {
-        let last = day.until.unwrap_or(day.date);
-        if last < day.date {
-            return Err(problem(
-                format!("{field}.until"),
-                format!("{last} is before the date {}", day.date),
-            ));
-        }
-        // Split the range around dates an earlier entry already gave.
-        let mut run: Option<(NaiveDate, NaiveDate)> = None;
-        for date in day.date.iter_days().take_while(|d| *d <= last).take(400) {
-            if taken.insert(date) {
-                run = Some(run.map_or((date, date), |(first, _)| (first, date)));
-                continue;
-            }
-            if let Some((first, end)) = run.take() {
-                days.push(piece(&day, first, end));
-            }
-        }
-        if let Some((first, end)) = run {
-            days.push(piece(&day, first, end));
-        }
-    }
-    days.sort_by_key(|d| d.date);
-    let spec = HoursSpec { week, days };
+    let spec = HoursSpec {
+        week: branch.hours.clone().unwrap_or_else(|| brand.hours.clone()),
+        days,
+        calendars: branch.calendars.clone(),
+    };
     Ok((!spec.is_empty()).then_some(spec))
 }
 
-fn piece(day: &DaySpec, first: NaiveDate, last: NaiveDate) -> DaySpec {
-    DaySpec {
-        date: first,
-        until: (last > first).then_some(last),
-        ..day.clone()
-    }
+/// A branch's opening hours with its calendars resolved (res-shared's
+/// [`HoursSpec::resolved`], as a runner resolves them from its plan): what the functions'
+/// schedules read. `None` when it has neither a week nor special days.
+pub fn branch_hours(brand: &Brand, branch: &Branch) -> Result<Option<HoursSpec>, TimingProblem> {
+    let Some(spec) = branch_plan_hours(brand, branch)? else {
+        return Ok(None);
+    };
+    Ok(Some(spec.resolved(&brand_calendars(brand)?)))
 }
 
 /// A duration such as `30m`; `0s` (or `0m`) is none.

@@ -124,6 +124,7 @@ impl Model {
                     hours: text(list),
                 })
                 .collect(),
+            calendars: Vec::new(),
         }
     }
 

@@ -37,7 +37,7 @@ fn report_timing(at: &Path, problem: TimingProblem, report: &mut Report) {
 fn check_week(week: &BTreeMap<String, Vec<String>>, at: &Path, report: &mut Report) {
     let spec = HoursSpec {
         week: week.clone(),
-        days: Vec::new(),
+        ..HoursSpec::default()
     };
     if let Err(error) = OpeningHours::from_spec(&spec) {
         report_hours(at, "week", error, report);
@@ -56,8 +56,8 @@ fn check_days(days: &[DayDoc], at: &Path, report: &mut Report) {
         }
     }
     let spec = HoursSpec {
-        week: BTreeMap::new(),
         days: specs,
+        ..HoursSpec::default()
     };
     if let Err(error) = OpeningHours::from_spec(&spec) {
         report_hours(at, "days", error, report);
@@ -109,7 +109,7 @@ pub(super) fn check_branch(
                 // together (an overnight interval into a special day).
                 let week = HoursSpec {
                     week: spec.week.clone(),
-                    days: Vec::new(),
+                    ..HoursSpec::default()
                 };
                 // A week that is wrong alone was reported where it is written.
                 if report.error_count() == errors && OpeningHours::from_spec(&week).is_ok() {

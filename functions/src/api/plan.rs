@@ -226,6 +226,9 @@ fn without_hours(
     for branch in lookups.branches.values_mut() {
         branch.hours = None;
     }
+    for brand in lookups.brands.values_mut() {
+        brand.calendars.clear();
+    }
     before - workflows.len()
 }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use res_config::{
     Branch, BranchHoursDoc, Brand, BrandHoursDoc, BrandRule, Catalogue, Diff, branch_hours,
-    branch_rule_timing, brand_rule_timing,
+    branch_plan_hours, branch_rule_timing, brand_calendars, brand_rule_timing,
 };
 use res_shared::schedule::{HoursSpec, TimingSpec};
 use serde_json::Value;
@@ -80,13 +80,20 @@ pub(crate) async fn prepare(
         || current.zone != desired.zone
         || BrandHoursDoc::of(current) != hours
     {
-        sqlx::query("UPDATE brands SET name = $2, timezone = $3, hours = $4 WHERE id = $1")
-            .bind(apply.brand_id)
-            .bind(&desired.name)
-            .bind(&desired.zone)
-            .bind(hours.map(Json))
-            .execute(&mut *conn)
-            .await?;
+        let calendars = brand_calendars(desired)
+            .ok()
+            .filter(|c| !c.is_empty())
+            .map(Json);
+        sqlx::query(
+            "UPDATE brands SET name = $2, timezone = $3, hours = $4, calendars = $5 WHERE id = $1",
+        )
+        .bind(apply.brand_id)
+        .bind(&desired.name)
+        .bind(&desired.zone)
+        .bind(hours.map(Json))
+        .bind(calendars)
+        .execute(&mut *conn)
+        .await?;
     }
     let brand_rules = write_brand_rules(conn, apply).await?;
     let mut pending = Pending::default();
@@ -211,6 +218,8 @@ fn stored_timing(spec: Result<TimingSpec, res_config::TimingProblem>) -> Option<
 struct StoredHours {
     written: Option<BranchHoursDoc>,
     resolved: Option<HoursSpec>,
+    /// As a plan sends it (calendars by name).
+    planned: Option<HoursSpec>,
 }
 
 impl StoredHours {
@@ -218,6 +227,7 @@ impl StoredHours {
         StoredHours {
             written: BranchHoursDoc::of(branch),
             resolved: branch_hours(brand, branch).ok().flatten(),
+            planned: branch_plan_hours(brand, branch).ok().flatten(),
         }
     }
 }
@@ -230,6 +240,7 @@ struct BranchRows {
     active: Vec<bool>,
     hours: Vec<Option<Json<BranchHoursDoc>>>,
     opening_hours: Vec<Option<Json<HoursSpec>>>,
+    plan_hours: Vec<Option<Json<HoursSpec>>>,
 }
 
 impl BranchRows {
@@ -240,6 +251,7 @@ impl BranchRows {
         self.active.push(branch.active);
         self.hours.push(hours.written.map(Json));
         self.opening_hours.push(hours.resolved.map(Json));
+        self.plan_hours.push(hours.planned.map(Json));
     }
 }
 
@@ -404,10 +416,11 @@ impl Pending {
     ) -> Result<(), sqlx::Error> {
         let b = &self.new_branches;
         sqlx::query(
-            "INSERT INTO branches (id, brand_id, name, timezone, is_active, hours, opening_hours) \
-             SELECT u.id, $1, u.name, u.zone, u.active, u.hours, u.opening \
+            "INSERT INTO branches (id, brand_id, name, timezone, is_active, hours, opening_hours, \
+                                   plan_hours) \
+             SELECT u.id, $1, u.name, u.zone, u.active, u.hours, u.opening, u.planned \
              FROM UNNEST($2::uuid[], $3::text[], $4::text[], $5::bool[], $6::jsonb[], \
-                         $7::jsonb[]) AS u(id, name, zone, active, hours, opening)",
+                         $7::jsonb[], $8::jsonb[]) AS u(id, name, zone, active, hours, opening, planned)",
         )
         .bind(apply.brand_id)
         .bind(&b.id)
@@ -416,14 +429,16 @@ impl Pending {
         .bind(&b.active)
         .bind(&b.hours)
         .bind(&b.opening_hours)
+        .bind(&b.plan_hours)
         .execute(&mut *conn)
         .await?;
         let b = &self.changed_branches;
         sqlx::query(
             "UPDATE branches x SET name = u.name, timezone = u.zone, is_active = u.active, \
-                 hours = u.hours, opening_hours = u.opening, is_archived = false \
+                 hours = u.hours, opening_hours = u.opening, plan_hours = u.planned, \
+                 is_archived = false \
              FROM UNNEST($1::uuid[], $2::text[], $3::text[], $4::bool[], $5::jsonb[], \
-                         $6::jsonb[]) AS u(id, name, zone, active, hours, opening) \
+                         $6::jsonb[], $7::jsonb[]) AS u(id, name, zone, active, hours, opening, planned) \
              WHERE x.id = u.id",
         )
         .bind(&b.id)
@@ -432,6 +447,7 @@ impl Pending {
         .bind(&b.active)
         .bind(&b.hours)
         .bind(&b.opening_hours)
+        .bind(&b.plan_hours)
         .execute(&mut *conn)
         .await?;
         let r = &self.new_rules;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, NaiveTime, Utc};
 
 use futures_util::TryStreamExt;
-use res_shared::schedule::{HoursSpec, RuleStatus, TimingSpec};
+use res_shared::schedule::{DaySpec, HoursSpec, RuleStatus, TimingSpec};
 use res_shared::wire::{
     ActionDetail, ActionTemplate, Branch, Brand, BrandRule, PlanEntry, PlanLookups, Rule,
 };
@@ -307,7 +307,7 @@ async fn definitions(
         Option<Json<HoursSpec>>,
     );
     let branches: BTreeMap<Uuid, Branch> = sqlx::query_as::<_, BranchRow>(
-        "SELECT id, brand_id, name, is_active, timezone, opening_hours FROM branches \
+        "SELECT id, brand_id, name, is_active, timezone, plan_hours FROM branches \
              WHERE id = ANY($1)",
     )
     .bind(distinct(|w| Some(w.branch_id)))
@@ -329,14 +329,31 @@ async fn definitions(
     })
     .collect();
     let brand_ids: BTreeSet<Uuid> = branches.values().map(|b| b.brand_id).collect();
-    let brands = sqlx::query_as::<_, (Uuid, String, String)>(
-        "SELECT id, name, timezone FROM brands WHERE id = ANY($1)",
+    type BrandRow = (
+        Uuid,
+        String,
+        String,
+        Option<Json<BTreeMap<String, Vec<DaySpec>>>>,
+    );
+    let brands = sqlx::query_as::<_, BrandRow>(
+        "SELECT id, name, timezone, calendars FROM brands WHERE id = ANY($1)",
     )
     .bind(brand_ids.into_iter().collect::<Vec<_>>())
     .fetch_all(&mut *connection)
     .await?
     .into_iter()
-    .map(|(id, name, timezone)| (id, Brand { id, name, timezone }))
+    .map(|(id, name, timezone, calendars)| {
+        let calendars = calendars.map(|c| c.0).unwrap_or_default();
+        (
+            id,
+            Brand {
+                id,
+                name,
+                timezone,
+                calendars,
+            },
+        )
+    })
     .collect();
     let rules = sqlx::query_as::<_, (Uuid, String, String, Option<String>)>(
         "SELECT id, name, status, cron_expression FROM rules WHERE id = ANY($1)",

@@ -100,11 +100,11 @@ pub(crate) async fn read(
                     WHERE rule_id = ANY(ARRAY(SELECT rule_id FROM w))) c) AS configs, \
                 (SELECT json_agg(d)::text FROM d) AS details, \
                 (SELECT json_agg(b)::text FROM ( \
-                    SELECT id, brand_id, name, is_active, timezone, opening_hours AS hours \
+                    SELECT id, brand_id, name, is_active, timezone, plan_hours AS hours \
                     FROM branches \
                     WHERE id = ANY(ARRAY(SELECT branch_id FROM w))) b) AS branches, \
                 (SELECT json_agg(b)::text FROM ( \
-                    SELECT id, name, timezone FROM brands WHERE id = ANY(ARRAY( \
+                    SELECT id, name, timezone, calendars FROM brands WHERE id = ANY(ARRAY( \
                         SELECT brand_id FROM branches \
                         WHERE id = ANY(ARRAY(SELECT branch_id FROM w))))) b) \
                     AS brands, \

@@ -327,6 +327,8 @@ async fn a_runner_of_an_older_plan_format_is_never_sent_a_rule_that_needs_hours(
         text.contains("\"while_open\"") && text.contains("\"hours\""),
         "{text}"
     );
+    // The calendar once, with the brand; the branch names it.
+    assert_eq!(text.matches("\"holidays\"").count(), 2, "{text}");
 
     // Formats 1 to 3: the rules that need hours are left out, and nothing of hours is sent.
     for format in [1, 2, 3] {

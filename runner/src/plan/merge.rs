@@ -54,7 +54,8 @@ pub fn merge(
         .copied()
         .chain(response.workflows.iter().map(|w| w.branch_id))
         .collect();
-    let relink_all = response.full || settings.first;
+    // A brand's calendars changed: every branch may read them.
+    let relink_all = response.full || settings.first || !response.lookups.brands.is_empty();
     if response.full || settings.first {
         plan.lookups = response.lookups;
     } else {

@@ -92,7 +92,7 @@ impl Plan {
     }
 
     /// Gives each entry of `branches` (every entry when `None`) its branch's opening hours
-    /// from the lookups, each branch's parsed once.
+    /// from the lookups (its brand's calendars folded in), each branch's parsed once.
     pub(crate) fn link_hours(&mut self, branches: Option<&std::collections::HashSet<Uuid>>) {
         let mut parsed: HashMap<Uuid, Option<Arc<OpeningHours>>> = HashMap::new();
         for entry in self.workflows.values_mut() {
@@ -103,8 +103,16 @@ impl Plan {
             entry.local.hours = parsed
                 .entry(branch)
                 .or_insert_with(|| {
-                    let spec = self.lookups.branches.get(&branch)?.hours.as_ref();
-                    OpeningHours::from_stored(spec)
+                    let lookups = &self.lookups;
+                    let found = lookups.branches.get(&branch)?;
+                    let spec = found.hours.as_ref()?;
+                    // Its calendars come once, with its brand: folded in as the functions
+                    // folded them in when the document was applied.
+                    let resolved = match lookups.brands.get(&found.brand_id) {
+                        Some(brand) => spec.resolved(&brand.calendars),
+                        None => spec.resolved(&Default::default()),
+                    };
+                    OpeningHours::from_stored(Some(&resolved))
                 })
                 .clone();
         }

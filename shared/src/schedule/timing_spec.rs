@@ -104,7 +104,7 @@ impl TimingSpec {
         if !self.week.is_empty() {
             let week = OpeningHours::from_spec(&HoursSpec {
                 week: self.week.clone(),
-                days: Vec::new(),
+                ..HoursSpec::default()
             })?;
             return Ok(Some(Restriction::Hours {
                 hours: Arc::new(week),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::schedule::{HoursSpec, OverlapPolicy, RuleStatus, TimingSpec};
+use crate::schedule::{DaySpec, HoursSpec, OverlapPolicy, RuleStatus, TimingSpec};
 
 /// `get-execution-plan-v2` request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -297,6 +297,10 @@ pub struct Brand {
     pub name: String,
     /// IANA zone of its branches unless they override it.
     pub timezone: String,
+    /// Its calendars of special days by name, which its branches' `hours` name (plan
+    /// format 4 and later): each sent once here, not with every branch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub calendars: BTreeMap<String, Vec<DaySpec>>,
 }
 
 /// A rule definition.

@@ -21,6 +21,7 @@ fn plan() -> PlanResponse {
         id: id(1),
         name: "Brand".into(),
         timezone: "Asia/Riyadh".into(),
+        calendars: Default::default(),
     };
     let branch = |n, timezone: Option<&str>| Branch {
         id: id(n),

@@ -20,19 +20,27 @@ const WAIT: Duration = Duration::from_secs(60);
 const OFTEN: &str = "*/5 * * * * *";
 
 /// The system's branch (Asia/Riyadh) open all week but closed today and tomorrow (its
-/// local dates, so a midnight during the test changes nothing) for "Test Day".
+/// local dates, so a midnight during the test changes nothing) by its brand's "tests"
+/// calendar, stored as an apply stores it: resolved for the functions, and as a plan sends
+/// it (the calendar by name, once with the brand) for the runner to resolve.
 async fn closed_today(system: &System) {
     let today = (Utc::now() + TimeDelta::hours(3)).date_naive();
-    let hours = json!({
-        "week": {"mon-sun": ["00:00-24:00"]},
-        "days": [{"date": today, "until": today + TimeDelta::days(1), "name": "Test Day"}]
-    });
-    sqlx::query("UPDATE branches SET opening_hours = $2 WHERE id = $1")
-        .bind(system.branch)
-        .bind(hours)
-        .execute(&system.pool)
-        .await
-        .expect("hours");
+    let week = json!({"mon-sun": ["00:00-24:00"]});
+    let day = json!({"date": today, "until": today + TimeDelta::days(1), "name": "Test Day"});
+    let mut resolved = day.clone();
+    resolved["calendar"] = json!("tests");
+    sqlx::query(
+        "WITH b AS (UPDATE branches SET opening_hours = $2, plan_hours = $3 WHERE id = $1 \
+                    RETURNING brand_id) \
+         UPDATE brands SET calendars = $4 WHERE id = (SELECT brand_id FROM b)",
+    )
+    .bind(system.branch)
+    .bind(json!({"week": week, "days": [resolved]}))
+    .bind(json!({"week": week, "calendars": ["tests"]}))
+    .bind(json!({"tests": [day]}))
+    .execute(&system.pool)
+    .await
+    .expect("hours");
 }
 
 /// A rule every five seconds with `timing`.

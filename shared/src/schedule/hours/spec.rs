@@ -2,7 +2,7 @@
 //! intervals `HH:MM-HH:MM`, and special days listed by date. [`super::OpeningHours`] is the
 //! parsed form every schedule question reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,10 @@ pub struct HoursSpec {
     /// Dates whose hours replace the week's: closed (no `hours`) or their own intervals.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DaySpec>,
+    /// Brand calendars whose days apply after `days`, in this order (a plan sends each
+    /// calendar once, with its brand); [`HoursSpec::resolved`] folds them in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calendars: Vec<String>,
 }
 
 /// A special day, or a range of them, in the branch's zone.
@@ -43,9 +47,63 @@ pub struct DaySpec {
     pub hours: Vec<String>,
 }
 
+/// The longest range a resolved entry is split over.
+const MAX_RANGE_DAYS: usize = 400;
+
 impl HoursSpec {
     /// Whether the spec says nothing (no week, no days): a branch with no opening hours.
     pub fn is_empty(&self) -> bool {
-        self.week.is_empty() && self.days.is_empty()
+        self.week.is_empty() && self.days.is_empty() && self.calendars.is_empty()
+    }
+
+    /// The hours with their calendars folded in: the spec's own days first, then each named
+    /// calendar's (from `calendars`) in order, each date from the first entry that lists
+    /// it; a range is split around dates an earlier entry gave. The functions resolve a
+    /// branch's hours so when a document is applied, a runner when its plan arrives.
+    pub fn resolved(&self, calendars: &BTreeMap<String, Vec<DaySpec>>) -> HoursSpec {
+        let mut sources: Vec<DaySpec> = self.days.clone();
+        for name in &self.calendars {
+            for day in calendars.get(name).into_iter().flatten() {
+                sources.push(DaySpec {
+                    calendar: Some(name.clone()),
+                    ..day.clone()
+                });
+            }
+        }
+        let mut taken: BTreeSet<NaiveDate> = BTreeSet::new();
+        let mut days = Vec::new();
+        for day in sources {
+            let last = day.until.unwrap_or(day.date).max(day.date);
+            let mut run: Option<(NaiveDate, NaiveDate)> = None;
+            for date in day
+                .date
+                .iter_days()
+                .take_while(|d| *d <= last)
+                .take(MAX_RANGE_DAYS)
+            {
+                if taken.insert(date) {
+                    run = Some(run.map_or((date, date), |(first, _)| (first, date)));
+                } else if let Some((first, end)) = run.take() {
+                    days.push(piece(&day, first, end));
+                }
+            }
+            if let Some((first, end)) = run {
+                days.push(piece(&day, first, end));
+            }
+        }
+        days.sort_by_key(|d| d.date);
+        HoursSpec {
+            week: self.week.clone(),
+            days,
+            calendars: Vec::new(),
+        }
+    }
+}
+
+fn piece(day: &DaySpec, first: NaiveDate, last: NaiveDate) -> DaySpec {
+    DaySpec {
+        date: first,
+        until: (last > first).then_some(last),
+        ..day.clone()
     }
 }

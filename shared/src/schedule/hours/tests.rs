@@ -1,3 +1,5 @@
+use std::collections::BTreeMap;
+
 use super::*;
 
 fn spec(value: serde_json::Value) -> HoursSpec {
@@ -128,4 +130,60 @@ fn stored_hours_that_cannot_be_read_are_closed_every_day() {
     let hours = OpeningHours::from_stored(Some(&broken)).expect("some hours");
     assert!(hours.intervals_on(date("2026-09-21")).is_empty());
     assert!(OpeningHours::from_stored(None).is_none());
+}
+
+#[test]
+fn calendars_fold_in_after_the_branch_s_own_days_each_date_from_the_first_that_lists_it() {
+    let branch = spec(serde_json::json!({
+        "week": {"mon-sun": ["09:00-17:00"]},
+        "days": [{"date": "2027-03-11", "name": "Stocktake", "hours": ["09:00-12:00"]}],
+        "calendars": ["holidays", "ramadan", "nowhere"]
+    }));
+    let calendars: BTreeMap<String, Vec<DaySpec>> = serde_json::from_value(serde_json::json!({
+        "holidays": [{"date": "2027-03-10", "until": "2027-03-12", "name": "Eid"}],
+        "ramadan": [{"date": "2027-02-08", "until": "2027-03-10", "name": "Ramadan", "hours": ["20:00-02:00"]}]
+    }))
+    .expect("calendars");
+    let resolved = branch.resolved(&calendars);
+    assert!(resolved.calendars.is_empty());
+    let days: Vec<(String, Option<String>, Option<String>, Option<String>)> = resolved
+        .days
+        .iter()
+        .map(|d| {
+            (
+                d.date.to_string(),
+                d.until.map(|u| u.to_string()),
+                d.name.clone(),
+                d.calendar.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        days,
+        [
+            (
+                "2027-02-08".into(),
+                Some("2027-03-09".into()),
+                Some("Ramadan".into()),
+                Some("ramadan".into())
+            ),
+            (
+                "2027-03-10".into(),
+                None,
+                Some("Eid".into()),
+                Some("holidays".into())
+            ),
+            ("2027-03-11".into(), None, Some("Stocktake".into()), None),
+            (
+                "2027-03-12".into(),
+                None,
+                Some("Eid".into()),
+                Some("holidays".into())
+            ),
+        ],
+        "the branch's own day wins, then the earlier calendar; ranges split around them"
+    );
+    let hours = OpeningHours::from_spec(&resolved).expect("parses");
+    assert_eq!(hours.intervals_on(date("2027-03-11")).len(), 1);
+    assert!(hours.intervals_on(date("2027-03-12")).is_empty());
 }
