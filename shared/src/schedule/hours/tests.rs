@@ -132,6 +132,9 @@ fn stored_hours_that_cannot_be_read_are_closed_every_day() {
     assert!(OpeningHours::from_stored(None).is_none());
 }
 
+/// A resolved day as text: date, until, name, calendar.
+type Row = (String, Option<String>, Option<String>, Option<String>);
+
 #[test]
 fn calendars_fold_in_after_the_branch_s_own_days_each_date_from_the_first_that_lists_it() {
     let branch = spec(serde_json::json!({
@@ -146,7 +149,7 @@ fn calendars_fold_in_after_the_branch_s_own_days_each_date_from_the_first_that_l
     .expect("calendars");
     let resolved = branch.resolved(&calendars);
     assert!(resolved.calendars.is_empty());
-    let days: Vec<(String, Option<String>, Option<String>, Option<String>)> = resolved
+    let days: Vec<Row> = resolved
         .days
         .iter()
         .map(|d| {
