@@ -303,6 +303,7 @@ impl Schedule {
         } else {
             MAX_HOURS_HOPS
         };
+        let mut span: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
         for _ in 0..hops {
             let Some(candidate) = cron.next_after(after, self.zone) else {
                 // A year field whose years have passed: no occurrence will ever fall in
@@ -315,19 +316,22 @@ impl Schedule {
                     })
                     .ok_or_else(out_of_range);
             };
-            match window
-                .locate(candidate, self.zone)
-                .ok_or_else(out_of_range)?
-            {
-                WindowPosition::Inside { .. } => return Ok(answer(candidate)),
-                // Everything between the candidate and the next opening is outside the
-                // window, so resume just before the opening (which may itself fire).
-                WindowPosition::Outside { next_start } => {
-                    after = next_start
-                        .checked_sub_signed(TimeDelta::seconds(1))
-                        .ok_or_else(out_of_range)?;
-                }
+            // The span the last hop found still answers a candidate before its end.
+            let (start, end) = match span {
+                Some((start, end)) if candidate < end => (start, end),
+                _ => window
+                    .span_from(candidate, self.zone)
+                    .ok_or_else(out_of_range)?,
+            };
+            if start <= candidate {
+                return Ok(answer(candidate));
             }
+            // Everything between the candidate and the next opening is outside the window,
+            // so resume just before the opening (which may itself fire).
+            span = Some((start, end));
+            after = start
+                .checked_sub_signed(TimeDelta::seconds(1))
+                .ok_or_else(out_of_range)?;
         }
         Err(out_of_range())
     }

@@ -60,6 +60,44 @@ impl Validity {
     }
 }
 
+/// Civil times to instants over one walk: while the zone keeps one offset (checked a week
+/// at a time) a civil time is that far from UTC; around a change of offset each edge is
+/// read by the zone's rules ([`Zone::boundary`]: a gap moves to its end, a repeated time
+/// is its first).
+struct Civil {
+    zone: Zone,
+    /// Dates `[first, last]` over whose spans the offset holds, and the offset if it does.
+    steady: Option<(NaiveDate, NaiveDate, Option<i32>)>,
+}
+
+impl Civil {
+    fn new(zone: Zone) -> Civil {
+        Civil { zone, steady: None }
+    }
+
+    /// `seconds` after the midnight of `date` (negative: before it), as an instant.
+    fn instant(&mut self, date: NaiveDate, seconds: i64) -> DateTime<Utc> {
+        let civil = date.and_time(NaiveTime::MIN) + TimeDelta::seconds(seconds);
+        let known = matches!(self.steady, Some((first, last, _)) if first <= date && date <= last);
+        if !known {
+            // A span of `date` reaches from 12 h before its midnight to 60 h after: the
+            // offset must hold from the day before to a week and more after.
+            let midnight = |days: i64| date.and_time(NaiveTime::MIN) + TimeDelta::days(days);
+            let offset = self.zone.steady_offset(midnight(-1), midnight(9));
+            let last = if offset.is_some() {
+                date.checked_add_days(Days::new(5)).unwrap_or(date)
+            } else {
+                date
+            };
+            self.steady = Some((date, last, offset));
+        }
+        match self.steady {
+            Some((_, _, Some(offset))) => (civil - TimeDelta::seconds(i64::from(offset))).and_utc(),
+            _ => self.zone.boundary(civil),
+        }
+    }
+}
+
 /// A rule's restriction and validity together: the spans in which it may run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timetable {
@@ -109,16 +147,38 @@ impl Timetable {
         if let Some(window) = self.daily() {
             return window.locate(t, zone);
         }
+        let (start, end) = self.span_from(t, zone)?;
+        Some(if start <= t {
+            WindowPosition::Inside { end }
+        } else {
+            WindowPosition::Outside { next_start: start }
+        })
+    }
+
+    /// The span `t` is in, else the next one: `[start, end)` with `end > t`.
+    pub(crate) fn span_from(
+        &self,
+        t: DateTime<Utc>,
+        zone: Zone,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        if let Some(window) = self.daily() {
+            return match window.locate(t, zone)? {
+                WindowPosition::Inside { end } => Some((t, end)),
+                WindowPosition::Outside { next_start } => {
+                    let end = match window.locate(next_start, zone)? {
+                        WindowPosition::Inside { end } => end,
+                        WindowPosition::Outside { .. } => next_start,
+                    };
+                    Some((next_start, end))
+                }
+            };
+        }
         let mut found = None;
         self.walk_from(t, zone, |start, end| {
             if end <= t {
                 return true;
             }
-            found = Some(if start <= t {
-                WindowPosition::Inside { end }
-            } else {
-                WindowPosition::Outside { next_start: start }
-            });
+            found = Some((start, end));
             false
         });
         found
@@ -224,7 +284,8 @@ impl Timetable {
             Some(Restriction::Hours { before, .. }) => TimeDelta::seconds(i64::from(*before)),
             _ => TimeDelta::zero(),
         };
-        let mut pending: Vec<(DateTime<Utc>, DateTime<Utc>, NaiveDate)> = Vec::new();
+        let mut pending: Vec<(DateTime<Utc>, DateTime<Utc>, NaiveDate)> = Vec::with_capacity(8);
+        let mut civil = Civil::new(zone);
         let mut date = from;
         for _ in 0..SEARCH_DAYS {
             let Some(next_date) = date.checked_add_days(Days::new(1)) else {
@@ -234,11 +295,11 @@ impl Timetable {
                 break;
             }
             if self.validity.contains(date) {
-                self.push_spans(date, zone, &mut pending);
+                self.push_spans(date, &mut civil, &mut pending);
             }
             if !pending.is_empty() {
                 // A later date's span starts no earlier than its midnight less the offset.
-                let bound = zone.boundary(next_date.and_time(NaiveTime::MIN)) - before - DST_MARGIN;
+                let bound = civil.instant(next_date, 0) - before - DST_MARGIN;
                 pending.sort_unstable();
                 let ready = pending.partition_point(|(start, _, _)| *start < bound);
                 for (start, end, opened) in pending.drain(..ready) {
@@ -260,22 +321,17 @@ impl Timetable {
     fn push_spans(
         &self,
         date: NaiveDate,
-        zone: Zone,
+        civil: &mut Civil,
         spans: &mut Vec<(DateTime<Utc>, DateTime<Utc>, NaiveDate)>,
     ) {
-        let midnight = date.and_time(NaiveTime::MIN);
         match &self.restriction {
             None => {
-                if let Some(next) = date.succ_opt() {
-                    spans.push((
-                        zone.boundary(midnight),
-                        zone.boundary(next.and_time(NaiveTime::MIN)),
-                        date,
-                    ));
-                }
+                let day = i64::from(super::cron::SECONDS_PER_DAY);
+                spans.push((civil.instant(date, 0), civil.instant(date, day), date));
             }
             Some(Restriction::Daily(window)) => {
-                spans.extend(window.occurrence(date, zone).map(|(s, e)| (s, e, date)));
+                let occurrence = window.occurrence(date, civil.zone);
+                spans.extend(occurrence.map(|(s, e)| (s, e, date)));
             }
             Some(Restriction::Hours {
                 hours,
@@ -285,10 +341,7 @@ impl Timetable {
                 for interval in hours.intervals_on(date) {
                     let start = i64::from(interval.start) - i64::from(*before);
                     let end = i64::from(interval.end) + i64::from(*after);
-                    let (start, end) = (
-                        zone.boundary(midnight + TimeDelta::seconds(start)),
-                        zone.boundary(midnight + TimeDelta::seconds(end)),
-                    );
+                    let (start, end) = (civil.instant(date, start), civil.instant(date, end));
                     // Inside a DST gap both ends can land on the same instant: no span.
                     if start < end {
                         spans.push((start, end, date));

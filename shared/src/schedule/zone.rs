@@ -113,6 +113,14 @@ impl Zone {
         self.first_instant_where(earlier, later, |u| self.offset_seconds(u) == later_offset)
     }
 
+    /// The zone's offset (seconds east of UTC) when it is the same at both civil times —
+    /// no change of offset between them, as zones change theirs months apart — so every
+    /// civil time between is that far from UTC.
+    pub(crate) fn steady_offset(&self, from: NaiveDateTime, to: NaiveDateTime) -> Option<i32> {
+        let offset = self.offset_seconds(self.boundary(from));
+        (offset == self.offset_seconds(self.boundary(to))).then_some(offset)
+    }
+
     fn offset_seconds(&self, instant: DateTime<Utc>) -> i32 {
         self.0
             .offset_from_utc_datetime(&instant.naive_utc())
