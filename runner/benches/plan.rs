@@ -9,9 +9,10 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use res_runner::plan::file::{encode, write_atomic};
 use res_runner::plan::merge::{MergeSettings, merge};
 use res_runner::plan::{Plan, ready};
-use res_shared::schedule::RuleStatus;
+use res_shared::schedule::{DaySpec, HoursSpec, RuleStatus, TimingSpec};
 use res_shared::wire::{
-    ActionTemplate, Branch, PlanEntry, PlanLookups, PlanResponse, PlanSecret, Rule, SecretValue,
+    ActionTemplate, Branch, Brand, ColumnarPlan, PlanEntry, PlanLookups, PlanResponse, PlanSecret,
+    Rule, SecretValue,
 };
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -120,6 +121,65 @@ fn with_secrets(mut response: PlanResponse) -> PlanResponse {
     response
 }
 
+/// [`response`] with opening hours: each branch's split week naming two brand calendars
+/// (60 dates between them, sent once with the brand), and every third rule running while
+/// open; the rest as before.
+fn with_hours(mut response: PlanResponse) -> PlanResponse {
+    let first = chrono::NaiveDate::from_ymd_opt(2026, 3, 1).expect("a date");
+    let day = |i: u64, hours: Vec<String>| DaySpec {
+        date: first + chrono::Days::new(i * 6),
+        until: None,
+        name: Some(format!("Holiday {i}")),
+        calendar: None,
+        hours,
+    };
+    let calendars: std::collections::BTreeMap<String, Vec<DaySpec>> = [
+        (
+            "holidays".to_owned(),
+            (0..40).map(|i| day(i, Vec::new())).collect(),
+        ),
+        (
+            "season".to_owned(),
+            (40..60)
+                .map(|i| day(i, vec!["10:00-14:00".into()]))
+                .collect(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    response.lookups.brands.insert(
+        Uuid::nil(),
+        Brand {
+            id: Uuid::nil(),
+            name: "Brand".into(),
+            timezone: "Asia/Riyadh".into(),
+            calendars,
+        },
+    );
+    let hours: HoursSpec = serde_json::from_value(json!({
+        "week": {"sat-thu": ["09:00-12:00", "16:00-23:00"], "fri": ["16:00-23:30"]},
+        "calendars": ["holidays", "season"]
+    }))
+    .expect("hours");
+    for branch in response.lookups.branches.values_mut() {
+        branch.hours = Some(hours.clone());
+    }
+    let open: TimingSpec =
+        serde_json::from_value(json!({"while_open": {"before_seconds": 1800}})).expect("timing");
+    for (i, entry) in response.workflows.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            entry.timing = Some(open.clone());
+        }
+    }
+    response
+}
+
+/// The body the functions send in `format`, as they encode it.
+fn body_bytes(response: &PlanResponse) -> usize {
+    let columns = ColumnarPlan::new(response).expect("every definition is in the plan");
+    serde_json::to_vec(&columns).expect("encodes").len()
+}
+
 fn settings(first: bool) -> MergeSettings {
     MergeSettings {
         refresh_interval: TimeDelta::seconds(20),
@@ -171,6 +231,30 @@ fn bench(c: &mut Criterion) {
         &secret_existing,
         &secret_full,
     );
+    let hours_full = with_hours(full.clone());
+    let hours_existing = plan_of(hours_full.clone());
+    bench_merge(
+        &mut group,
+        "merge-full-with-hours",
+        &hours_existing,
+        &hours_full,
+    );
+    // The same plan with its brand (a real one always carries it) but no hours.
+    let mut plain_full = hours_full.clone();
+    for branch in plain_full.lookups.branches.values_mut() {
+        branch.hours = None;
+    }
+    for brand in plain_full.lookups.brands.values_mut() {
+        brand.calendars.clear();
+    }
+    for entry in &mut plain_full.workflows {
+        entry.timing = None;
+    }
+    let (plain, hours) = (body_bytes(&plain_full), body_bytes(&hours_full));
+    eprintln!(
+        "plan body, format 4: {plain} bytes without hours, {hours} with ({:+.2} %)",
+        (hours as f64 / plain as f64 - 1.0) * 100.0
+    );
     let dir = std::env::temp_dir().join(format!("res-bench-{}", Uuid::new_v4()));
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("plan.json");
@@ -192,6 +276,12 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("next-wake", |b| {
         b.iter(|| ready::next_wake(black_box(&existing), now()))
+    });
+    group.bench_function("ready-100-due-with-hours", |b| {
+        b.iter(|| ready::ready(black_box(&hours_existing), now(), 10, &nothing))
+    });
+    group.bench_function("next-wake-with-hours", |b| {
+        b.iter(|| ready::next_wake(black_box(&hours_existing), now()))
     });
     group.finish();
     std::fs::remove_dir_all(&dir).ok();

@@ -9,9 +9,12 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Days, NaiveDate, TimeDelta, Timelike, Utc};
 use res_functions::auth::Role;
-use res_shared::schedule::{OpeningHours, Restriction, Timetable, Validity, WindowPosition, Zone};
+use res_shared::schedule::{
+    OpeningHours, Recurrence, Restriction, Schedule, Timetable, Validity, WindowPosition, Zone,
+};
 use res_shared::wire::{
     Call, ClaimRequest, ConfigApplyRequest, ConfigExportRequest, DescribeRuleRequest, PlanRequest,
+    SetNextRunTimeRequest,
 };
 use res_tests::functions::TestApp;
 use serde_json::{Value, json};
@@ -268,6 +271,32 @@ async fn a_branch_closed_by_its_calendar_is_closed_on_every_path_and_open_again_
     assert_eq!(deadline, end);
     assert!(end - now > TimeDelta::minutes(60) && end - now <= TimeDelta::minutes(195));
 
+    // The report: the next run is the one res-shared computes from the same hours.
+    let reported = b
+        .app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": queue, "is_last_run_failed": false,
+                   "execution_id": claimed.body["execution_id"],
+                   "claim_token": claimed.body["claim_token"]}),
+        )
+        .await;
+    assert_eq!(reported.status, 200, "{}", reported.body);
+    let at = |field: &str| -> DateTime<Utc> {
+        serde_json::from_value(reported.body[field].clone()).expect("a time")
+    };
+    let expected = Schedule::in_timetable(
+        Recurrence::parse("*/15 * * * *").expect("cron"),
+        Some(while_open(b.olaya_hours().await)),
+        None,
+        Zone::parse("UTC").expect("utc"),
+    )
+    .expect("a schedule")
+    .next_run(at("last_run_time"), false)
+    .expect("a next run");
+    assert_eq!(at("next_run_time"), expected.next_run_time);
+
     // Export gives back what was applied: applying it changes nothing.
     let export = b
         .app
@@ -495,4 +524,40 @@ async fn bad_hours_are_refused_at_their_paths_and_nothing_is_written() {
         .await
         .expect("the brand");
     assert_eq!(hours, None);
+}
+
+#[tokio::test]
+async fn a_rule_whose_hours_never_meet_its_schedule_is_warned_at_apply_and_flagged_by_the_sweeper()
+{
+    let b = brand().await;
+    // Lights at 10:00 on Mondays, its own week open Fridays only.
+    let document = b
+        .document(
+            None,
+            "        Lights:\n          week: {fri: [\"10:00-11:00\"]}\n",
+        )
+        .replace(
+            "    Lights:\n      catch_up: {policy: skip}\n",
+            "    Lights:\n      schedule: \"0 10 * * 1\"\n",
+        );
+    let applied = b.apply(&document).await;
+    assert!(
+        applied["warnings"]
+            .to_string()
+            .contains("never runs on an open day in the next year"),
+        "{applied}"
+    );
+    let lights = b.rule("Malqa", "Lights").await;
+    b.due_now(lights, TimeDelta::hours(2)).await;
+    res_functions::sweeper::Sweeper::new(res_functions::sweeper::SweepSettings::default())
+        .sweep_once(&b.app.pool, &res_functions::metrics::Metrics::default())
+        .await
+        .expect("a sweep")
+        .expect("the only sweeper");
+    let flagged: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM branch_rules WHERE needs_attention_at IS NOT NULL")
+            .fetch_all(&b.app.pool)
+            .await
+            .expect("flagged");
+    assert_eq!(flagged, vec![lights], "only the rule that never runs");
 }

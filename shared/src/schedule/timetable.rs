@@ -358,7 +358,10 @@ impl Timetable {
             None => 0,
             Some(Restriction::Daily(window)) => u64::from(window.is_overnight()),
             Some(Restriction::Hours { hours, after, .. }) => {
-                u64::from(hours.has_overnight()) + u64::from(*after > 0)
+                // Days back whose spans can reach into `t`'s date: none unless some
+                // interval (with the offset) ends past its own midnight.
+                let reach = u64::from(hours.latest_end()) + u64::from(*after);
+                reach.saturating_sub(1) / u64::from(super::cron::SECONDS_PER_DAY)
             }
         };
         let date = date.checked_sub_days(Days::new(back))?;

@@ -73,8 +73,9 @@ struct EntryColumns<'a> {
     jitter_seconds: Vec<u32>,
     #[serde(default, skip_serializing_if = "all_default")]
     overlap_policy: Vec<OverlapPolicy>,
+    /// 0: none; `n`: `tables.timings[n - 1]` (format 4).
     #[serde(default, skip_serializing_if = "all_default")]
-    timing: Vec<Option<TimingSpec>>,
+    timing: Vec<u32>,
     #[serde(default, skip_serializing_if = "all_default")]
     run_count: Vec<i64>,
     #[serde(default, skip_serializing_if = "all_default")]
@@ -144,6 +145,8 @@ fn positions<T>(map: &BTreeMap<Uuid, T>) -> HashMap<Uuid, u32> {
 pub struct ColumnarPlan<'a> {
     plan: &'a PlanResponse,
     entries: EntryColumns<'a>,
+    /// Each distinct timing once; entries refer to them by position (plus one).
+    timings: Vec<&'a TimingSpec>,
     details: DetailColumns<&'a RawValue>,
     other_branch_rules: Vec<Uuid>,
 }
@@ -165,6 +168,8 @@ impl<'a> ColumnarPlan<'a> {
         let mut zones: Vec<Cow<'a, str>> = Vec::with_capacity(n);
         let mut crons: Vec<Option<Cow<'a, str>>> = Vec::with_capacity(n);
         let (mut zones_derived, mut crons_derived) = (true, true);
+        let mut timings: Vec<&'a TimingSpec> = Vec::new();
+        let mut timing_positions: HashMap<String, u32> = HashMap::new();
         for entry in &plan.workflows {
             let branch = lookups.branches.get(&entry.branch_id)?;
             let rule = lookups.rules.get(&entry.rule_id)?;
@@ -199,7 +204,17 @@ impl<'a> ColumnarPlan<'a> {
             zones.push(Cow::Borrowed(entry.timezone.as_str()));
             columns.jitter_seconds.push(entry.jitter_seconds);
             columns.overlap_policy.push(entry.overlap_policy);
-            columns.timing.push(entry.timing.clone());
+            columns.timing.push(match &entry.timing {
+                None => 0,
+                Some(spec) => {
+                    // Rules share a few timings (their brand rule's): each is sent once.
+                    let key = serde_json::to_string(spec).ok()?;
+                    *timing_positions.entry(key).or_insert_with(|| {
+                        timings.push(spec);
+                        u32::try_from(timings.len()).unwrap_or(u32::MAX)
+                    })
+                }
+            });
             columns.run_count.push(entry.run_count);
             columns.failure_count.push(entry.failure_count);
             columns.updated_at.push(entry.updated_at.timestamp_micros());
@@ -230,6 +245,7 @@ impl<'a> ColumnarPlan<'a> {
             details.config.push(&*detail.config);
         }
         Some(ColumnarPlan {
+            timings,
             plan,
             entries: columns,
             details,
@@ -267,7 +283,16 @@ impl Serialize for ColumnarPlan<'_> {
         // the lookups whole, and its round trip test then fails until it is written here.
         let lookups = &self.plan.lookups;
         let mut map = serializer.serialize_map(None)?;
-        write_head(&mut map, self.plan, PLAN_FORMAT_COLUMNS)?;
+        // Format 4 is format 3 with opening hours: said when the plan carries any.
+        let hours = !self.timings.is_empty()
+            || lookups.branches.values().any(|b| b.hours.is_some())
+            || lookups.brands.values().any(|b| !b.calendars.is_empty());
+        let format = if hours {
+            super::plan::PLAN_FORMAT_HOURS
+        } else {
+            PLAN_FORMAT_COLUMNS
+        };
+        write_head(&mut map, self.plan, format)?;
         map.serialize_entry(
             "tables",
             &TablesOut {
@@ -279,6 +304,7 @@ impl Serialize for ColumnarPlan<'_> {
                 entries: &self.entries,
                 other_branch_rules: &self.other_branch_rules,
                 action_details: &self.details,
+                timings: &self.timings,
             },
         )?;
         map.end()
@@ -296,6 +322,8 @@ struct TablesOut<'a> {
     #[serde(skip_serializing_if = "<[Uuid]>::is_empty")]
     other_branch_rules: &'a [Uuid],
     action_details: &'a DetailColumns<&'a RawValue>,
+    #[serde(skip_serializing_if = "<[&TimingSpec]>::is_empty")]
+    timings: &'a [&'a TimingSpec],
 }
 
 /// Format 3's `tables` as read.
@@ -317,6 +345,8 @@ pub(super) struct Tables {
     other_branch_rules: Vec<Uuid>,
     #[serde(default)]
     action_details: DetailColumns<Box<RawValue>>,
+    #[serde(default)]
+    timings: Vec<TimingSpec>,
 }
 
 /// A column's value for entry `i`: the default when the column was left out.
@@ -425,7 +455,10 @@ impl Tables {
                 timezone,
                 jitter_seconds: at(&c.jitter_seconds, i),
                 overlap_policy: at(&c.overlap_policy, i),
-                timing: at(&c.timing, i),
+                timing: match at(&c.timing, i) {
+                    0 => None,
+                    n => Some(pick(&self.timings, n - 1, "timing")?.clone()),
+                },
                 // Attached from `workflow_configs` by the plan's reader.
                 workflow_config: None,
                 run_count: at(&c.run_count, i),

@@ -252,3 +252,38 @@ fn a_broken_table_is_refused_naming_what_does_not_hold() {
         assert!(error.contains(expected), "{error} (expected {expected})");
     }
 }
+
+#[test]
+fn format_4_sends_each_timing_and_calendar_once_and_reads_back_into_the_same_plan() {
+    let mut plan = plan();
+    let timing: crate::schedule::TimingSpec =
+        serde_json::from_value(json!({"while_open": {"before_seconds": 1800}})).expect("timing");
+    for entry in plan.workflows.iter_mut().take(2) {
+        entry.timing = Some(timing.clone());
+    }
+    let hours: crate::schedule::HoursSpec = serde_json::from_value(json!({
+        "week": {"sat-thu": ["09:00-12:00", "16:00-23:00"]}, "calendars": ["holidays"]
+    }))
+    .expect("hours");
+    for branch in plan.lookups.branches.values_mut() {
+        branch.hours = Some(hours.clone());
+    }
+    for brand in plan.lookups.brands.values_mut() {
+        brand.calendars = serde_json::from_value(
+            json!({"holidays": [{"date": "2026-09-23", "name": "National Day"}]}),
+        )
+        .expect("calendars");
+    }
+    let text = columns(&plan);
+    let back: PlanResponse = serde_json::from_str(&text).expect("decodes");
+    assert_eq!(as_json(&back), as_json(&plan), "{text}");
+    let wire: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(wire["format"], 4);
+    assert_eq!(wire["tables"]["timings"].as_array().map(Vec::len), Some(1));
+    assert_eq!(wire["tables"]["entries"]["timing"], json!([1, 1, 0]));
+    assert_eq!(text.matches("National Day").count(), 1, "the calendar once");
+    // A timing position the plan does not carry is refused, naming it.
+    let broken = text.replace("\"timing\":[1,1,0]", "\"timing\":[1,2,0]");
+    let error = serde_json::from_str::<PlanResponse>(&broken).expect_err("refused");
+    assert!(error.to_string().contains("timing 1"), "{error}");
+}

@@ -243,3 +243,39 @@ async fn after_an_outage_of_both_halves_once_makes_one_run_and_skip_none() {
     );
     assert!(runner.stop());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rule_page_says_today_s_hours_the_branch_s_week_and_its_special_days_in_a_real_browser()
+{
+    let system = System::start().await;
+    closed_today(&system).await;
+    let closed = timed_rule(&system, json!({"while_open": {"before_seconds": 1800}})).await;
+    let browser = res_tests::browser::Browser::start(1280, 900).await;
+    crate::console::sign_in(&browser, &system, &system.operator).await;
+    let base = crate::console::console_url(&system);
+    browser.open(&format!("{base}/rules/{closed}")).await;
+    let today = browser.text(".hours-today").await;
+    assert!(
+        today.starts_with("closed today: Test Day; next opens"),
+        "{today}"
+    );
+    assert_eq!(browser.count("ul.branch-week li").await, 7);
+    assert!(
+        browser
+            .text("ul.branch-week")
+            .await
+            .contains("fri 00:00-24:00"),
+        "the week, Monday first"
+    );
+    assert!(
+        browser
+            .text("ul.special-days")
+            .await
+            .contains("Test Day: closed")
+    );
+    let main = browser.text("main").await;
+    assert!(
+        main.contains("while the branch is open (from 30 min before opening)"),
+        "{main}"
+    );
+}

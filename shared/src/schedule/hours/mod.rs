@@ -66,7 +66,8 @@ pub struct OpeningHours {
     week: [Vec<Interval>; 7],
     days: BTreeMap<NaiveDate, SpecialDay>,
     /// Whether some interval runs past midnight.
-    overnight: bool,
+    /// The latest end of any interval, seconds after its day's midnight.
+    latest_end: u32,
 }
 
 /// What is wrong with opening hours, naming the place in the spec.
@@ -146,15 +147,17 @@ impl OpeningHours {
                 }
             }
         }
-        let overnight = week
+        let latest_end = week
             .iter()
             .chain(days.values().map(|d: &SpecialDay| &d.intervals))
             .flatten()
-            .any(|i| i.end > SECONDS_PER_DAY);
+            .map(|i| i.end)
+            .max()
+            .unwrap_or(0);
         Ok(OpeningHours {
             week,
             days,
-            overnight,
+            latest_end,
         })
     }
 
@@ -195,7 +198,12 @@ impl OpeningHours {
 
     /// Whether some interval runs past the midnight of the date it opens on.
     pub fn has_overnight(&self) -> bool {
-        self.overnight
+        self.latest_end > SECONDS_PER_DAY
+    }
+
+    /// The latest any interval ends, in seconds after the midnight of the day it opens.
+    pub fn latest_end(&self) -> u32 {
+        self.latest_end
     }
 
     /// Every interval the hours know (weekly and special), for wall-clock questions.
