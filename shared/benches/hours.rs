@@ -123,7 +123,12 @@ fn next_run(c: &mut Criterion) {
     }))
     .expect("spec");
     let thursdays = Arc::new(OpeningHours::from_spec(&thursdays).expect("valid"));
-    for (name, expression) in [("rare", "0 10 1 * *"), ("never", "0 10 31 2 *")] {
+    // `weekly_never`: Mondays at 10:00, open Thursdays only — the search runs its year.
+    for (name, expression) in [
+        ("rare", "0 10 1 * *"),
+        ("never", "0 10 31 2 *"),
+        ("weekly_never", "0 10 * * 1"),
+    ] {
         let schedule = Schedule::in_timetable(
             Recurrence::parse(expression).expect("cron"),
             Some(while_open(&thursdays)),

@@ -95,6 +95,8 @@ impl Plan {
     /// from the lookups (its brand's calendars folded in), each branch's parsed once.
     pub(crate) fn link_hours(&mut self, branches: Option<&std::collections::HashSet<Uuid>>) {
         let mut parsed: HashMap<Uuid, Option<Arc<OpeningHours>>> = HashMap::new();
+        // Branches of a brand mostly keep the same hours: each distinct one is parsed once.
+        let mut distinct: HashMap<(Uuid, String), Arc<OpeningHours>> = HashMap::new();
         for entry in self.workflows.values_mut() {
             let branch = entry.workflow.branch_id;
             if branches.is_some_and(|b| !b.contains(&branch)) {
@@ -106,13 +108,17 @@ impl Plan {
                     let lookups = &self.lookups;
                     let found = lookups.branches.get(&branch)?;
                     let spec = found.hours.as_ref()?;
-                    // Its calendars come once, with its brand: folded in as the functions
-                    // folded them in when the document was applied.
-                    let resolved = match lookups.brands.get(&found.brand_id) {
-                        Some(brand) => spec.resolved(&brand.calendars),
-                        None => spec.resolved(&Default::default()),
-                    };
-                    OpeningHours::from_stored(Some(&resolved))
+                    let key = (found.brand_id, serde_json::to_string(spec).ok()?);
+                    let hours = distinct.entry(key).or_insert_with(|| {
+                        // Its calendars come once, with its brand: folded in as the
+                        // functions folded them in when the document was applied.
+                        let resolved = match lookups.brands.get(&found.brand_id) {
+                            Some(brand) => spec.resolved(&brand.calendars),
+                            None => spec.resolved(&Default::default()),
+                        };
+                        OpeningHours::from_stored(Some(&resolved)).unwrap_or_default()
+                    });
+                    Some(Arc::clone(hours))
                 })
                 .clone();
         }
