@@ -104,7 +104,7 @@ pub(crate) async fn read(
                     FROM branches \
                     WHERE id = ANY(ARRAY(SELECT branch_id FROM w))) b) AS branches, \
                 (SELECT json_agg(b)::text FROM ( \
-                    SELECT id, name, timezone, calendars FROM brands WHERE id = ANY(ARRAY( \
+                    SELECT id, name, timezone, COALESCE(calendars, '{}') AS calendars FROM brands WHERE id = ANY(ARRAY( \
                         SELECT brand_id FROM branches \
                         WHERE id = ANY(ARRAY(SELECT branch_id FROM w))))) b) \
                     AS brands, \

@@ -128,6 +128,17 @@ impl Brand {
         OpeningHours::from_stored(Some(&spec)).expect("hours")
     }
 
+    /// A claim of `rule` by `site-1`, answered as it is (granted or refused).
+    async fn claim(&self, runner: &str, rule: Uuid) -> res_tests::functions::Reply {
+        self.app
+            .call(
+                ClaimRequest::NAME,
+                runner,
+                json!({"branch_rule_id": rule, "runner_id": "site-1"}),
+            )
+            .await
+    }
+
     async fn due_now(&self, rule: Uuid, ago: TimeDelta) {
         sqlx::query("UPDATE branch_rules SET next_run_time = now() - $2 WHERE id = $1")
             .bind(rule)
@@ -176,14 +187,7 @@ async fn a_branch_closed_by_its_calendar_is_closed_on_every_path_and_open_again_
         .app
         .runner_token(&[b.branch("Olaya").await, b.branch("Malqa").await])
         .await;
-    let refused = b
-        .app
-        .call(
-            ClaimRequest::NAME,
-            &runner,
-            json!({"branch_rule_id": queue, "runner_id": "site-1"}),
-        )
-        .await;
+    let refused = b.claim(&runner, queue).await;
     assert_eq!(refused.body["claimed"], false, "{}", refused.body);
     let now = b.app.db_now().await;
     let expected = while_open(hours.clone()).locate(now, Zone::parse("UTC").expect("utc"));
@@ -251,14 +255,7 @@ async fn a_branch_closed_by_its_calendar_is_closed_on_every_path_and_open_again_
     // The calendar emptied: open again, claimed, with the span's end as its deadline.
     b.apply(&b.document(None, malqa_plain)).await;
     b.due_now(queue, TimeDelta::minutes(1)).await;
-    let claimed = b
-        .app
-        .call(
-            ClaimRequest::NAME,
-            &runner,
-            json!({"branch_rule_id": queue, "runner_id": "site-1"}),
-        )
-        .await;
+    let claimed = b.claim(&runner, queue).await;
     assert_eq!(claimed.status, 200, "{}", claimed.body);
     let now = b.app.db_now().await;
     let Some(WindowPosition::Inside { end }) =
@@ -413,14 +410,7 @@ async fn a_missed_run_is_skipped_or_made_once_as_its_catch_up_says() {
     let lights = b.rule("Malqa", "Lights").await;
     // Skip (the brand rule's): due three hours ago, the claim moves it to its next hour.
     b.due_now(lights, TimeDelta::hours(3)).await;
-    let skipped = b
-        .app
-        .call(
-            ClaimRequest::NAME,
-            &runner,
-            json!({"branch_rule_id": lights, "runner_id": "site-1"}),
-        )
-        .await;
+    let skipped = b.claim(&runner, lights).await;
     assert_eq!(skipped.body["claimed"], false, "{}", skipped.body);
     let now = b.app.db_now().await;
     let next: DateTime<Utc> =
@@ -445,14 +435,7 @@ async fn a_missed_run_is_skipped_or_made_once_as_its_catch_up_says() {
     ))
     .await;
     b.due_now(lights, TimeDelta::minutes(90)).await;
-    let made = b
-        .app
-        .call(
-            ClaimRequest::NAME,
-            &runner,
-            json!({"branch_rule_id": lights, "runner_id": "site-1"}),
-        )
-        .await;
+    let made = b.claim(&runner, lights).await;
     assert_eq!(made.status, 200, "{}", made.body);
     assert_eq!(made.body["claimed"], true);
 }

@@ -43,8 +43,8 @@ async fn closed_today(system: &System) {
     .expect("hours");
 }
 
-/// A rule every five seconds with `timing`.
-async fn timed_rule(system: &System, timing: serde_json::Value) -> Uuid {
+/// A rule every five seconds with `timing` (none: a plain rule).
+async fn timed_rule(system: &System, timing: Option<serde_json::Value>) -> Uuid {
     let rule = system
         .rule(
             RuleSpec {
@@ -54,12 +54,14 @@ async fn timed_rule(system: &System, timing: serde_json::Value) -> Uuid {
             &detector(0.1, 0),
         )
         .await;
-    sqlx::query("UPDATE branch_rules SET timing = $2 WHERE id = $1")
-        .bind(rule)
-        .bind(timing)
-        .execute(&system.pool)
-        .await
-        .expect("timing");
+    if let Some(timing) = timing {
+        sqlx::query("UPDATE branch_rules SET timing = $2 WHERE id = $1")
+            .bind(rule)
+            .bind(timing)
+            .execute(&system.pool)
+            .await
+            .expect("timing");
+    }
     rule
 }
 
@@ -77,9 +79,9 @@ async fn a_runner_never_runs_on_a_closed_day_online_offline_or_after_a_restart_o
     let mut system = System::start().await;
     closed_today(&system).await;
     // Runs only while the branch is open: never, today.
-    let closed = timed_rule(&system, json!({"while_open": {}})).await;
+    let closed = timed_rule(&system, Some(json!({"while_open": {}}))).await;
     // Its own week, open all day: runs beside it, proving the runner is running.
-    let open = timed_rule(&system, json!({"week": {"mon-sun": ["00:00-24:00"]}})).await;
+    let open = timed_rule(&system, Some(json!({"week": {"mon-sun": ["00:00-24:00"]}}))).await;
     let mut runner = system.runner("site-1", &[]);
     eventually("the open rule runs online", WAIT, || async {
         runs(&system, open).await.0 >= 2
@@ -118,16 +120,8 @@ async fn a_runner_never_runs_on_a_closed_day_online_offline_or_after_a_restart_o
 async fn a_runner_of_the_previous_release_is_never_given_a_rule_it_would_run_on_a_closed_day() {
     let system = System::start().await;
     closed_today(&system).await;
-    let closed = timed_rule(&system, json!({"while_open": {}})).await;
-    let plain = system
-        .rule(
-            RuleSpec {
-                cron: Some(OFTEN),
-                ..RuleSpec::default()
-            },
-            &detector(0.1, 0),
-        )
-        .await;
+    let closed = timed_rule(&system, Some(json!({"while_open": {}}))).await;
+    let plain = timed_rule(&system, None).await;
     let binary = crate::compat::release_binary("0.2.0", "res-runner").await;
     let dir = system.dir.join("old-runner");
     std::fs::create_dir_all(&dir).expect("dir");
@@ -249,7 +243,11 @@ async fn the_rule_page_says_today_s_hours_the_branch_s_week_and_its_special_days
 {
     let system = System::start().await;
     closed_today(&system).await;
-    let closed = timed_rule(&system, json!({"while_open": {"before_seconds": 1800}})).await;
+    let closed = timed_rule(
+        &system,
+        Some(json!({"while_open": {"before_seconds": 1800}})),
+    )
+    .await;
     let browser = res_tests::browser::Browser::start(1280, 900).await;
     crate::console::sign_in(&browser, &system, &system.operator).await;
     let base = crate::console::console_url(&system);

@@ -20,7 +20,7 @@ pub struct HoursSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub days: Vec<DaySpec>,
     /// Brand calendars whose days apply after `days`, in this order (a plan sends each
-    /// calendar once, with its brand); [`HoursSpec::resolved`] folds them in.
+    /// calendar once, with its brand); resolving the hours folds them in.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calendars: Vec<String>,
 }
