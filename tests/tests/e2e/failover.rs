@@ -82,11 +82,30 @@ impl Cluster {
 
     /// Waits until the replica has replayed everything the primary wrote.
     async fn caught_up(&self, system: &System) {
+        // The test servers commit asynchronously: what is committed may not be written out
+        // yet, and the replica is only sent what is. One synchronous commit writes
+        // everything before it; the replica must then replay past where it ended. (Comparing
+        // against the write position alone passed while the seeded rule sat unwritten.)
+        let mut tx = system.pool.begin().await.expect("a transaction");
+        sqlx::query("SET LOCAL synchronous_commit = on")
+            .execute(&mut *tx)
+            .await
+            .expect("synchronous");
+        sqlx::query("SELECT txid_current()")
+            .execute(&mut *tx)
+            .await
+            .expect("an xid to commit");
+        tx.commit().await.expect("committed");
+        let target: String = sqlx::query_scalar("SELECT pg_current_wal_insert_lsn()::text")
+            .fetch_one(&system.pool)
+            .await
+            .expect("the insert position");
         eventually("the replica caught up", WAIT, || async {
             sqlx::query_scalar::<_, bool>(
-                "SELECT COALESCE(bool_and(replay_lsn = pg_current_wal_lsn()), false) \
+                "SELECT COALESCE(bool_and(replay_lsn >= $1::pg_lsn), false) \
                  FROM pg_stat_replication",
             )
+            .bind(&target)
             .fetch_one(&system.pool)
             .await
             .unwrap_or(false)
