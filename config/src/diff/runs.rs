@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, NaiveTime, Utc};
+use chrono::{DateTime, Utc};
 use res_shared::schedule::{
-    AnchorSchedule, HoursSpec, OpeningHours, OverlapPolicy, RuleSchedule, RuleTiming, TimingSpec,
-    Zone,
+    AnchorSchedule, HoursSpec, OpeningHours, OperationWindow, OverlapPolicy, RuleSchedule,
+    RuleTiming, TimingSpec, Zone,
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -60,11 +60,14 @@ impl Timing {
             Some(Err(problem)) => return Err(problem.clone()),
             None => None,
         };
-        let time = |text: &str| res_shared::schedule::parse_wall_time("from", text).ok();
-        let (from, to) = match &self.window {
-            Some((from, to)) => (time(from), time_end(to)),
-            None => (None, None),
-        };
+        // Read as the schedule always read it: a window that is not one says why.
+        let (from, to) = self
+            .window
+            .as_ref()
+            .map(|(f, t)| (f.as_str(), t.as_str()))
+            .unzip();
+        let window = OperationWindow::parse(from, to).map_err(|error| error.to_string())?;
+        let (from, to) = window.map(|w| (w.from(), w.to())).unzip();
         Ok(RuleSchedule::new(RuleTiming {
             id: self.id.unwrap_or_default(),
             cron: self.schedule.as_deref(),
@@ -81,11 +84,6 @@ impl Timing {
             spec: Some(&spec),
         }))
     }
-}
-
-/// A window's end, `24:00` included.
-fn time_end(text: &str) -> Option<NaiveTime> {
-    res_shared::schedule::parse_wall_time("to", text).ok()
 }
 
 /// The branch's hours when `spec` or `schedule` runs by them.
