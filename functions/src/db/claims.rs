@@ -112,8 +112,11 @@ pub(crate) struct Inserted {
     pub(crate) revision: Option<i64>,
 }
 
-/// Inserts the scheduled executions (with the configuration revisions in force), marks
-/// their rules running and clears the manual runs' requests, in one round trip. A rule
+/// Inserts the executions, running from now (with the configuration revisions in force),
+/// marks their rules running and clears the manual runs' requests, in one round trip. A
+/// runner claims a rule as it starts it, so the claim is the run's start: a run that ends
+/// before its first heartbeat is due costs a claim and a report, and shows as running
+/// from its claim (runners before 0.3.0 beat at once, which changes nothing more). A rule
 /// that already has a live execution gets none (`executions_one_live_per_rule`, the last
 /// line of defence) and is missing from the answer.
 pub(crate) async fn insert(
@@ -131,11 +134,11 @@ pub(crate) async fn insert(
                  AS i(id, branch_rule_id, attempt, retry_of, root_id, claim_token, trigger, \
                       triggered_by, trigger_reason)), \
          inserted AS ( \
-             INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, attempt, \
-                                     retry_of, claim_token, lease_seconds, lease_expires_at, \
-                                     boot_id, trigger, triggered_by, trigger_reason, \
-                                     config_revision, catalogue_revision) \
-             SELECT i.id, COALESCE(i.root_id, i.id), i.branch_rule_id, $10, 'scheduled', \
+             INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, started_at, \
+                                     attempt, retry_of, claim_token, lease_seconds, \
+                                     lease_expires_at, boot_id, trigger, triggered_by, \
+                                     trigger_reason, config_revision, catalogue_revision) \
+             SELECT i.id, COALESCE(i.root_id, i.id), i.branch_rule_id, $10, 'running', now(), \
                     i.attempt, i.retry_of, i.claim_token, $11, \
                     now() + make_interval(secs => $11), $12, i.trigger, i.triggered_by, \
                     i.trigger_reason, \

@@ -131,7 +131,7 @@ pub(crate) async fn resume(
 > {
     sqlx::query_as(
         "WITH resumed AS ( \
-             UPDATE executions SET status = 'scheduled', runner_id = $2, claim_token = $3, \
+             UPDATE executions SET status = 'running', runner_id = $2, claim_token = $3, \
                     earlier_runner_ids = earlier_runner_ids || runner_id, \
                     lease_seconds = $4, lease_expires_at = now() + make_interval(secs => $4), \
                     boot_id = $5, \

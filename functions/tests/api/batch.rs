@@ -402,11 +402,7 @@ async fn beats_of_a_batch_each_land_or_fail_alone() {
                 ("running", Some("detect"))
             );
         } else {
-            assert_eq!(
-                (status.as_str(), node),
-                ("scheduled", None),
-                "{id} untouched"
-            );
+            assert_eq!((status.as_str(), node), ("running", None), "{id} untouched");
         }
     }
 }
@@ -471,12 +467,12 @@ async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeat
     assert_eq!(status(first.execution).await, "completed");
     assert_eq!(
         status(second.execution).await,
-        "scheduled",
+        "running",
         "the refused report changed nothing"
     );
     assert_eq!(
         status(foreign.execution).await,
-        "scheduled",
+        "running",
         "another brand's run untouched"
     );
 

@@ -55,7 +55,7 @@ async fn a_due_rule_is_claimed_and_handed_over() {
     .expect("execution row");
     assert_eq!(
         (status.as_str(), runner_id.as_str(), stored_token.as_str()),
-        ("scheduled", "site-1", token)
+        ("running", "site-1", token)
     );
     assert!(lease_ok, "default lease is 60 s of database time");
     let running: bool =

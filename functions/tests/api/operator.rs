@@ -279,8 +279,15 @@ async fn force_stop_and_cancel_stop_running_executions_through_the_heartbeat_and
             &[s.rule],
         )
         .await;
-    // Claimed but never started: cancelled at once, and the rule is free.
+    // Claimed but never started (as functions before 0.3.0 left a claim until its first
+    // beat): cancelled at once, and the rule is free.
     let first = s.app.claim(&s.runner, s.rule, "site-1").await;
+    s.app
+        .exec(
+            "UPDATE executions SET status = 'scheduled', started_at = NULL WHERE id = $1",
+            &[first.execution],
+        )
+        .await;
     let cancel = json!({"execution_id": first.execution, "reason": "wrong camera"});
     let cancelled = s
         .app
@@ -949,8 +956,18 @@ async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_s
         )
         .await;
     let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
-    // Claimed, not yet started: elapsed since the claim, nothing beat yet, no lease shown.
+    // Claimed: running from the claim, elapsed since then, its lease, nothing beat yet.
     let claimed = show(&s.app, &s.viewer, claim.execution).await;
+    assert_eq!(
+        claimed.body["execution"]["status"], "running",
+        "{}",
+        claimed.body
+    );
+    assert!(
+        claimed.body["lease_expires_at"].is_string(),
+        "{}",
+        claimed.body
+    );
     assert_eq!(claimed.status, 200, "{}", claimed.body);
     assert!(
         claimed.body["elapsed_ms"]
@@ -959,12 +976,7 @@ async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_s
         "{}",
         claimed.body
     );
-    for absent in [
-        "last_heartbeat_at",
-        "current_node",
-        "lease_expires_at",
-        "stopped_by",
-    ] {
+    for absent in ["last_heartbeat_at", "current_node", "stopped_by"] {
         assert_eq!(
             claimed.body[absent],
             Value::Null,

@@ -131,9 +131,19 @@ fn time(value: &Value) -> DateTime<Utc> {
 }
 
 #[tokio::test]
-async fn the_first_heartbeat_starts_the_run_and_each_extends_the_lease() {
+async fn the_claim_starts_the_run_and_each_heartbeat_extends_the_lease() {
     let c = claimed().await;
-    assert_eq!(c.execution_status().await, "scheduled");
+    assert_eq!(
+        c.execution_status().await,
+        "running",
+        "a run needs no beat to start"
+    );
+    let claimed_at: Option<DateTime<Utc>> =
+        sqlx::query_scalar("SELECT started_at FROM executions WHERE id = $1")
+            .bind(c.execution)
+            .fetch_one(&c.app.pool)
+            .await
+            .expect("started_at");
     let first = c.heartbeat(&c.token).await;
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["cancel_requested"], false);
@@ -147,6 +157,10 @@ async fn the_first_heartbeat_starts_the_run_and_each_extends_the_lease() {
             .await
             .expect("started_at");
     assert!(started.is_some());
+    assert_eq!(
+        started, claimed_at,
+        "a beat keeps the start the claim recorded"
+    );
 }
 
 #[tokio::test]
@@ -169,7 +183,7 @@ async fn a_wrong_token_or_an_expired_lease_loses_the_lease() {
     let wrong = c.heartbeat("not-the-token").await;
     assert_eq!(wrong.status, 409);
     assert_eq!(wrong.body["error"]["code"], "lease_lost");
-    assert_eq!(c.execution_status().await, "scheduled", "nothing changed");
+    assert_eq!(c.execution_status().await, "running", "nothing changed");
     sqlx::query(
         "UPDATE executions SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
     )
@@ -207,7 +221,7 @@ async fn heartbeats_only_report_running_and_respect_the_scope() {
         )
         .await;
     assert_eq!(hidden.status, 404);
-    assert_eq!(c.execution_status().await, "scheduled");
+    assert_eq!(c.execution_status().await, "running");
 }
 
 #[tokio::test]
@@ -415,7 +429,7 @@ async fn a_stale_token_gets_409_and_changes_nothing() {
     let reply = c.report(body).await;
     assert_eq!(reply.status, 409);
     assert_eq!(reply.body["error"]["code"], "lease_lost");
-    assert_eq!(c.execution_status().await, "scheduled");
+    assert_eq!(c.execution_status().await, "running");
     let (running, _, runs, _, _) = c.rule_row().await;
     assert_eq!((running, runs), (true, 0));
 }
@@ -532,7 +546,7 @@ async fn an_execution_id_needs_its_claim_token_and_its_own_rule() {
         }))
         .await;
     assert_eq!(mismatched.status, 404);
-    assert_eq!(c.execution_status().await, "scheduled");
+    assert_eq!(c.execution_status().await, "running");
 }
 
 #[tokio::test]
@@ -605,7 +619,7 @@ async fn a_paused_execution_resumes_with_the_same_id_and_its_context() {
         .expect("token")
         .to_owned();
     assert_ne!(new_token, c.token);
-    assert_eq!(c.execution_status().await, "scheduled");
+    assert_eq!(c.execution_status().await, "running");
     let again = c
         .app
         .call(

@@ -69,7 +69,7 @@ async fn a_new_boot_crashes_what_earlier_boots_left_running_and_nothing_else() {
     assert!((server_time - app.db_now().await).num_seconds().abs() < 5);
     assert_eq!(status(&app, old).await.0, "crashed");
     assert!(!running(&app, mine).await, "the crashed rule is free again");
-    assert_eq!(status(&app, current).await.0, "scheduled");
+    assert_eq!(status(&app, current).await.0, "running");
     assert!(running(&app, same_boot).await);
 
     // The rule is claimable at once, as a retry of the crashed attempt.
@@ -175,7 +175,7 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
     let (state, result) = status(&app, crashed).await;
     assert_eq!(state, "completed", "it did run: the status is its runner's");
     assert!(result.is_some(), "the late results are stored");
-    assert_eq!(status(&app, retry).await.0, "scheduled");
+    assert_eq!(status(&app, retry).await.0, "running");
     assert!(running(&app, other).await, "the retry still holds the rule");
     let again = app
         .call(
@@ -190,7 +190,7 @@ async fn a_late_report_of_a_crashed_execution_is_kept_and_reschedules_unless_ret
         "delivered twice, answered the same: {}",
         again.body
     );
-    assert_eq!(status(&app, retry).await.0, "scheduled");
+    assert_eq!(status(&app, retry).await.0, "running");
 }
 
 #[tokio::test]

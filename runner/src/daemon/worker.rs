@@ -584,13 +584,11 @@ fn forget_offline_run(services: &OfflineServices) {
     }
 }
 
-/// How long the first heartbeat waits for the run's first node.
-const FIRST_NODE_WAIT: Duration = Duration::from_secs(1);
-
-/// Beats every `every`, and at once when the run starts or stops waiting at a delay node
-/// (so the cloud says it waits); cancels the run when the server asks or the lease is lost.
-/// After the first, beats fall on a grid of `every` shared by all runs, so the beats of a
-/// runner's running executions go in one request.
+/// Beats when the lease is a third gone (`every` after the claim), then every `every`,
+/// and at once when the run starts or stops waiting at a delay node (so the cloud knows); cancels the run when the server asks or the lease is lost. The claim itself
+/// starts the run in the cloud, so a run shorter than `every` sends no beat at all: a claim
+/// and a report. After the first, beats fall on a grid of `every` shared by all runs, so
+/// the beats of a runner's running executions go in one request.
 async fn heartbeat(
     beats: Coalescer<HeartbeatBatchRequest>,
     execution_id: Uuid,
@@ -607,10 +605,7 @@ async fn heartbeat(
         waiting: None,
         node_id: None,
     };
-    // The first beat starts the run; waiting a moment for the engine to reach its first
-    // node lets that beat say where the run is, at no extra call.
-    let _ = tokio::time::timeout(FIRST_NODE_WAIT, seen.node.changed()).await;
-    let mut next = tokio::time::Instant::now();
+    let mut next = tokio::time::Instant::now() + every;
     let mut watching = true;
     let mut tells_node = true;
     loop {

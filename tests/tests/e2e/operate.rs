@@ -179,9 +179,16 @@ async fn run_now_pause_resume_and_cancel_through_resctl_with_a_real_runner() {
     // A long run cancelled: its runner stops it within a heartbeat interval.
     let slow = daily_rule(&system, TimeDelta::seconds(-1), 60.0).await;
     let execution = running_execution(&system, slow).await;
-    // Its first heartbeat already says where it is.
-    let shown = resctl_text(&system, &["executions", "show", &execution.to_string()]).await;
-    assert!(shown.contains("at node detect, last heartbeat "), "{shown}");
+    // Running from its claim; its first heartbeat, a third of the lease later, says where
+    // it is.
+    let id = execution.to_string();
+    eventually("the first heartbeat names the node", WAIT, || async {
+        resctl_text(&system, &["executions", "show", &id])
+            .await
+            .contains("at node detect, last heartbeat ")
+    })
+    .await;
+    let shown = resctl_text(&system, &["executions", "show", &id]).await;
     assert!(shown.contains("lease ends in "), "{shown}");
     let (code, answer, err) = resctl(
         &system,
