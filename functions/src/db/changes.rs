@@ -23,15 +23,6 @@ pub(crate) async fn begin_snapshot(
     Ok((tx, snapshot, now))
 }
 
-/// Marks the transaction as a claim's or a report's: its plan changes are recorded for
-/// deltas but wake no waiting plan request (see migration `quiet_run_bookkeeping`).
-pub(crate) async fn quiet_run_bookkeeping(tx: &mut Tx) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT set_config('res.run_bookkeeping', 'on', true)")
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 /// A first look at a delta: the snapshot a plan read now would have, and whether anything
 /// in scope changed since the cursor's — in one statement, so that an unchanged delta
 /// (nearly every request of a fleet) costs one round trip and no explicit transaction. A

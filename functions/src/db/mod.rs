@@ -51,6 +51,19 @@ pub(crate) async fn begin_generic(pool: &PgPool) -> Result<Tx, sqlx::Error> {
         .await
 }
 
+/// A claim's or a report's transaction, in the round trip of its `BEGIN`: its plan changes
+/// are recorded for deltas but wake no waiting plan request (the site made them; see
+/// migration `quiet_run_bookkeeping`), and its statements — each reading or writing rows by
+/// id — run with their generic plans (see [`begin_generic`]), where PostgreSQL planned the
+/// claim's insert anew on every call.
+pub(crate) async fn begin_run_bookkeeping(pool: &PgPool) -> Result<Tx, sqlx::Error> {
+    pool.begin_with(
+        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+         SET LOCAL res.run_bookkeeping = 'on'",
+    )
+    .await
+}
+
 /// How long a request waits for a database connection before it is answered 503. Short,
 /// so that while the database is down runners hear it at once and back off instead of
 /// piling up requests that wait.
