@@ -2,8 +2,8 @@
 //! PostgreSQL on this machine. Each site has its own runner key and 20 rules (every 15
 //! minutes to daily, half of them in a 14-hour window that measuring falls 4 hours into, a
 //! share at the top of the hour; 15 minutes of jitter on every brand rule), registers,
-//! fetches its full plan at start, a delta every 20 s, and claims → heartbeats → runs (5 s)
-//! → reports every due rule through 4 workers. The sites start within a minute; after two
+//! fetches its full plan at start, a delta every 20 s, and claims → runs (5 s, less than
+//! the 20 s before a first heartbeat, so none) → reports every due rule through 4 workers. The sites start within a minute; after two
 //! minutes of warm-up it measures for the given time: per-function latency percentiles,
 //! errors, requests per second, p99 per 10 s, and the CPU split between PostgreSQL, the
 //! functions and the generator itself.
@@ -130,7 +130,21 @@ async fn run() {
     let site_count = sites;
     let sites = seed(&pool, sites).await;
     println!("seeded in {:.1?}", seeding.elapsed());
-    let (service, base) = support::serve(&database.url, &["--plan-wait-max-seconds", "300"]);
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port");
+    let metrics_bind = format!("127.0.0.1:{metrics_port}");
+    let metrics_url = format!("http://{metrics_bind}/metrics");
+    let (service, base) = support::serve(
+        &database.url,
+        &[
+            "--plan-wait-max-seconds",
+            "300",
+            "--metrics-bind",
+            &metrics_bind,
+        ],
+    );
     support::wait_until_up(&reqwest::Client::new(), &base).await;
 
     let fleet = Fleet::new(&base, in_flight);
@@ -138,6 +152,7 @@ async fn run() {
         workers: 4,
         poll: Duration::from_secs(20),
         run_time: Duration::from_secs(5),
+        beat_every: Duration::from_secs(20),
         once: false,
         start_within: Duration::from_secs(60),
         batch,
@@ -153,14 +168,24 @@ async fn run() {
     let cpu_before = cpu_split(service.pid());
     let size_before = database_size(&pool).await;
     let window_start = fleet.calls().len();
+    support::statements::reset(&pool).await;
+    let inside_before = support::server_metrics::scrape(&metrics_url).await;
+    let sampling = tokio_util::sync::CancellationToken::new();
+    let sampler = tokio::spawn(support::statements::sample_activity(
+        pool.clone(),
+        sampling.clone(),
+    ));
     tokio::time::sleep(measured).await;
     let cpu_after = cpu_split(service.pid());
+    let inside_after = support::server_metrics::scrape(&metrics_url).await;
+    sampling.cancel();
     let calls: Vec<_> = fleet.calls().split_off(window_start);
     tasks.abort_all();
 
     let seconds = measured.as_secs_f64();
     let worst_p99 = report_calls(&calls, seconds);
     report_timeline(&calls, Duration::from_secs(10));
+    support::server_metrics::report(&inside_before, &inside_after);
     let errors = calls
         .iter()
         .filter(|c| c.status == 0 || c.status >= 500)
@@ -187,6 +212,8 @@ async fn run() {
         calls.len() as f64 * per_site_hour,
         (postgres + functions) * 1_000.0 * per_site_hour
     );
+    let _ = sampler.await;
+    support::statements::report(&pool, 15).await;
     let size = database_size(&pool).await;
     let executions: i64 = sqlx::query_scalar("SELECT count(*) FROM executions")
         .fetch_one(&pool)

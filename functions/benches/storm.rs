@@ -78,6 +78,7 @@ async fn storm(jitter: u32, batch: bool) -> Outcome {
         workers: RULES_PER_SITE,
         poll: Duration::from_secs(20),
         run_time: Duration::from_secs(1),
+        beat_every: Duration::from_secs(20),
         once: true,
         start_within: Duration::ZERO,
         batch,

@@ -9,7 +9,7 @@
 //! something else (a plan request waiting for a change) gives its turn back meanwhile.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 
 /// The longest a request waits for its turn.
 pub const QUEUE_WAIT: Duration = Duration::from_secs(10);
@@ -83,13 +84,19 @@ impl Turns {
     }
 }
 
-/// Middleware: waits for a turn, then serves the request.
+/// Middleware: waits for a turn (counted in `request_turn_wait_seconds` when `metrics` are
+/// given), then serves the request.
 pub(crate) async fn take_turn(
-    State(turns): State<Turns>,
+    State((turns, metrics)): State<(Turns, Option<Arc<Metrics>>)>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    match turns.take().await {
+    let asked = Instant::now();
+    let taken = turns.take().await;
+    if let Some(metrics) = &metrics {
+        metrics.observe_turn_wait(request.uri().path(), asked.elapsed().as_secs_f64());
+    }
+    match taken {
         Ok(turn) => {
             let slot = TurnSlot {
                 turn: Arc::new(Mutex::new(Some(turn))),
@@ -125,7 +132,7 @@ mod tests {
                     "done"
                 }),
             )
-            .layer(from_fn_with_state(turns, take_turn))
+            .layer(from_fn_with_state((turns, None), take_turn))
     }
 
     fn get_slow() -> Request {
@@ -165,7 +172,7 @@ mod tests {
                     slot.take_again().await.map(|()| "waited")
                 }),
             )
-            .layer(from_fn_with_state(turns.clone(), take_turn));
+            .layer(from_fn_with_state((turns.clone(), None), take_turn));
         let waiting = tokio::spawn(
             polite.oneshot(
                 Request::get("/wait")

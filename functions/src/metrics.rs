@@ -78,6 +78,9 @@ metrics! {
     request_seconds: Family<FunctionLabel, Histogram> =
         Family::new_with_constructor(latency_histogram) =>
         "request_duration_seconds", "Time to answer a request, by function";
+    request_turn_wait_seconds: Family<FunctionLabel, Histogram> =
+        Family::new_with_constructor(latency_histogram) =>
+        "request_turn_wait_seconds", "Time a request waited for its turn (a free database connection) before its handler ran, by function; the rest of request_duration_seconds is its work";
     claims: Family<Kind, Counter> = Family::default() =>
         "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, busy (a batch skipped a rule another request held), error";
     reports: Family<Kind, Counter> = Family::default() =>
@@ -116,7 +119,7 @@ metrics! {
 
 fn latency_histogram() -> Histogram {
     Histogram::new([
-        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     ])
 }
 
@@ -197,6 +200,17 @@ impl Metrics {
             .inc();
         self.request_seconds
             .get_or_create(&FunctionLabel { function })
+            .observe(seconds);
+    }
+}
+
+impl Metrics {
+    /// How long a request for `path` waited for its turn.
+    pub(crate) fn observe_turn_wait(&self, path: &str, seconds: f64) {
+        self.request_turn_wait_seconds
+            .get_or_create(&FunctionLabel {
+                function: function_label(path),
+            })
             .observe(seconds);
     }
 }
@@ -301,6 +315,7 @@ mod tests {
         let metrics = Metrics::default();
         Metrics::count(&metrics.claims, "won");
         metrics.observe("health", StatusCode::OK, 0.01);
+        metrics.observe_turn_wait("/functions/v1/health", 0.001);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encodes");
         for name in Metrics::NAMES {

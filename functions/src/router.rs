@@ -144,7 +144,7 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
     router
         .fallback(not_found)
         .layer(from_fn_with_state(
-            state.turns.clone(),
+            (state.turns.clone(), Some(state.metrics.clone())),
             admission::take_turn,
         ))
         .layer(from_fn_with_state(state.clone(), metrics::track))

@@ -65,7 +65,11 @@ impl Listen {
         }
         socket.set_nonblocking(true)?;
         socket.bind(&self.bind.into())?;
-        socket.listen(1024)?;
+        // Room for a fleet reconnecting at once (every waiting site opens a connection per
+        // wait): with 1,024, 10,000 sites starting within a minute overflowed the queue and
+        // some of their connections, accepted by the kernel but never by serve, timed out.
+        // Linux caps it at net.core.somaxconn.
+        socket.listen(8192)?;
         TcpListener::from_std(socket.into())
     }
 }

@@ -4,7 +4,9 @@
 
 #![allow(dead_code, reason = "each bench uses a different part")]
 
+pub mod server_metrics;
 pub mod sites;
+pub mod statements;
 
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

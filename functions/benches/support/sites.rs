@@ -1,6 +1,6 @@
 //! Simulated sites over real HTTP: each with its own runner key, a full plan at start, a
-//! delta every poll interval, and claim → heartbeat → run → report for every due rule
-//! through a few workers, as `res-runner` does. Every call's latency and status is kept.
+//! delta every poll interval, and claim → run (beating while it runs past a third of the
+//! lease) → report for every due rule through a few workers, as `res-runner` does. Every call's latency and status is kept.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -63,6 +63,9 @@ pub struct Behaviour {
     pub poll: Duration,
     /// How long a detection takes (the same for all; sites differ by their rules).
     pub run_time: Duration,
+    /// A run's first heartbeat goes this long after its claim and the next ones as often,
+    /// as res-runner's (a third of the lease): a shorter run sends none.
+    pub beat_every: Duration,
     /// Stop a site once each of its rules has run once (the storm).
     pub once: bool,
     /// Sites start at random moments within this (a fleet does not boot in one second).
@@ -168,7 +171,14 @@ impl Fleet {
                 let status = response.status().as_u16();
                 (status, response.json().await.unwrap_or(Value::Null))
             }
-            Err(_) => (0, Value::Null),
+            Err(error) => {
+                // The first few failures say why (a refused or reset connection, a timeout).
+                static TOLD: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                if TOLD.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 5 {
+                    eprintln!("{function}: no answer: {error:?}");
+                }
+                (0, Value::Null)
+            }
         };
         self.calls.lock().expect("calls").push(CallRecord {
             function,
@@ -220,7 +230,7 @@ impl Fleet {
         site: &Site,
         rule: Uuid,
         due: DateTime<Utc>,
-        run_time: Duration,
+        timing: (Duration, Duration),
     ) -> Option<DateTime<Utc>> {
         let (status, claim) = self
             .post(
@@ -237,17 +247,13 @@ impl Fleet {
             .expect("claims")
             .push((rule, due, SystemTime::now()));
         let (execution, token) = (claim["execution_id"].clone(), claim["claim_token"].clone());
-        let (status, _) = self
-            .post(
-                HeartbeatRequest::NAME,
-                &site.token,
-                json!({"execution_id": execution, "claim_token": token}),
-            )
-            .await;
-        if status != 200 {
+        let beat = json!({"execution_id": execution, "claim_token": token});
+        if !self
+            .run_beating(HeartbeatRequest::NAME, &site.token, beat, timing)
+            .await
+        {
             return None;
         }
-        tokio::time::sleep(run_time).await;
         let (status, report) = self
             .post(
                 SetNextRunTimeRequest::NAME,
@@ -263,13 +269,35 @@ impl Fleet {
 }
 
 impl Fleet {
+    /// Runs for `run_time`, beating with `beat` every `beat_every` meanwhile (none for a
+    /// shorter run); false when a beat is refused.
+    async fn run_beating(
+        &self,
+        function: &'static str,
+        token: &str,
+        beat: Value,
+        (run_time, beat_every): (Duration, Duration),
+    ) -> bool {
+        let ends = Instant::now() + run_time;
+        let mut next_beat = Instant::now() + beat_every;
+        while next_beat < ends {
+            tokio::time::sleep_until(next_beat.into()).await;
+            if self.post(function, token, beat.clone()).await.0 != 200 {
+                return false;
+            }
+            next_beat += beat_every;
+        }
+        tokio::time::sleep_until(ends.into()).await;
+        true
+    }
+
     /// The batch form of [`Fleet::run_rule`] for rules due together: one claim request,
     /// one heartbeat request, one report request. Each rule's next run (none: refused).
     async fn run_rules(
         &self,
         site: &Site,
         rules: &[(Uuid, DateTime<Utc>)],
-        run_time: Duration,
+        timing: (Duration, Duration),
     ) -> Vec<(Uuid, Option<DateTime<Utc>>)> {
         let mut next: Vec<(Uuid, Option<DateTime<Utc>>)> =
             rules.iter().map(|(rule, _)| (*rule, None)).collect();
@@ -306,17 +334,17 @@ impl Fleet {
             .iter()
             .map(|(_, execution, token)| json!({"execution_id": execution, "claim_token": token}))
             .collect();
-        let (status, _) = self
-            .post(
+        if !self
+            .run_beating(
                 HeartbeatBatchRequest::NAME,
                 &site.token,
                 json!({"beats": beats}),
+                timing,
             )
-            .await;
-        if status != 200 {
+            .await
+        {
             return next;
         }
-        tokio::time::sleep(run_time).await;
         let reports: Vec<Value> = claimed
             .iter()
             .map(|(rule, execution, token)| {
@@ -418,9 +446,24 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
                     let dones = match chunk[..] {
                         [(rule, at)] => vec![(
                             rule,
-                            fleet.run_rule(&site, rule, at, behaviour.run_time).await,
+                            fleet
+                                .run_rule(
+                                    &site,
+                                    rule,
+                                    at,
+                                    (behaviour.run_time, behaviour.beat_every),
+                                )
+                                .await,
                         )],
-                        _ => fleet.run_rules(&site, &chunk, behaviour.run_time).await,
+                        _ => {
+                            fleet
+                                .run_rules(
+                                    &site,
+                                    &chunk,
+                                    (behaviour.run_time, behaviour.beat_every),
+                                )
+                                .await
+                        }
                     };
                     for done in dones {
                         let _ = done_tx.send(done);
@@ -438,7 +481,9 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
                 );
                 tokio::spawn(async move {
                     let _worker = workers.acquire().await.expect("open");
-                    let next = fleet.run_rule(&site, rule, at, behaviour.run_time).await;
+                    let next = fleet
+                        .run_rule(&site, rule, at, (behaviour.run_time, behaviour.beat_every))
+                        .await;
                     let _ = done_tx.send((rule, next));
                 });
             }
