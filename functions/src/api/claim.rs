@@ -244,7 +244,7 @@ async fn claim_rules(
     let mut unique: Vec<Uuid> = ids.to_vec();
     unique.sort_unstable();
     unique.dedup();
-    let mut tx = db::begin_run_bookkeeping(&state.pool).await?;
+    let mut tx = db::begin_run_bookkeeping(&state.pool, unique.len() == 1).await?;
     let rules: HashMap<Uuid, LockedRule> = db::claims::lock_rules(&mut tx, &unique, skip_locked)
         .await?
         .into_iter()

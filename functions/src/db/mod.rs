@@ -53,15 +53,24 @@ pub(crate) async fn begin_generic(pool: &PgPool) -> Result<Tx, sqlx::Error> {
 
 /// A claim's or a report's transaction, in the round trip of its `BEGIN`: its plan changes
 /// are recorded for deltas but wake no waiting plan request (the site made them; see
-/// migration `quiet_run_bookkeeping`), and its statements — each reading or writing rows by
-/// id — run with their generic plans (see [`begin_generic`]), where PostgreSQL planned the
-/// claim's insert anew on every call.
-pub(crate) async fn begin_run_bookkeeping(pool: &PgPool) -> Result<Tx, sqlx::Error> {
-    pool.begin_with(
-        "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-         SET LOCAL res.run_bookkeeping = 'on'",
-    )
-    .await
+/// migration `quiet_run_bookkeeping`). With `one_rule`, its statements — each reading or
+/// writing that rule's rows by id — also run with their generic plans (see
+/// [`begin_generic`]): PostgreSQL planned a single claim's insert anew on every call. A
+/// claim of many rules keeps plans made for its arrays' lengths.
+pub(crate) async fn begin_run_bookkeeping(
+    pool: &PgPool,
+    one_rule: bool,
+) -> Result<Tx, sqlx::Error> {
+    if one_rule {
+        pool.begin_with(
+            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
+             SET LOCAL res.run_bookkeeping = 'on'",
+        )
+        .await
+    } else {
+        pool.begin_with("BEGIN; SET LOCAL res.run_bookkeeping = 'on'")
+            .await
+    }
 }
 
 /// How long a request waits for a database connection before it is answered 503. Short,

@@ -172,7 +172,7 @@ async fn record(
     request: &SetNextRunTimeRequest,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     let rule_id = request.branch_rule_id;
-    let mut tx = db::begin_run_bookkeeping(&state.pool).await?;
+    let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
     let rule = db::branch_rules::lock(&mut tx, rule_id)
         .await?
         .filter(|rule| caller.sees_branch(rule.branch_id))
