@@ -202,9 +202,7 @@ impl Metrics {
             .get_or_create(&FunctionLabel { function })
             .observe(seconds);
     }
-}
 
-impl Metrics {
     /// How long a request for `path` waited for its turn.
     pub(crate) fn observe_turn_wait(&self, path: &str, seconds: f64) {
         self.request_turn_wait_seconds

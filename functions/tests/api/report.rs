@@ -106,6 +106,15 @@ impl Claimed {
             .expect("the claim")
     }
 
+    /// When the run started, as the execution records it.
+    async fn started_at(&self) -> Option<DateTime<Utc>> {
+        sqlx::query_scalar("SELECT started_at FROM executions WHERE id = $1")
+            .bind(self.execution)
+            .fetch_one(&self.app.pool)
+            .await
+            .expect("started_at")
+    }
+
     async fn execution_status(&self) -> String {
         sqlx::query_scalar("SELECT status FROM executions WHERE id = $1")
             .bind(self.execution)
@@ -138,24 +147,14 @@ async fn the_claim_starts_the_run_and_each_heartbeat_extends_the_lease() {
         "running",
         "a run needs no beat to start"
     );
-    let claimed_at: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT started_at FROM executions WHERE id = $1")
-            .bind(c.execution)
-            .fetch_one(&c.app.pool)
-            .await
-            .expect("started_at");
+    let claimed_at = c.started_at().await;
     let first = c.heartbeat(&c.token).await;
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["cancel_requested"], false);
     assert_eq!(c.execution_status().await, "running");
     let second = c.heartbeat(&c.token).await;
     assert!(time(&second.body["lease_expires_at"]) >= time(&first.body["lease_expires_at"]));
-    let started: Option<DateTime<Utc>> =
-        sqlx::query_scalar("SELECT started_at FROM executions WHERE id = $1")
-            .bind(c.execution)
-            .fetch_one(&c.app.pool)
-            .await
-            .expect("started_at");
+    let started = c.started_at().await;
     assert!(started.is_some());
     assert_eq!(
         started, claimed_at,

@@ -585,9 +585,10 @@ fn forget_offline_run(services: &OfflineServices) {
 }
 
 /// Beats when the lease is a third gone (`every` after the claim), then every `every`,
-/// and at once when the run starts or stops waiting at a delay node (so the cloud knows); cancels the run when the server asks or the lease is lost. The claim itself
-/// starts the run in the cloud, so a run shorter than `every` sends no beat at all: a claim
-/// and a report. After the first, beats fall on a grid of `every` shared by all runs, so
+/// and at once when the run starts or stops waiting at a delay node (so the cloud knows);
+/// cancels the run when the server asks or the lease is lost. The claim itself starts the
+/// run in the cloud, so a run shorter than `every` sends no beat at all: a claim and a
+/// report. After the first, beats fall on a grid of `every` shared by all runs, so
 /// the beats of a runner's running executions go in one request.
 async fn heartbeat(
     beats: Coalescer<HeartbeatBatchRequest>,
