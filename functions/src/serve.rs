@@ -20,7 +20,7 @@ use crate::plan_waits::PlanWaits;
 use crate::router::{Function, metrics_router, router, router_with_console};
 use crate::state::AppState;
 use crate::sweeper::{self, SweepSettings};
-use crate::{listener, logging};
+use crate::{db, listener, logging};
 
 /// Whether this process runs inside AWS Lambda.
 pub fn in_lambda() -> bool {
@@ -245,11 +245,32 @@ pub async fn refuse_outdated_schema(pool: &sqlx::PgPool) -> anyhow::Result<()> {
             "the database schema is behind this build (pending migrations {pending:?}); \
              run `res-functions migrate`"
         )),
-        Err(error) => {
-            tracing::warn!(%error, "cannot check the database schema at start; serving, requests get 503 until the database answers");
-            Ok(())
-        }
+        // A pooler refusing the driver is a setup to mend, not an outage to wait out.
+        Err(error) => match db::pooler::advice(&error) {
+            Some(advice) => Err(anyhow::anyhow!("{advice}: {error}")),
+            None => {
+                tracing::warn!(%error, "cannot check the database schema at start; serving, requests get 503 until the database answers");
+                Ok(())
+            }
+        },
     }
+}
+
+/// Refuses to serve through a pooler that moves sessions between server connections (see
+/// [`db::pooler`]), and warns when the sessions compile with PostgreSQL's JIT. Like the
+/// schema check, an unreachable database is no refusal, and the pool's own patience says
+/// how long to find out.
+pub async fn refuse_transaction_pooling(pool: &sqlx::PgPool) -> anyhow::Result<()> {
+    if pool.acquire().await.is_err() {
+        return Ok(());
+    }
+    if db::pooler::transaction_pooled(&pool.connect_options()).await == Some(true) {
+        anyhow::bail!(db::pooler::TRANSACTION_POOLING);
+    }
+    if let Ok(true) = db::pooler::jit_on(pool).await {
+        tracing::warn!("{}", db::pooler::JIT_ON);
+    }
+    Ok(())
 }
 
 /// Command line of a single-function binary.
@@ -294,6 +315,7 @@ fn lambda_main(app: impl FnOnce(AppState) -> Router) -> ExitCode {
     let result = runtime.block_on(async {
         let pool = args.database.pool(if in_lambda() { 2 } else { 10 })?;
         refuse_outdated_schema(&pool).await?;
+        refuse_transaction_pooling(&pool).await?;
         let settings = args.serve.settings();
         let keyring = args.serve.secrets.keyring()?;
         if in_lambda() {

@@ -34,6 +34,8 @@ pub enum Tool {
     Nft,
     /// libfaketime's `faketime`, to run a runner with a clock minutes off.
     Faketime,
+    /// PgBouncer, the connection pooler the functions are tested behind.
+    PgBouncer,
 }
 
 impl Tool {
@@ -49,6 +51,7 @@ impl Tool {
             Tool::Python3 => "python3",
             Tool::Nft => "nftables",
             Tool::Faketime => "faketime",
+            Tool::PgBouncer => "pgbouncer",
         }
     }
 
@@ -64,6 +67,7 @@ impl Tool {
             Tool::Python3 => "python3",
             Tool::Nft => "nft",
             Tool::Faketime => "faketime",
+            Tool::PgBouncer => "PgBouncer",
         }
     }
 
@@ -81,6 +85,9 @@ impl Tool {
             Tool::Nft => on_path("nft")
                 .or_else(|| Some(PathBuf::from("/usr/sbin/nft")).filter(|path| path.is_file())),
             Tool::Faketime => on_path("faketime"),
+            Tool::PgBouncer => on_path("pgbouncer").or_else(|| {
+                Some(PathBuf::from("/usr/sbin/pgbouncer")).filter(|path| path.is_file())
+            }),
         }
     }
 }

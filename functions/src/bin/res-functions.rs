@@ -157,13 +157,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
             migrate,
         } => {
             let startup = database.command_pool()?;
+            serve::refuse_transaction_pooling(&startup).await?;
             if migrate {
                 db::migrate(&startup)
                     .await
+                    .map_err(pooler_advice)
                     .context("migrating the database")?;
             }
             let pending = db::pending_migrations(&startup)
                 .await
+                .map_err(pooler_advice)
                 .context("cannot reach the database")?;
             startup.close().await;
             let pool = database.pool(10)?;
@@ -180,7 +183,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::Secrets { command } => secrets(command).await,
         Command::Migrate { database } => {
             let pool = database.command_pool()?;
-            db::migrate(&pool).await.context("migrating the database")?;
+            serve::refuse_transaction_pooling(&pool).await?;
+            db::migrate(&pool)
+                .await
+                .map_err(pooler_advice)
+                .context("migrating the database")?;
             println!("database schema is up to date");
             Ok(())
         }
@@ -371,5 +378,19 @@ async fn secrets(command: SecretsCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
+    }
+}
+
+/// `error`, led by what to do when a pooler in front of the database caused it.
+fn pooler_advice<E: std::error::Error + Send + Sync + 'static>(error: E) -> anyhow::Error {
+    let advice = std::iter::successors(Some(&error as &dyn std::error::Error), |e| e.source())
+        .find_map(|cause| {
+            cause
+                .downcast_ref::<sqlx::Error>()
+                .and_then(db::pooler::advice)
+        });
+    match advice {
+        Some(advice) => anyhow::Error::new(error).context(advice),
+        None => anyhow::Error::new(error),
     }
 }

@@ -76,6 +76,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<()> {
     let pool = args.database.pool(2)?;
     serve::refuse_outdated_schema(&pool).await?;
+    serve::refuse_transaction_pooling(&pool).await?;
     let sweeper = Sweeper::new(args.sweep.settings());
     let metrics = Metrics::default();
     let client = alerts::client()?;

@@ -22,6 +22,7 @@ pub(crate) mod output;
 pub(crate) mod plan;
 pub(crate) mod plan_contact;
 pub(crate) mod plan_delta;
+pub mod pooler;
 pub(crate) mod run_stats;
 pub(crate) mod runners;
 pub(crate) mod secrets;
