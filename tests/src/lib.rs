@@ -10,6 +10,7 @@ pub mod faketime;
 pub mod forwarder;
 pub mod functions;
 pub mod netns;
+pub mod pgbouncer;
 pub mod postgres;
 pub mod processes;
 pub mod receiver;

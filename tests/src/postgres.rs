@@ -271,7 +271,7 @@ impl Tools {
     }
 }
 
-fn as_root() -> bool {
+pub(crate) fn as_root() -> bool {
     std::fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)
         .unwrap_or(false)
@@ -328,7 +328,7 @@ fn spawn_watchdog(bin: &Path, dir: &Path, data: &Path, owner: Option<&str>) -> R
 }
 
 /// The unprivileged user to run the server as: `postgres` if it exists, else `nobody`.
-fn server_user() -> &'static str {
+pub(crate) fn server_user() -> &'static str {
     let exists = Command::new("id")
         .args(["-u", "postgres"])
         .stdout(Stdio::null())

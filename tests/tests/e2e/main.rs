@@ -18,6 +18,7 @@ mod observability;
 mod offline;
 mod operate;
 mod output;
+mod pooler;
 mod restarts;
 mod retries;
 mod schedule;
