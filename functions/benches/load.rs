@@ -61,7 +61,15 @@ async fn run() {
     .await
     .expect("key");
 
-    let (_service, base) = support::serve(&database.url, &[]);
+    let metrics_bind = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a port")
+    );
+    let metrics_url = format!("http://{metrics_bind}/metrics");
+    let (_service, base) = support::serve(&database.url, &["--metrics-bind", &metrics_bind]);
     res_tests::functions::install_tls();
     let client = reqwest::Client::builder()
         .no_gzip()
@@ -149,7 +157,15 @@ async fn run() {
     report("one cycle (3 requests)", &mut latencies);
     let mut batched = Vec::new();
     for batch in BATCHES {
+        // Each function's time inside serve, and each statement's, tell a slow batch's
+        // part from the generator's.
+        support::statements::reset(&pool).await;
+        let inside_before = support::server_metrics::scrape(&metrics_url).await;
         let (rules, mut latencies) = batched_cycle_load(&client, &base, &token, &pool, batch).await;
+        let inside_after = support::server_metrics::scrape(&metrics_url).await;
+        println!("batches of {batch}, inside serve:");
+        support::server_metrics::report(&inside_before, &inside_after);
+        support::statements::report(&pool, 8).await;
         let rate = rules as f64 / CYCLE_SECONDS as f64;
         println!(
             "the cycle in batches of {batch} rules over HTTP, {CLIENTS} clients: {rules} rules in {CYCLE_SECONDS} s = {rate:.0} rules/s"
