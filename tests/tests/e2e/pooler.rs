@@ -14,7 +14,8 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use uuid::Uuid;
 
 use crate::WAIT;
-use crate::system::{System, functions_cli, metrics_text};
+use crate::system::{System, functions_cli};
+use crate::waits::waiting;
 
 /// A server of the test's own (PgBouncer needs its socket) with an empty database `res`.
 async fn server_with_database(name: &str) -> (PgServer, PathBuf) {
@@ -35,16 +36,6 @@ async fn server_with_database(name: &str) -> (PgServer, PathBuf) {
         .expect("create the database");
     let _ = admin.close().await;
     (server, dir)
-}
-
-/// The `res_functions_plan_requests_waiting` gauge.
-async fn waiting(metrics: &str) -> u64 {
-    metrics_text(metrics)
-        .await
-        .lines()
-        .find_map(|l| l.strip_prefix("res_functions_plan_requests_waiting "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -12,7 +12,7 @@ use crate::system::{System, answered, metrics_text};
 const PLAN: &str = "function=\"get-execution-plan-v2\"";
 
 /// The `res_functions_plan_requests_waiting` gauge.
-async fn waiting(metrics: &str) -> u64 {
+pub(crate) async fn waiting(metrics: &str) -> u64 {
     metrics_text(metrics)
         .await
         .lines()
