@@ -1,10 +1,11 @@
 //! A real runner waiting minutes on its plan: one request per wait, still alive in the
-//! registry past the stale time, a Run now still within moments, and `serve` stopping at
-//! once instead of waiting the wait out.
+//! registry past the stale time, a Run now still within moments — also when the change is
+//! made through another `serve` process — and `serve` stopping at once instead of waiting
+//! the wait out.
 
 use std::time::{Duration, Instant};
 
-use res_tests::processes::{eventually, free_port};
+use res_tests::processes::{FunctionsServer, Runner, RunnerSpec, binary, eventually, free_port};
 
 use crate::WAIT;
 use crate::system::{System, answered, metrics_text};
@@ -85,6 +86,61 @@ async fn a_runner_waiting_minutes_asks_once_stays_alive_and_serve_stops_without_
         stopping.elapsed() < Duration::from_secs(10),
         "serve answered the waiting request instead of waiting 240 s: {:?}",
         stopping.elapsed()
+    );
+    assert!(runner.stop());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_made_through_one_serve_wakes_a_plan_request_waiting_at_another() {
+    // Two processes over one database, as behind a load balancer or sharing a port
+    // (`--reuse-port`): each hears changes on its own LISTEN connection.
+    let system = System::start_with(&["--plan-wait-max-seconds", "240"]).await;
+    let metrics_port = free_port();
+    let metrics = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let other = FunctionsServer::start_with(
+        &binary("res-functions"),
+        system.database_url(),
+        &system.dir.join("functions-b.log"),
+        &[
+            "--plan-wait-max-seconds",
+            "240",
+            "--metrics-bind",
+            &format!("127.0.0.1:{metrics_port}"),
+        ],
+    )
+    .await;
+    let rule = system.tomorrows_rule(0.0).await;
+    let mut runner = Runner::start(
+        RunnerSpec {
+            binary: &binary("res-runner"),
+            dir: &system.dir,
+            name: "site-b",
+            functions_url: &other.url(),
+            token: &system.token,
+        },
+        &[("PLAN_WAIT_SECONDS", "240")],
+        &[],
+    );
+    eventually(
+        "the runner waits on its plan at the other process",
+        WAIT,
+        || async { waiting(&metrics).await == 1 },
+    )
+    .await;
+    // The Run now goes through the first process; the runner hears it through the second,
+    // long before its four-minute wait ends.
+    let asked = Instant::now();
+    system.run_now(rule, "through the other process").await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(60),
+        "woken, not timed out: {:?}",
+        asked.elapsed()
+    );
+    let executions = system.executions(rule).await;
+    assert_eq!(executions.len(), 1, "{executions:?}");
+    assert_eq!(
+        (executions[0].1.as_str(), executions[0].4.as_str()),
+        ("completed", "site-b")
     );
     assert!(runner.stop());
 }
