@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use res_tests::pgbouncer::{PgBouncer, PoolMode};
 use res_tests::postgres::{PgServer, start_in};
@@ -13,9 +13,8 @@ use res_tests::processes::{binary, eventually, free_port};
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::WAIT;
 use crate::system::{System, functions_cli};
-use crate::waits::waiting;
+use crate::waits::woken_run;
 
 /// A server of the test's own (PgBouncer needs its socket) with an empty database `res`.
 async fn server_with_database(name: &str) -> (PgServer, PathBuf) {
@@ -71,22 +70,9 @@ async fn behind_pgbouncer_in_session_mode_runs_run_waits_wake_and_revocations_ar
     // A run: claimed and reported through the pooler.
     let rule = system.tomorrows_rule(0.0).await;
     let mut runner = system.runner("site-1", &[("PLAN_WAIT_SECONDS", "120")]);
-    eventually("the runner waits on its plan", WAIT, || async {
-        waiting(&metrics).await == 1
-    })
-    .await;
     // The change wakes the waiting request (the LISTEN connection works through the
-    // pooler): the run comes long before the two-minute wait would have ended.
-    let asked = Instant::now();
-    system.run_now(rule, "through the pooler").await;
-    assert!(
-        asked.elapsed() < Duration::from_secs(60),
-        "woken, not timed out: {:?}",
-        asked.elapsed()
-    );
-    let executions = system.executions(rule).await;
-    assert_eq!(executions.len(), 1, "{executions:?}");
-    assert_eq!(executions[0].1, "completed");
+    // pooler).
+    woken_run(&system, &metrics, rule, "through the pooler").await;
 
     // A revoked key stops at once, not when the 60-second key cache would forget it.
     let listed = system

@@ -90,6 +90,32 @@ async fn a_runner_waiting_minutes_asks_once_stays_alive_and_serve_stops_without_
     assert!(runner.stop());
 }
 
+/// Once a runner's plan request waits at the `serve` whose metrics are at `metrics`, a Run
+/// now of `rule` (sent through `system`'s `serve`) reaches it long before its wait (two
+/// minutes or more) ends: the rule's one execution, completed.
+pub(crate) async fn woken_run(
+    system: &System,
+    metrics: &str,
+    rule: uuid::Uuid,
+    reason: &str,
+) -> Vec<(uuid::Uuid, String, Option<uuid::Uuid>, bool, String)> {
+    eventually("the runner waits on its plan", WAIT, || async {
+        waiting(metrics).await == 1
+    })
+    .await;
+    let asked = Instant::now();
+    system.run_now(rule, reason).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(60),
+        "woken, not timed out: {:?}",
+        asked.elapsed()
+    );
+    let executions = system.executions(rule).await;
+    assert_eq!(executions.len(), 1, "{executions:?}");
+    assert_eq!(executions[0].1, "completed");
+    executions
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_change_made_through_one_serve_wakes_a_plan_request_waiting_at_another() {
     // Two processes over one database, as behind a load balancer or sharing a port
@@ -121,23 +147,8 @@ async fn a_change_made_through_one_serve_wakes_a_plan_request_waiting_at_another
         &[("PLAN_WAIT_SECONDS", "240")],
         &[],
     );
-    eventually(
-        "the runner waits on its plan at the other process",
-        WAIT,
-        || async { waiting(&metrics).await == 1 },
-    )
-    .await;
-    // The Run now goes through the first process; the runner hears it through the second,
-    // long before its four-minute wait ends.
-    let asked = Instant::now();
-    system.run_now(rule, "through the other process").await;
-    assert!(
-        asked.elapsed() < Duration::from_secs(60),
-        "woken, not timed out: {:?}",
-        asked.elapsed()
-    );
-    let executions = system.executions(rule).await;
-    assert_eq!(executions.len(), 1, "{executions:?}");
+    // The Run now goes through the first process; the runner hears it through the second.
+    let executions = woken_run(&system, &metrics, rule, "through the other process").await;
     assert_eq!(
         (executions[0].1.as_str(), executions[0].4.as_str()),
         ("completed", "site-b")
