@@ -61,13 +61,7 @@ async fn run() {
     .await
     .expect("key");
 
-    let metrics_bind = format!(
-        "127.0.0.1:{}",
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a port")
-    );
+    let metrics_bind = format!("127.0.0.1:{}", res_tests::processes::free_port());
     let metrics_url = format!("http://{metrics_bind}/metrics");
     let (_service, base) = support::serve(&database.url, &["--metrics-bind", &metrics_bind]);
     res_tests::functions::install_tls();

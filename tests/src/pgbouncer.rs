@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::postgres::{PgServer, as_root, server_user};
-use crate::processes::{eventually, free_port};
+use crate::processes::{after_exit, eventually, free_port};
 
 /// How PgBouncer lends server connections to its clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,12 @@ impl PgBouncer {
             .stderr(Stdio::null())
             .spawn()
             .expect("pgbouncer starts");
-        watch(child.id(), &dir);
+        // Stopped even when this test binary dies without dropping it.
+        let _ = after_exit(&format!(
+            "kill {} 2>/dev/null; rm -rf {}",
+            child.id(),
+            dir.display()
+        ));
         let bouncer = PgBouncer { child, port, dir };
         let address = format!("127.0.0.1:{port}");
         eventually("pgbouncer listens", Duration::from_secs(20), || async {
@@ -130,19 +135,4 @@ fn id(user: &str, flag: &str) -> u32 {
         .trim()
         .parse()
         .unwrap_or_else(|e| panic!("id {flag} {user}: {e}"))
-}
-
-/// Kills `pid` once this test binary has exited, however it exits.
-fn watch(pid: u32, dir: &std::path::Path) {
-    let script = format!(
-        "while kill -0 {me} 2>/dev/null; do sleep 1; done; kill {pid} 2>/dev/null; rm -rf {dir}",
-        me = std::process::id(),
-        dir = dir.display(),
-    );
-    let _ = Command::new("setsid")
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
 }

@@ -309,21 +309,12 @@ impl PgServer {
 fn spawn_watchdog(bin: &Path, dir: &Path, data: &Path, owner: Option<&str>) -> Result<(), String> {
     let as_postgres = owner.map_or(String::new(), |user| format!("runuser -u {user} -- "));
     let script = format!(
-        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
-         {as_postgres}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir}",
-        pid = std::process::id(),
+        "{as_postgres}{pg_ctl} -D {data} -m immediate -w stop >/dev/null 2>&1; rm -rf {dir}",
         pg_ctl = bin.join("pg_ctl").display(),
         data = data.display(),
         dir = dir.display(),
     );
-    // setsid keeps the watchdog alive when the test runner's process group is interrupted.
-    Command::new("setsid")
-        .args(["sh", "-c", &script])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(drop)
+    crate::processes::after_exit(&script)
         .map_err(|e| format!("cannot start the test server watchdog: {e}"))
 }
 

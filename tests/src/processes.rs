@@ -15,6 +15,23 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// Runs the shell `script` once this test binary has exited, however it exits (a panic, a
+/// kill): a detached watchdog that stops what a test started outside its own process tree.
+pub(crate) fn after_exit(script: &str) -> std::io::Result<()> {
+    let watchdog = format!(
+        "while kill -0 {me} 2>/dev/null; do sleep 1; done; {script}",
+        me = std::process::id()
+    );
+    // setsid keeps the watchdog alive when the test runner's process group is interrupted.
+    Command::new("setsid")
+        .args(["sh", "-c", &watchdog])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(drop)
+}
+
 /// A workspace binary next to the running test (`target/<profile>/<name>`), as
 /// `cargo test --workspace` builds every package's binaries.
 pub fn binary(name: &str) -> PathBuf {

@@ -38,10 +38,7 @@ pub fn main_when_benchmarking<F: std::future::Future<Output = ()>>(run: impl FnO
 
 /// `res-functions serve` on a free port over `database_url`, with `args`; its base URL.
 pub fn serve(database_url: &str, args: &[&str]) -> (Service, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
+    let port = res_tests::processes::free_port();
     let service = Service(
         Command::new(env!("CARGO_BIN_EXE_res-functions"))
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])

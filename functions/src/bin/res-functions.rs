@@ -157,6 +157,15 @@ async fn run(command: Command) -> anyhow::Result<()> {
             migrate,
         } => {
             let startup = database.command_pool()?;
+            // An unreachable database ends `serve` here, after one wait for a connection
+            // rather than one in the pooler check and another in the schema check.
+            drop(
+                startup
+                    .acquire()
+                    .await
+                    .map_err(pooler_advice)
+                    .context("cannot reach the database")?,
+            );
             serve::refuse_transaction_pooling(&startup).await?;
             if migrate {
                 db::migrate(&startup)

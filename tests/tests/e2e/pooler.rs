@@ -3,7 +3,6 @@
 //! and in transaction or statement mode the functions refuse to start, saying what to do
 //! instead.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -16,16 +15,14 @@ use uuid::Uuid;
 use crate::system::{System, functions_cli};
 use crate::waits::woken_run;
 
-/// A server of the test's own (PgBouncer needs its socket) with an empty database `res`.
-async fn server_with_database(name: &str) -> (PgServer, PathBuf) {
+/// A server of the test's own (PgBouncer needs its socket) with an empty database `res`;
+/// its watchdog removes it once the tests end.
+async fn server_with_database(name: &str) -> PgServer {
     let dir = std::env::temp_dir().join(format!("res-pooler-{name}-{}", Uuid::new_v4()));
-    let server = {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || start_in(&dir))
-            .await
-            .expect("joined")
-            .unwrap_or_else(|e| panic!("cannot start the test's server: {e}"))
-    };
+    let server = tokio::task::spawn_blocking(move || start_in(&dir))
+        .await
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("cannot start the test's server: {e}"));
     let mut admin = PgConnection::connect(&server.url("postgres"))
         .await
         .expect("connect directly");
@@ -34,12 +31,12 @@ async fn server_with_database(name: &str) -> (PgServer, PathBuf) {
         .await
         .expect("create the database");
     let _ = admin.close().await;
-    (server, dir)
+    server
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn behind_pgbouncer_in_session_mode_runs_run_waits_wake_and_revocations_are_heard() {
-    let (server, _dir) = server_with_database("session").await;
+    let server = server_with_database("session").await;
     let bouncer = PgBouncer::start(&server, PoolMode::Session, 30).await;
     let metrics_port = free_port();
     let metrics = format!("http://127.0.0.1:{metrics_port}/metrics");
@@ -121,7 +118,7 @@ fn functions_at(url: &str, args: &[String]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread")]
 async fn behind_pgbouncer_in_transaction_or_statement_mode_the_functions_refuse_to_start_and_say_why()
  {
-    let (server, _dir) = server_with_database("transaction").await;
+    let server = server_with_database("transaction").await;
     for mode in [PoolMode::Transaction, PoolMode::Statement] {
         let bouncer = PgBouncer::start(&server, mode, 5).await;
         let url = bouncer.url("res");
