@@ -102,15 +102,21 @@ impl CloudError {
 /// The longest an answer's body may take, in request timeouts (while it keeps arriving).
 const BODY_TIMEOUTS: u32 = 20;
 
-/// The HTTP client under a [`FunctionsClient`].
-fn http_client(timeout: Duration, user_agent: &str) -> Result<reqwest::Client, CloudError> {
-    reqwest::Client::builder()
-        .connect_timeout(timeout.min(Duration::from_secs(10)))
-        // A plan request waits for minutes in silence: probes keep the NAT and firewall
-        // state on the way, and end the request if the functions' host vanished.
+/// The TCP keep-alive of res-runner's connections (the fleet benchmark's sites use it too:
+/// reqwest's own default probes four times as often). A plan request waits for minutes in
+/// silence: probes keep the NAT and firewall state on the way, and end the request if the
+/// functions' host vanished.
+pub fn with_keepalive(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
+    builder
         .tcp_keepalive(Duration::from_secs(60))
         .tcp_keepalive_interval(Duration::from_secs(15))
         .tcp_keepalive_retries(4)
+}
+
+/// The HTTP client under a [`FunctionsClient`].
+fn http_client(timeout: Duration, user_agent: &str) -> Result<reqwest::Client, CloudError> {
+    with_keepalive(reqwest::Client::builder())
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
         // Shops sit behind NAT boxes and 4G routers that forget idle connections without
         // a word; a request sent on one such connection waits out its whole timeout.
         // A connection idle for half a minute is closed rather than trusted again.

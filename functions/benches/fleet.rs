@@ -8,9 +8,13 @@
 //! errors, requests per second, p99 per 10 s, and the CPU split between PostgreSQL, the
 //! functions and the generator itself.
 //!
-//! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10 [--wait 240]`
-//! (defaults: 2,000 sites, 2 minutes, plan polled every 20 s; `--wait S`: each site keeps a
-//! plan request open waiting S seconds, as res-runner does). Results go to docs/benchmarks.md and docs/scaling.md.
+//! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10 [--wait 240]
+//! [--serves S] [--generators G]` (defaults: 2,000 sites, 2 minutes, plan polled every 20 s;
+//! `--wait S`: each site keeps a plan request open waiting S seconds, as res-runner does).
+//! A process may hold 20,000 open files here, so the sites run in G generator processes (one
+//! per 10,000 sites unless told) against S `serve` processes sharing one port (one per
+//! 15,000), each generator connecting from its own loopback address. Results go to
+//! docs/benchmarks.md and docs/scaling.md.
 
 mod support;
 
@@ -23,7 +27,8 @@ use res_tests::postgres::server;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use support::sites::{Behaviour, Fleet, Site, cpu_split, report_calls, report_timeline, run_site};
+use support::generators::{self, Assignment, Generator};
+use support::sites::{Behaviour, Site, cpu_split, report_calls, report_timeline};
 
 /// The window of every other branch rule when measuring starts at noon in Riyadh (14
 /// hours; other starts shift it, see `window_around`).
@@ -66,8 +71,8 @@ const CRONS: [&str; 20] = [
 ];
 const JITTER_SECONDS: u32 = 900;
 const WARM_UP: Duration = Duration::from_secs(120);
-/// Seeding takes about this long at 20,000 sites.
-const SEEDING: Duration = Duration::from_secs(30);
+/// Seeding takes about this long a site (30 s at 20,000 sites, 49 s at 30,000).
+const SEEDING_A_SITE: Duration = Duration::from_micros(1_700);
 
 /// `cron` with its minutes moved on by `shift`: the rules' "top of the hour" then falls when
 /// the measurement starts, whatever the time of day — every run measures the same phase,
@@ -105,6 +110,9 @@ fn arg(name: &str, default: u64) -> u64 {
 
 async fn run() {
     res_tests::functions::install_tls();
+    if let Some(assignment) = generators::assignment_path() {
+        return generators::run(&assignment).await;
+    }
     let sites = arg("--sites", 2_000) as usize;
     let minutes = arg("--minutes", 2);
     let in_flight = arg("--in-flight", 1_024) as usize;
@@ -130,24 +138,34 @@ async fn run() {
     let site_count = sites;
     let sites = seed(&pool, sites).await;
     println!("seeded in {:.1?}", seeding.elapsed());
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
-    let metrics_bind = format!("127.0.0.1:{metrics_port}");
-    let metrics_url = format!("http://{metrics_bind}/metrics");
-    let (service, base) = support::serve(
-        &database.url,
-        &[
+    // Each process may hold 20,000 open files here and each waiting site holds a
+    // connection at both ends: the sites are split across generator processes, and across
+    // `serve` processes sharing one port.
+    let serves = arg("--serves", site_count.div_ceil(15_000) as u64).max(1) as usize;
+    let generators = arg("--generators", site_count.div_ceil(10_000) as u64).max(1) as usize;
+    println!("{serves} serve process(es) on one port, {generators} generator process(es)");
+    let port = res_tests::processes::free_port();
+    let base = format!("http://127.0.0.1:{port}/functions/v1");
+    let mut services = Vec::new();
+    let mut metrics_urls = Vec::new();
+    for _ in 0..serves {
+        let metrics_bind = format!("127.0.0.1:{}", res_tests::processes::free_port());
+        let mut args = vec![
             "--plan-wait-max-seconds",
             "300",
             "--metrics-bind",
             &metrics_bind,
-        ],
-    );
-    support::wait_until_up(&reqwest::Client::new(), &base).await;
+        ];
+        if serves > 1 {
+            args.push("--reuse-port");
+        }
+        services.push(support::serve_at(port, &database.url, &args));
+        metrics_urls.push(format!("http://{metrics_bind}/metrics"));
+        // One at a time: a second process bound to the port before the first is up would
+        // take the health check's connections instead.
+        support::wait_until_up(&reqwest::Client::new(), &base).await;
+    }
 
-    let fleet = Fleet::new(&base, in_flight);
     let behaviour = Behaviour {
         workers: 4,
         poll: Duration::from_secs(20),
@@ -159,33 +177,67 @@ async fn run() {
         wait,
     };
     let measured = Duration::from_secs(minutes * 60);
-    let until = Instant::now() + WARM_UP + measured;
-    let mut tasks = tokio::task::JoinSet::new();
-    for site in sites {
-        tasks.spawn(run_site(fleet.clone(), site, behaviour, until));
-    }
-    tokio::time::sleep(WARM_UP).await;
-    let cpu_before = cpu_split(service.pid());
+    // The generators stop a little after the measured window, so they are all still
+    // running when their CPU time is read at its end.
+    let run_for = WARM_UP + measured + Duration::from_secs(5);
+    let scratch = tempfile_dir();
+    let start_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_millis() as u64;
+    let started = Instant::now();
+    let share = site_count.div_ceil(generators);
+    let assignments: Vec<Assignment> = sites
+        .chunks(share.max(1))
+        .enumerate()
+        .map(|(n, sites)| Assignment {
+            base: base.clone(),
+            in_flight: in_flight.div_ceil(generators),
+            behaviour,
+            start_unix_ms,
+            run_for,
+            sites: sites.to_vec(),
+            source: std::net::Ipv4Addr::new(127, 0, 1, 1 + n as u8).into(),
+            calls: scratch.join(format!("generator-{n}.calls")),
+        })
+        .collect();
+    let kernel_before = support::kernel::read();
+    let running = generators::spawn(&assignments);
+    let pids = || -> (Vec<u32>, Vec<u32>) {
+        (
+            running.iter().map(Generator::pid).collect(),
+            services.iter().map(support::Service::pid).collect(),
+        )
+    };
+    tokio::time::sleep_until((started + WARM_UP).into()).await;
+    let cpu_before = cpu_split(&pids().0, &pids().1);
     let size_before = database_size(&pool).await;
-    let window_start = fleet.calls().len();
     support::statements::reset(&pool).await;
-    let inside_before = support::server_metrics::scrape(&metrics_url).await;
+    let inside_before = support::server_metrics::scrape_all(&metrics_urls).await;
     let sampling = tokio_util::sync::CancellationToken::new();
     let sampler = tokio::spawn(support::statements::sample_activity(
         pool.clone(),
         sampling.clone(),
     ));
-    tokio::time::sleep(measured).await;
-    let cpu_after = cpu_split(service.pid());
-    let inside_after = support::server_metrics::scrape(&metrics_url).await;
+    tokio::time::sleep_until((started + WARM_UP + measured).into()).await;
+    let cpu_after = cpu_split(&pids().0, &pids().1);
+    let inside_after = support::server_metrics::scrape_all(&metrics_urls).await;
     sampling.cancel();
-    let calls: Vec<_> = fleet.calls().split_off(window_start);
-    tasks.abort_all();
+    // The calls answered within the measured window, as one process recorded them before.
+    let window = WARM_UP..WARM_UP + measured;
+    let calls: Vec<_> = running
+        .into_iter()
+        .flat_map(Generator::finish)
+        .filter(|c| window.contains(&(c.at + c.took)))
+        .collect();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let kernel_after = support::kernel::read();
 
     let seconds = measured.as_secs_f64();
     let worst_p99 = report_calls(&calls, seconds);
     report_timeline(&calls, Duration::from_secs(10));
     support::server_metrics::report(&inside_before, &inside_after);
+    support::kernel::report(kernel_before, kernel_after);
     let errors = calls
         .iter()
         .filter(|c| c.status == 0 || c.status >= 500)
@@ -224,7 +276,14 @@ async fn run() {
         size / 1_000_000,
         (size - size_before) / 1_000_000
     );
-    drop(service);
+    drop(services);
+}
+
+/// A fresh directory for the generators' files.
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("res-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
 }
 
 async fn database_size(pool: &PgPool) -> i64 {
@@ -239,7 +298,7 @@ async fn database_size(pool: &PgPool) -> i64 {
 /// other branch rule in a 14-hour window (`window_around`), each due at its real next run.
 async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
     let brands = sites.div_ceil(BRAND_SIZE) as i32;
-    let measuring_from = Utc::now() + SEEDING + WARM_UP;
+    let measuring_from = Utc::now() + SEEDING_A_SITE * sites as u32 + WARM_UP;
     let shift = measuring_from.minute();
     let crons: Vec<String> = CRONS.iter().map(|c| shifted(c, shift)).collect();
     println!(

@@ -86,13 +86,13 @@ async fn storm(jitter: u32, batch: bool) -> Outcome {
     };
     let lead = (storm_at - Utc::now()).to_std().unwrap_or_default();
     let until = Instant::now() + lead + Duration::from_secs(u64::from(jitter) + 120);
-    let cpu_before = cpu_split(service.pid());
+    let cpu_before = cpu_split(&[], &[service.pid()]);
     let mut tasks = tokio::task::JoinSet::new();
     for site in sites {
         tasks.spawn(run_site(fleet.clone(), site, behaviour, until));
     }
     tasks.join_all().await;
-    let cpu_after = cpu_split(service.pid());
+    let cpu_after = cpu_split(&[], &[service.pid()]);
 
     let claims = fleet.claims();
     let calls = fleet.calls();

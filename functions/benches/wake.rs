@@ -285,10 +285,10 @@ async fn idle_cost(
     }
     // Every site has asked (or waits to ask) by now; then the steady state is measured.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = cpu_split(pid);
+    let before = cpu_split(&[], &[pid]);
     let answered_before = answers.load(std::sync::atomic::Ordering::Relaxed);
     tokio::time::sleep(IDLE).await;
-    let after = cpu_split(pid);
+    let after = cpu_split(&[], &[pid]);
     let answered = answers.load(std::sync::atomic::Ordering::Relaxed) - answered_before;
     stop.cancel();
     while let Some(joined) = tasks.join_next().await {

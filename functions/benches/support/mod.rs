@@ -4,6 +4,8 @@
 
 #![allow(dead_code, reason = "each bench uses a different part")]
 
+pub mod generators;
+pub mod kernel;
 pub mod server_metrics;
 pub mod sites;
 pub mod statements;
@@ -39,7 +41,15 @@ pub fn main_when_benchmarking<F: std::future::Future<Output = ()>>(run: impl FnO
 /// `res-functions serve` on a free port over `database_url`, with `args`; its base URL.
 pub fn serve(database_url: &str, args: &[&str]) -> (Service, String) {
     let port = res_tests::processes::free_port();
-    let service = Service(
+    (
+        serve_at(port, database_url, args),
+        format!("http://127.0.0.1:{port}/functions/v1"),
+    )
+}
+
+/// `res-functions serve` on `port` (shared with others when `args` has `--reuse-port`).
+pub fn serve_at(port: u16, database_url: &str, args: &[&str]) -> Service {
+    Service(
         Command::new(env!("CARGO_BIN_EXE_res-functions"))
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .args(args)
@@ -50,8 +60,7 @@ pub fn serve(database_url: &str, args: &[&str]) -> (Service, String) {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("serve"),
-    );
-    (service, format!("http://127.0.0.1:{port}/functions/v1"))
+    )
 }
 
 /// Kills the service when the benchmark ends, however it ends.

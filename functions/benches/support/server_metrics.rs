@@ -28,6 +28,34 @@ pub async fn scrape(url: &str) -> Scrape {
     }
 }
 
+/// The sum of several `serve`s' metrics (one port shared with `--reuse-port`).
+pub async fn scrape_all(urls: &[String]) -> Scrape {
+    let mut all = Scrape {
+        duration: Buckets::new(),
+        turn: Buckets::new(),
+    };
+    for url in urls {
+        let one = scrape(url).await;
+        add(&mut all.duration, one.duration);
+        add(&mut all.turn, one.turn);
+    }
+    all
+}
+
+/// Adds `more`'s counts to `into`'s, bucket by bucket.
+fn add(into: &mut Buckets, more: Buckets) {
+    for (function, series) in more {
+        let mine = into.entry(function).or_default();
+        for (bound, count) in series {
+            match mine.iter_mut().find(|(b, _)| *b == bound) {
+                Some((_, total)) => *total += count,
+                None => mine.push((bound, count)),
+            }
+        }
+        mine.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+}
+
 fn buckets(text: &str, name: &str) -> Buckets {
     let mut all = Buckets::new();
     for line in text.lines().filter(|l| l.starts_with(name)) {

@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 use uuid::Uuid;
 
 /// One site: its token and runner id.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Site {
     pub token: String,
     pub runner_id: String,
@@ -55,7 +55,7 @@ impl Site {
 }
 
 /// How the sites behave.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Behaviour {
     /// Rules a site runs at the same time.
     pub workers: usize,
@@ -112,7 +112,20 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn new(base: &str, max_in_flight: usize) -> Arc<Fleet> {
-        let client = reqwest::Client::builder()
+        Fleet::starting_at(base, max_in_flight, Instant::now(), None)
+    }
+
+    /// A fleet whose calls' times count from `started` (shared by generator processes),
+    /// connecting from `source` when given: one source address has only the ephemeral
+    /// ports (28,232 here) for all its connections to one port.
+    pub fn starting_at(
+        base: &str,
+        max_in_flight: usize,
+        started: Instant,
+        source: Option<std::net::IpAddr>,
+    ) -> Arc<Fleet> {
+        let client = res_client::with_keepalive(reqwest::Client::builder())
+            .local_address(source)
             .no_gzip()
             .pool_max_idle_per_host(max_in_flight)
             .timeout(Duration::from_secs(60))
@@ -120,7 +133,8 @@ impl Fleet {
             .expect("client");
         // Not pooled: with thousands of connections open at once, one shared pool cost the
         // generator most of a core. A site opens a connection per wait (one per minutes).
-        let waiting_client = reqwest::Client::builder()
+        let waiting_client = res_client::with_keepalive(reqwest::Client::builder())
+            .local_address(source)
             .no_gzip()
             .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(360))
@@ -131,7 +145,7 @@ impl Fleet {
             waiting_client,
             base: base.to_owned(),
             in_flight: Semaphore::new(max_in_flight),
-            started: Instant::now(),
+            started,
             calls: Mutex::new(Vec::new()),
             claims: Mutex::new(Vec::new()),
         })
@@ -600,9 +614,10 @@ pub fn report_timeline(calls: &[CallRecord], window: Duration) {
     );
 }
 
-/// CPU seconds used so far by this process, by `res-functions` (`pid`) and by every
-/// PostgreSQL process (live ones plus the exited ones the postmaster reaped).
-pub fn cpu_split(functions_pid: u32) -> (f64, f64, f64) {
+/// CPU seconds used so far by the generator (this process and the `generators`), by
+/// `res-functions` (the `functions` processes) and by every PostgreSQL process (live ones
+/// plus the exited ones the postmaster reaped).
+pub fn cpu_split(generators: &[u32], functions: &[u32]) -> (f64, f64, f64) {
     let ticks = |fields: &[&str], from: usize, count: usize| -> f64 {
         fields[from..from + count]
             .iter()
@@ -618,14 +633,14 @@ pub fn cpu_split(functions_pid: u32) -> (f64, f64, f64) {
     };
     // After the comm: field 3 is index 0, so utime (14) and stime (15) are 11 and 12,
     // cutime and cstime (16, 17) are 13 and 14, and ppid (4) is 1.
-    let own = stat(std::path::Path::new("/proc/self/stat"))
-        .map(|(_, f)| ticks(&f.iter().map(String::as_str).collect::<Vec<_>>(), 11, 2))
-        .unwrap_or(0.0);
-    let functions = stat(&std::path::PathBuf::from(format!(
-        "/proc/{functions_pid}/stat"
-    )))
-    .map(|(_, f)| ticks(&f.iter().map(String::as_str).collect::<Vec<_>>(), 11, 2))
-    .unwrap_or(0.0);
+    let own_time = |path: std::path::PathBuf| {
+        stat(&path)
+            .map(|(_, f)| ticks(&f.iter().map(String::as_str).collect::<Vec<_>>(), 11, 2))
+            .unwrap_or(0.0)
+    };
+    let of = |pid: &u32| own_time(std::path::PathBuf::from(format!("/proc/{pid}/stat")));
+    let own = own_time("/proc/self/stat".into()) + generators.iter().map(of).sum::<f64>();
+    let functions = functions.iter().map(of).sum::<f64>();
     let mut postgres = 0.0;
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some((comm, fields)) = stat(&entry.path().join("stat")) else {
