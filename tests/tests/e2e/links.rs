@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use uuid::Uuid;
+
 use res_tests::netns::Netns;
 use res_tests::processes::{binary, eventually};
 
@@ -84,8 +86,10 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
             next_run_time: Some(chrono::Utc::now() - chrono::TimeDelta::seconds(5)),
             ..res_tests::functions::RuleSpec::default()
         };
+        // Each start writes its execution's id (from the job on stdin), so a run started
+        // twice shows as an id written twice.
         let detector = format!(
-            "cat >/dev/null; echo start >> '{}'; sleep 1; \
+            "grep -o '\"execution_id\":\"[^\"]*\"' | head -1 | cut -d'\"' -f4 >> '{}'; sleep 1; \
              echo '{{\"feature_result\": \"detection_complete\", \"is_success\": true, \"violations\": 1}}'",
             starts.display()
         );
@@ -116,31 +120,76 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
     system
         .pause_and_settle(&rules, &runner, Duration::from_secs(90))
         .await;
+    // A 3-second lease over this link is sometimes lost: the runner stops that run and
+    // reports it cancelled (or the cloud retries it), while a violation request already
+    // on the wire may still land. So the invariants hold per run and its retries: none
+    // recorded twice, none of a completed run lost, no detector started twice.
+    let started: Vec<String> = std::fs::read_to_string(&starts)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
     let mut executions = Vec::new();
+    let mut known = std::collections::BTreeSet::new();
     for rule in &rules {
+        let violations = system.violations_by_execution(*rule).await;
         let mine = system.executions(*rule).await;
-        assert_eq!(
-            system.violations(*rule).await,
-            mine.iter().filter(|e| e.1 == "completed").count(),
-            "rule {rule}: one violation per completed run, none twice: {mine:?}"
-        );
-        executions.extend(mine);
+        let parent: std::collections::HashMap<Uuid, Option<Uuid>> =
+            mine.iter().map(|e| (e.0, e.2)).collect();
+        let root_of = |mut id: Uuid| {
+            while let Some(Some(up)) = parent.get(&id) {
+                id = *up;
+            }
+            id
+        };
+        let mut chains: std::collections::HashMap<Uuid, (usize, bool)> = Default::default();
+        for (id, status, ..) in &mine {
+            let starts = started.iter().filter(|s| **s == id.to_string()).count();
+            assert!(
+                starts <= 1,
+                "run {id} ({status}) started its detector {starts} times"
+            );
+            let recorded = violations.get(id).copied().unwrap_or(0);
+            if recorded > 0 {
+                assert_eq!(starts, 1, "run {id} recorded a violation it never detected");
+            }
+            let chain = chains.entry(root_of(*id)).or_default();
+            chain.0 += recorded;
+            chain.1 |= status == "completed";
+            known.insert(id.to_string());
+            executions.push(status.clone());
+        }
+        for (root, (recorded, completed)) in chains {
+            assert!(
+                recorded <= 1,
+                "run {root} and its retries: {recorded} violations: {mine:?}"
+            );
+            if completed {
+                assert_eq!(
+                    recorded, 1,
+                    "run {root} completed but lost its violation: {mine:?}"
+                );
+            }
+        }
     }
-    let detectors = std::fs::read_to_string(&starts)
-        .map(|t| t.lines().count())
-        .unwrap_or(0);
     let statuses: std::collections::BTreeMap<&str, usize> =
-        executions.iter().fold(Default::default(), |mut m, e| {
-            *m.entry(e.1.as_str()).or_default() += 1;
+        executions.iter().fold(Default::default(), |mut m, s| {
+            *m.entry(s.as_str()).or_default() += 1;
             m
         });
     let lost = netns.lost();
-    eprintln!("over 20 % loss ({lost} packets dropped): {statuses:?}, {detectors} detector starts");
+    eprintln!(
+        "over 20 % loss ({lost} packets dropped): {statuses:?}, {} detector starts",
+        started.len()
+    );
     assert!(lost > 0, "the link lost packets");
-    assert_eq!(
-        detectors,
-        executions.iter().filter(|e| e.1 == "completed").count(),
-        "one detector per completed run, none started twice: {statuses:?}"
+    assert!(
+        statuses.get("completed").copied().unwrap_or(0) * 2 >= executions.len(),
+        "most runs complete over the lossy link: {statuses:?}"
+    );
+    assert!(
+        started.iter().all(|s| known.contains(s)),
+        "every detector start belongs to a recorded run: {started:?}"
     );
 }
 

@@ -323,6 +323,24 @@ impl System {
         usize::try_from(count).unwrap_or(0)
     }
 
+    /// Violations recorded for a rule, counted by the execution that recorded them.
+    pub async fn violations_by_execution(
+        &self,
+        rule: Uuid,
+    ) -> std::collections::HashMap<Uuid, usize> {
+        let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+            "SELECT execution_id, count(*) FROM violations \
+             WHERE branch_rule_id = $1 AND execution_id IS NOT NULL GROUP BY execution_id",
+        )
+        .bind(rule)
+        .fetch_all(&self.pool)
+        .await
+        .expect("violations by execution");
+        rows.into_iter()
+            .map(|(id, n)| (id, usize::try_from(n).unwrap_or(0)))
+            .collect()
+    }
+
     /// Reports stored as superseded (late, after a retry took their rule).
     pub async fn superseded(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM executions WHERE report->>'superseded' = 'true'")
