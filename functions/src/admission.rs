@@ -29,9 +29,13 @@ pub struct Turns {
     wait: Duration,
 }
 
-/// A request's turn; dropping it lets the next request work.
+/// A request's turn, and when it was taken; dropping it lets the next request work.
 #[derive(Debug)]
-pub(crate) struct Turn(#[allow(dead_code)] OwnedSemaphorePermit);
+pub(crate) struct Turn(
+    #[allow(dead_code)] OwnedSemaphorePermit,
+    // Tokio's clock, which tests can pause and advance.
+    tokio::time::Instant,
+);
 
 /// The turn of the request being served, which its handler may give back while it waits
 /// and take again (a request extension).
@@ -39,12 +43,23 @@ pub(crate) struct Turn(#[allow(dead_code)] OwnedSemaphorePermit);
 pub(crate) struct TurnSlot {
     turn: Arc<Mutex<Option<Turn>>>,
     turns: Turns,
+    /// How long the request held turns before the one it holds now.
+    held: Arc<Mutex<Duration>>,
 }
 
 impl TurnSlot {
     /// Lets another request work while this one waits.
     pub(crate) fn give_back(&self) {
-        self.lock().take();
+        let given = self.lock().take();
+        if let Some(Turn(_, since)) = given {
+            *self.held.lock().unwrap_or_else(PoisonError::into_inner) += since.elapsed();
+        }
+    }
+
+    /// Ends the turn; how long the request held turns in all.
+    fn end(&self) -> Duration {
+        self.give_back();
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Waits in line again (as long as a new request would) after [`TurnSlot::give_back`].
@@ -78,7 +93,7 @@ impl Turns {
     /// Waits for a turn, or refuses with `overloaded` when none came in time.
     pub(crate) async fn take(&self) -> Result<Turn, ApiError> {
         match tokio::time::timeout(self.wait, self.permits.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Ok(Turn(permit)),
+            Ok(Ok(permit)) => Ok(Turn(permit, tokio::time::Instant::now())),
             _ => Err(ApiError::Overloaded(self.wait.as_secs())),
         }
     }
@@ -98,14 +113,19 @@ pub(crate) async fn take_turn(
     }
     match taken {
         Ok(turn) => {
+            let path = request.uri().path().to_owned();
             let slot = TurnSlot {
                 turn: Arc::new(Mutex::new(Some(turn))),
                 turns,
+                held: Arc::default(),
             };
             request.extensions_mut().insert(slot.clone());
             let response = next.run(request).await;
             // The turn ends here unless the handler gave it back already.
-            drop(slot);
+            let held = slot.end();
+            if let Some(metrics) = &metrics {
+                metrics.observe_turn_held(&path, held.as_secs_f64());
+            }
             response
         }
         Err(refusal) => refusal.into_response(),
@@ -189,6 +209,27 @@ mod tests {
             .await
             .expect("body");
         assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_counts_as_held_only_while_the_request_holds_it() {
+        let turns = Turns::with_wait(1, Duration::from_secs(5));
+        let slot = TurnSlot {
+            turn: Arc::new(Mutex::new(Some(turns.take().await.expect("a turn")))),
+            turns: turns.clone(),
+            held: Arc::default(),
+        };
+        tokio::time::advance(Duration::from_millis(100)).await;
+        slot.give_back();
+        // Given back, the turn is another request's meanwhile.
+        let other = turns.take().await.expect("the turn given back");
+        tokio::time::advance(Duration::from_secs(30)).await;
+        drop(other);
+        slot.take_again().await.expect("the turn again");
+        tokio::time::advance(Duration::from_millis(50)).await;
+        assert_eq!(slot.end(), Duration::from_millis(150));
+        // Ended, the turn is free.
+        assert!(turns.take().await.is_ok());
     }
 
     #[tokio::test]

@@ -81,6 +81,9 @@ metrics! {
     request_turn_wait_seconds: Family<FunctionLabel, Histogram> =
         Family::new_with_constructor(latency_histogram) =>
         "request_turn_wait_seconds", "Time a request waited for its turn (a free database connection) before its handler ran, by function; the rest of request_duration_seconds is its work";
+    request_turn_held_seconds: Family<FunctionLabel, Histogram> =
+        Family::new_with_constructor(latency_histogram) =>
+        "request_turn_held_seconds", "Time a request held its turn, by function: from taking it to its answer, less any time it gave the turn back while waiting for a change";
     claims: Family<Kind, Counter> = Family::default() =>
         "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, busy (a batch skipped a rule another request held), error";
     reports: Family<Kind, Counter> = Family::default() =>
@@ -200,6 +203,15 @@ impl Metrics {
             .inc();
         self.request_seconds
             .get_or_create(&FunctionLabel { function })
+            .observe(seconds);
+    }
+
+    /// How long a request for `path` held its turn.
+    pub(crate) fn observe_turn_held(&self, path: &str, seconds: f64) {
+        self.request_turn_held_seconds
+            .get_or_create(&FunctionLabel {
+                function: function_label(path),
+            })
             .observe(seconds);
     }
 

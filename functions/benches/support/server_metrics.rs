@@ -1,7 +1,8 @@
 //! What `serve` itself measured over a benchmark's window, from its Prometheus histograms:
-//! per function, the time to answer (from the request's arrival to its answer) and the part
-//! of it spent waiting for a turn. Set beside the generator's own timings, it tells time
-//! inside the service from time in the generator and on the way.
+//! per function, the time to answer (from the request's arrival to its answer), the part
+//! of it spent waiting for a turn, and how long the turn was then held. Set beside the
+//! generator's own timings, it tells time inside the service from time in the generator
+//! and on the way.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ type Buckets = BTreeMap<String, Vec<(f64, f64)>>;
 pub struct Scrape {
     duration: Buckets,
     turn: Buckets,
+    held: Buckets,
 }
 
 /// Reads `serve`'s metrics from `url` (its `--metrics-bind`).
@@ -25,6 +27,7 @@ pub async fn scrape(url: &str) -> Scrape {
     Scrape {
         duration: buckets(&text, "res_functions_request_duration_seconds_bucket"),
         turn: buckets(&text, "res_functions_request_turn_wait_seconds_bucket"),
+        held: buckets(&text, "res_functions_request_turn_held_seconds_bucket"),
     }
 }
 
@@ -33,11 +36,13 @@ pub async fn scrape_all(urls: &[String]) -> Scrape {
     let mut all = Scrape {
         duration: Buckets::new(),
         turn: Buckets::new(),
+        held: Buckets::new(),
     };
     for url in urls {
         let one = scrape(url).await;
         add(&mut all.duration, one.duration);
         add(&mut all.turn, one.turn);
+        add(&mut all.held, one.held);
     }
     all
 }
@@ -114,11 +119,12 @@ fn quantile(before: &[(f64, f64)], after: &[(f64, f64)], p: f64) -> Option<f64> 
     None
 }
 
-/// Prints, per function answered in the window, serve's p50 and p99 answer time and turn wait.
+/// Prints, per function answered in the window, serve's p50 and p99 answer time, turn
+/// wait and turn held.
 pub fn report(before: &Scrape, after: &Scrape) {
     println!(
-        "{:<36} {:>11} {:>11} {:>11} {:>11}",
-        "inside serve", "answer p50", "answer p99", "turn p50", "turn p99"
+        "{:<36} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "inside serve", "answer p50", "answer p99", "turn p50", "turn p99", "held p50", "held p99"
     );
     let none = Vec::new();
     for (function, series) in &after.duration {
@@ -127,20 +133,21 @@ pub fn report(before: &Scrape, after: &Scrape) {
             continue;
         };
         let p99 = quantile(earlier, series, 0.99).unwrap_or(p50);
-        let turn = |p| {
-            after
-                .turn
+        let at = |earlier: &Buckets, later: &Buckets, p| {
+            later
                 .get(function)
-                .and_then(|s| quantile(before.turn.get(function).unwrap_or(&none), s, p))
+                .and_then(|s| quantile(earlier.get(function).unwrap_or(&none), s, p))
                 .map_or("-".to_owned(), |t| format!("{:.1} ms", t * 1_000.0))
         };
         println!(
-            "{:<36} {:>11} {:>11} {:>11} {:>11}",
+            "{:<36} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
             function,
             format!("{:.1} ms", p50 * 1_000.0),
             format!("{:.1} ms", p99 * 1_000.0),
-            turn(0.5),
-            turn(0.99)
+            at(&before.turn, &after.turn, 0.5),
+            at(&before.turn, &after.turn, 0.99),
+            at(&before.held, &after.held, 0.5),
+            at(&before.held, &after.held, 0.99)
         );
     }
 }
