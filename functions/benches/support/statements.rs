@@ -102,7 +102,11 @@ pub async fn sample_activity(pool: PgPool, stop: tokio_util::sync::CancellationT
             () = stop.cancelled() => break,
         }
         let rows: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT COALESCE(state, 'unknown'), count(*) FROM pg_stat_activity \
+            // What an active connection waits on, when it waits: a lock held by another
+            // transaction shows as `Lock:…`, a client slow to send as `Client:ClientRead`.
+            "SELECT CASE WHEN state = 'active' AND wait_event IS NOT NULL \
+                         THEN 'active waiting on ' || wait_event_type || ':' || wait_event \
+                         ELSE COALESCE(state, 'unknown') END, count(*) FROM pg_stat_activity \
              WHERE datname = current_database() AND backend_type = 'client backend' \
                AND pid <> pg_backend_pid() GROUP BY 1",
         )
