@@ -326,6 +326,7 @@ mod tests {
         Metrics::count(&metrics.claims, "won");
         metrics.observe("health", StatusCode::OK, 0.01);
         metrics.observe_turn_wait("/functions/v1/health", 0.001);
+        metrics.observe_turn_held("/functions/v1/health", 0.002);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &metrics.registry).expect("encodes");
         for name in Metrics::NAMES {
