@@ -69,11 +69,9 @@ pub(crate) async fn read(
     let row: DeltaRow = sqlx::query_as(concat!(
         // The changes as `changes_since` reads them (see there why in this form), and the
         // expired leases one probe per rule, as `changes::scoped_glance` finds them.
-        "WITH changed AS ( \
-             SELECT DISTINCT branch_id, branch_rule_id FROM plan_changes \
-             WHERE txid >= (SELECT pg_snapshot_xmin($1::text::pg_snapshot)) \
-               AND NOT pg_visible_in_snapshot(txid, $1::text::pg_snapshot) \
-               AND (branch_id IS NULL OR branch_id = ANY($3))), \
+        "WITH changed AS (SELECT DISTINCT branch_id, branch_rule_id FROM (",
+        super::changes::scoped_changes!("$1", "$3"),
+        ") c), \
          expired AS ( \
              SELECT br.id FROM branch_rules br, LATERAL ( \
                  SELECT 1 FROM executions e \
