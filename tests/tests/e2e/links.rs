@@ -134,6 +134,12 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
     for rule in &rules {
         let violations = system.violations_by_execution(*rule).await;
         let mine = system.executions(*rule).await;
+        assert!(
+            violations
+                .keys()
+                .all(|id| id.is_some_and(|id| mine.iter().any(|e| e.0 == id))),
+            "rule {rule}: every violation names a run of the rule: {violations:?}"
+        );
         let parent: std::collections::HashMap<Uuid, Option<Uuid>> =
             mine.iter().map(|e| (e.0, e.2)).collect();
         let root_of = |mut id: Uuid| {
@@ -149,7 +155,7 @@ async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothi
                 starts <= 1,
                 "run {id} ({status}) started its detector {starts} times"
             );
-            let recorded = violations.get(id).copied().unwrap_or(0);
+            let recorded = violations.get(&Some(*id)).copied().unwrap_or(0);
             if recorded > 0 {
                 assert_eq!(starts, 1, "run {id} recorded a violation it never detected");
             }

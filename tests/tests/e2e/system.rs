@@ -323,14 +323,15 @@ impl System {
         usize::try_from(count).unwrap_or(0)
     }
 
-    /// Violations recorded for a rule, counted by the execution that recorded them.
+    /// Violations recorded for a rule, counted by the execution that recorded them (`None`:
+    /// by none).
     pub async fn violations_by_execution(
         &self,
         rule: Uuid,
-    ) -> std::collections::HashMap<Uuid, usize> {
-        let rows: Vec<(Uuid, i64)> = sqlx::query_as(
+    ) -> std::collections::HashMap<Option<Uuid>, usize> {
+        let rows: Vec<(Option<Uuid>, i64)> = sqlx::query_as(
             "SELECT execution_id, count(*) FROM violations \
-             WHERE branch_rule_id = $1 AND execution_id IS NOT NULL GROUP BY execution_id",
+             WHERE branch_rule_id = $1 GROUP BY execution_id",
         )
         .bind(rule)
         .fetch_all(&self.pool)
