@@ -95,12 +95,20 @@ impl PgBouncer {
             child.id(),
             dir.display()
         ));
-        let bouncer = PgBouncer { child, port, dir };
+        let mut bouncer = PgBouncer { child, port, dir };
         let address = format!("127.0.0.1:{port}");
         eventually("pgbouncer listens", Duration::from_secs(20), || async {
             tokio::net::TcpStream::connect(&address).await.is_ok()
         })
         .await;
+        // Something listens there: it is this PgBouncer only if it is still running (one
+        // that could not bind exits, and the port is another process's).
+        let exited = bouncer.child.try_wait().ok().flatten();
+        assert!(
+            exited.is_none(),
+            "pgbouncer exited ({exited:?}) and port {port} is another process's: {}",
+            bouncer.log()
+        );
         bouncer
     }
 

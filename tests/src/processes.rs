@@ -1,18 +1,32 @@
 //! The system's binaries as child processes for tests: `res-runner run` and
 //! `res-functions serve`, started with short intervals, stopped with SIGTERM or killed.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// A free local TCP port (bound and released; a race with other processes is unlikely).
+/// A free local TCP port (bound and released), never the same one twice in this process.
+/// The kernel hands a port just released out again (147 repeats in 2,000 binds on this
+/// machine), so tests running side by side were given one port for two servers, and one
+/// test talked to the other's. Another process may still take the port first; the servers
+/// tests start fail then, and say so.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    for _ in 0..10_000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        if given.insert(port) {
+            return port;
+        }
+    }
+    panic!("no port this process was not given already, in 10,000 tries")
 }
 
 /// Runs the shell `script` once this test binary has exited, however it exits (a panic, a

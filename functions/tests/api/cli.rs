@@ -4,6 +4,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use res_tests::postgres::{TestDatabase, server};
+use res_tests::processes::free_port;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -17,13 +18,6 @@ fn res_functions(database: &TestDatabase, args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 async fn seed_branch(database: &TestDatabase) -> Uuid {
