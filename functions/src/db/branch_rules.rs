@@ -234,6 +234,27 @@ macro_rules! held {
 }
 pub(crate) use {enabled, held};
 
+/// What a run-bookkeeping update of branch rules (aliased as given) sets besides its own
+/// columns: the touch trigger's work, which it skips (migration
+/// `run_bookkeeping_records_itself`).
+macro_rules! counted {
+    ($alias:literal) => {
+        concat!("updated_at = now(), revision = ", $alias, ".revision + 1")
+    };
+}
+
+/// Records the plan change of the branch rules a run-bookkeeping update returned (as the
+/// CTE named, with their `id` and `branch_id`): the statement trigger's work, which it skips.
+macro_rules! plan_changed {
+    ($updated:literal) => {
+        concat!(
+            "INSERT INTO plan_changes (branch_id, branch_rule_id) SELECT branch_id, id FROM ",
+            $updated
+        )
+    };
+}
+pub(crate) use {counted, plan_changed};
+
 /// When a runner of rule `br`'s branch (or that of the rule aliased as given) last called,
 /// any runner whose live key serves it: its branch keys through the `branch_ids` index,
 /// service keys once per query.
@@ -519,17 +540,22 @@ pub(crate) async fn record_run(
     id: Uuid,
     run: &RunRecord<'_>,
 ) -> Result<RunCounters, sqlx::Error> {
-    sqlx::query_as(
-        "UPDATE branch_rules SET is_currently_running = false, last_run_time = $6, \
-                run_count = run_count + 1, \
-                failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
-                is_last_run_failed = $2, next_run_time = $3, consecutive_failures = $4, \
-                needs_attention_at = CASE WHEN $5::text IS NULL THEN NULL \
-                                          ELSE COALESCE(needs_attention_at, now()) END, \
-                needs_attention_reason = $5 \
-         WHERE id = $1 \
-         RETURNING last_run_time, run_count, revision",
-    )
+    sqlx::query_as(concat!(
+        "WITH recorded AS ( \
+             UPDATE branch_rules br SET is_currently_running = false, last_run_time = $6, \
+                    run_count = run_count + 1, \
+                    failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
+                    is_last_run_failed = $2, next_run_time = $3, consecutive_failures = $4, \
+                    needs_attention_at = CASE WHEN $5::text IS NULL THEN NULL \
+                                              ELSE COALESCE(needs_attention_at, now()) END, \
+                    needs_attention_reason = $5, ",
+        counted!("br"),
+        " WHERE id = $1 \
+             RETURNING id, branch_id, last_run_time, run_count, revision), \
+         changed AS (",
+        plan_changed!("recorded"),
+        ") SELECT last_run_time, run_count, revision FROM recorded"
+    ))
     .bind(id)
     .bind(run.failed)
     .bind(run.next_run_time)

@@ -6,7 +6,7 @@ use res_shared::wire::Trigger;
 use uuid::Uuid;
 
 use super::Tx;
-use super::branch_rules::{LockedRule, rule_from};
+use super::branch_rules::{LockedRule, counted, plan_changed, rule_from};
 use super::executions::{ExecutionRow, execution_row_columns};
 
 /// Locks the rules among `ids` (in id order, so two claimers never wait on each other in a
@@ -127,7 +127,7 @@ pub(crate) async fn insert(
     let column = |f: &dyn Fn(&NewClaim<'_>) -> Option<String>| -> Vec<Option<String>> {
         claims.iter().map(f).collect()
     };
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "WITH input AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::uuid[], $5::uuid[], \
                                   $6::text[], $7::text[], $8::text[], $9::text[]) \
@@ -157,12 +157,15 @@ pub(crate) async fn insert(
                     run_requested_by = CASE WHEN n.trigger = 'manual' THEN NULL \
                                             ELSE br.run_requested_by END, \
                     run_request_reason = CASE WHEN n.trigger = 'manual' THEN NULL \
-                                              ELSE br.run_request_reason END \
-             FROM inserted n WHERE br.id = n.branch_rule_id \
-             RETURNING br.id, br.revision) \
-         SELECT n.id, n.branch_rule_id, n.lease_expires_at, n.root_id, r.revision \
-         FROM inserted n LEFT JOIN running r ON r.id = n.branch_rule_id",
-    )
+                                              ELSE br.run_request_reason END, ",
+        counted!("br"),
+        " FROM inserted n WHERE br.id = n.branch_rule_id \
+             RETURNING br.id, br.branch_id, br.revision), \
+         changed AS (",
+        plan_changed!("running"),
+        ") SELECT n.id, n.branch_rule_id, n.lease_expires_at, n.root_id, r.revision \
+         FROM inserted n LEFT JOIN running r ON r.id = n.branch_rule_id"
+    ))
     .bind(claims.iter().map(|c| c.id).collect::<Vec<_>>())
     .bind(claims.iter().map(|c| c.branch_rule_id).collect::<Vec<_>>())
     .bind(claims.iter().map(|c| c.attempt).collect::<Vec<_>>())
@@ -185,10 +188,14 @@ pub(crate) async fn move_next_runs(
     ids: &[Uuid],
     times: &[DateTime<Utc>],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE branch_rules x SET next_run_time = u.next \
-         FROM UNNEST($1::uuid[], $2::timestamptz[]) AS u(id, next) WHERE x.id = u.id",
-    )
+    sqlx::query(concat!(
+        "WITH moved AS ( \
+             UPDATE branch_rules x SET next_run_time = u.next, ",
+        counted!("x"),
+        " FROM UNNEST($1::uuid[], $2::timestamptz[]) AS u(id, next) WHERE x.id = u.id \
+             RETURNING x.id, x.branch_id) ",
+        plan_changed!("moved")
+    ))
     .bind(ids)
     .bind(times)
     .execute(&mut **tx)

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use res_shared::wire::{ExecutionStatus, HeartbeatRequest};
 
 use super::Tx;
+use super::branch_rules::{counted, plan_changed};
 use crate::access::{Caller, Scope};
 
 /// An execution as the claim and finish logic needs it.
@@ -129,7 +130,7 @@ pub(crate) async fn resume(
     ),
     sqlx::Error,
 > {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "WITH resumed AS ( \
              UPDATE executions SET status = 'running', runner_id = $2, claim_token = $3, \
                     earlier_runner_ids = earlier_runner_ids || runner_id, \
@@ -139,10 +140,14 @@ pub(crate) async fn resume(
              WHERE id = $1 AND status = 'paused' \
              RETURNING branch_rule_id, lease_expires_at, context), \
          running AS ( \
-             UPDATE branch_rules SET is_currently_running = true \
-             WHERE id = (SELECT branch_rule_id FROM resumed) RETURNING revision) \
-         SELECT lease_expires_at, context, (SELECT revision FROM running) FROM resumed",
-    )
+             UPDATE branch_rules br SET is_currently_running = true, ",
+        counted!("br"),
+        " WHERE id = (SELECT branch_rule_id FROM resumed) \
+             RETURNING id, branch_id, revision), \
+         changed AS (",
+        plan_changed!("running"),
+        ") SELECT lease_expires_at, context, (SELECT revision FROM running) FROM resumed"
+    ))
     .bind(id)
     .bind(runner_id)
     .bind(claim_token)

@@ -54,7 +54,11 @@ pub(crate) async fn begin_generic(pool: &PgPool) -> Result<Tx, sqlx::Error> {
 
 /// A claim's or a report's transaction, in the round trip of its `BEGIN`: its plan changes
 /// are recorded for deltas but wake no waiting plan request (the site made them; see
-/// migration `quiet_run_bookkeeping`). With `one_rule`, its statements — each reading or
+/// migration `quiet_run_bookkeeping`). Each of its updates of a branch rule counts the
+/// revision and records the plan change itself (`branch_rules::counted!` and
+/// `branch_rules::plan_changed!`), where triggers did it for any other update: the database
+/// refuses one that does not (migration `run_bookkeeping_records_itself`). With `one_rule`,
+/// its statements — each reading or
 /// writing that rule's rows by id — also run with their generic plans (see
 /// [`begin_generic`]): PostgreSQL planned a single claim's insert anew on every call. A
 /// claim of many rules keeps plans made for its arrays' lengths.
@@ -65,11 +69,11 @@ pub(crate) async fn begin_run_bookkeeping(
     if one_rule {
         pool.begin_with(
             "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
-             SET LOCAL res.run_bookkeeping = 'on'",
+             SET LOCAL res.run_bookkeeping = 'recorded'",
         )
         .await
     } else {
-        pool.begin_with("BEGIN; SET LOCAL res.run_bookkeeping = 'on'")
+        pool.begin_with("BEGIN; SET LOCAL res.run_bookkeeping = 'recorded'")
             .await
     }
 }

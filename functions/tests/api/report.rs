@@ -385,6 +385,88 @@ async fn every_write_to_a_rule_moves_its_revision_and_claims_and_reports_say_whi
     assert_eq!(replayed.body, reply.body);
 }
 
+/// The rule's revision, when it was last changed, and how many plan changes name it.
+async fn bookkeeping(app: &TestApp, rule: Uuid) -> (i64, DateTime<Utc>, i64) {
+    sqlx::query_as(
+        "SELECT revision, updated_at, \
+                (SELECT count(*) FROM plan_changes WHERE branch_rule_id = $1) \
+         FROM branch_rules WHERE id = $1",
+    )
+    .bind(rule)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the rule")
+}
+
+#[tokio::test]
+async fn a_claim_and_a_report_record_one_plan_change_and_one_revision_each_without_triggers() {
+    let app = TestApp::start().await;
+    let (branch, rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
+    let runner = app.runner_token(&[branch]).await;
+    let before = bookkeeping(&app, rule).await;
+    let claim = app
+        .call(
+            ClaimRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "runner_id": "site-1"}),
+        )
+        .await;
+    assert_eq!(claim.status, 200, "{}", claim.body);
+    let claimed = bookkeeping(&app, rule).await;
+    assert_eq!(
+        (claimed.0, claimed.2),
+        (before.0 + 1, before.2 + 1),
+        "the claim: one revision, one plan change"
+    );
+    assert!(claimed.1 > before.1, "the claim touched the rule");
+    assert_eq!(claim.body["revision"], claimed.0);
+    let report = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            &runner,
+            json!({"branch_rule_id": rule, "is_last_run_failed": false,
+                   "execution_id": claim.body["execution_id"],
+                   "claim_token": claim.body["claim_token"]}),
+        )
+        .await;
+    assert_eq!(report.status, 200, "{}", report.body);
+    let reported = bookkeeping(&app, rule).await;
+    assert_eq!(
+        (reported.0, reported.2),
+        (claimed.0 + 1, claimed.2 + 1),
+        "the report: one revision, one plan change"
+    );
+    assert!(reported.1 > claimed.1, "the report touched the rule");
+    assert_eq!(report.body["revision"], reported.0);
+
+    // Any other update is still counted and recorded by the triggers.
+    sqlx::query("UPDATE branch_rules SET next_run_time = now() WHERE id = $1")
+        .bind(rule)
+        .execute(&app.pool)
+        .await
+        .expect("moved");
+    let moved = bookkeeping(&app, rule).await;
+    assert_eq!((moved.0, moved.2), (reported.0 + 1, reported.2 + 1));
+
+    // Run bookkeeping that forgets to record itself is refused, not left out of deltas.
+    let mut tx = app.pool.begin().await.expect("begin");
+    sqlx::query("SET LOCAL res.run_bookkeeping = 'recorded'")
+        .execute(&mut *tx)
+        .await
+        .expect("set");
+    let refused = sqlx::query("UPDATE branch_rules SET is_currently_running = true WHERE id = $1")
+        .bind(rule)
+        .execute(&mut *tx)
+        .await
+        .expect_err("refused");
+    assert!(
+        refused
+            .to_string()
+            .contains("without recording its plan change"),
+        "{refused}"
+    );
+}
+
 #[tokio::test]
 async fn the_same_report_twice_changes_nothing_and_answers_the_same() {
     let c = claimed().await;
