@@ -385,17 +385,39 @@ async fn every_write_to_a_rule_moves_its_revision_and_claims_and_reports_say_whi
     assert_eq!(replayed.body, reply.body);
 }
 
-/// The rule's revision, when it was last changed, and how many plan changes name it.
-async fn bookkeeping(app: &TestApp, rule: Uuid) -> (i64, DateTime<Utc>, i64) {
-    sqlx::query_as(
-        "SELECT revision, updated_at, \
-                (SELECT count(*) FROM plan_changes WHERE branch_rule_id = $1) \
-         FROM branch_rules WHERE id = $1",
-    )
-    .bind(rule)
-    .fetch_one(&app.pool)
-    .await
-    .expect("the rule")
+/// A rule's revision, when it was last changed, and how many plan changes name it.
+#[derive(sqlx::FromRow)]
+struct Bookkeeping {
+    revision: i64,
+    updated_at: DateTime<Utc>,
+    changes: i64,
+}
+
+impl Bookkeeping {
+    async fn of(app: &TestApp, rule: Uuid) -> Bookkeeping {
+        sqlx::query_as(
+            "SELECT revision, updated_at, \
+                    (SELECT count(*) FROM plan_changes WHERE branch_rule_id = $1) AS changes \
+             FROM branch_rules WHERE id = $1",
+        )
+        .bind(rule)
+        .fetch_one(&app.pool)
+        .await
+        .expect("the rule")
+    }
+
+    /// `self` is one write after `before`: one revision more, one plan change more, touched.
+    fn one_write_after(&self, before: &Bookkeeping, write: &str) {
+        assert_eq!(
+            (self.revision, self.changes),
+            (before.revision + 1, before.changes + 1),
+            "{write}: one revision, one plan change"
+        );
+        assert!(
+            self.updated_at > before.updated_at,
+            "{write} touched the rule"
+        );
+    }
 }
 
 #[tokio::test]
@@ -403,7 +425,7 @@ async fn a_claim_and_a_report_record_one_plan_change_and_one_revision_each_witho
     let app = TestApp::start().await;
     let (branch, rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
     let runner = app.runner_token(&[branch]).await;
-    let before = bookkeeping(&app, rule).await;
+    let before = Bookkeeping::of(&app, rule).await;
     let claim = app
         .call(
             ClaimRequest::NAME,
@@ -412,14 +434,9 @@ async fn a_claim_and_a_report_record_one_plan_change_and_one_revision_each_witho
         )
         .await;
     assert_eq!(claim.status, 200, "{}", claim.body);
-    let claimed = bookkeeping(&app, rule).await;
-    assert_eq!(
-        (claimed.0, claimed.2),
-        (before.0 + 1, before.2 + 1),
-        "the claim: one revision, one plan change"
-    );
-    assert!(claimed.1 > before.1, "the claim touched the rule");
-    assert_eq!(claim.body["revision"], claimed.0);
+    let claimed = Bookkeeping::of(&app, rule).await;
+    claimed.one_write_after(&before, "the claim");
+    assert_eq!(claim.body["revision"], claimed.revision);
     let report = app
         .call(
             SetNextRunTimeRequest::NAME,
@@ -430,14 +447,9 @@ async fn a_claim_and_a_report_record_one_plan_change_and_one_revision_each_witho
         )
         .await;
     assert_eq!(report.status, 200, "{}", report.body);
-    let reported = bookkeeping(&app, rule).await;
-    assert_eq!(
-        (reported.0, reported.2),
-        (claimed.0 + 1, claimed.2 + 1),
-        "the report: one revision, one plan change"
-    );
-    assert!(reported.1 > claimed.1, "the report touched the rule");
-    assert_eq!(report.body["revision"], reported.0);
+    let reported = Bookkeeping::of(&app, rule).await;
+    reported.one_write_after(&claimed, "the report");
+    assert_eq!(report.body["revision"], reported.revision);
 
     // Any other update is still counted and recorded by the triggers.
     sqlx::query("UPDATE branch_rules SET next_run_time = now() WHERE id = $1")
@@ -445,8 +457,9 @@ async fn a_claim_and_a_report_record_one_plan_change_and_one_revision_each_witho
         .execute(&app.pool)
         .await
         .expect("moved");
-    let moved = bookkeeping(&app, rule).await;
-    assert_eq!((moved.0, moved.2), (reported.0 + 1, reported.2 + 1));
+    Bookkeeping::of(&app, rule)
+        .await
+        .one_write_after(&reported, "an admin's move");
 
     // Run bookkeeping that forgets to record itself is refused, not left out of deltas.
     let mut tx = app.pool.begin().await.expect("begin");
