@@ -33,7 +33,15 @@ CREATE TRIGGER branch_rules_plan_change_update AFTER UPDATE ON branch_rules
     WHEN (current_setting('res.run_bookkeeping', true) IS DISTINCT FROM 'recorded')
     EXECUTE FUNCTION res_plan_change_branch_rules();
 
--- Checked before the call instead of inside it: run bookkeeping wakes no wait, either way.
+-- Checked before the call instead of inside it: run bookkeeping wakes no wait, either way,
+-- and the function no longer looks at the mark.
+CREATE OR REPLACE FUNCTION res_notify_plan_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('res_plan', branch)
+       FROM (SELECT DISTINCT COALESCE(branch_id::text, '') AS branch FROM new_rows) changed;
+    RETURN NULL;
+END $$;
+
 DROP TRIGGER plan_changes_notify ON plan_changes;
 CREATE TRIGGER plan_changes_notify AFTER INSERT ON plan_changes
     REFERENCING NEW TABLE AS new_rows
