@@ -86,6 +86,8 @@ metrics! {
         "request_turn_held_seconds", "Time a request held its turn, by function: from taking it to its answer, less any time it gave the turn back while waiting for a change";
     claims: Family<Kind, Counter> = Family::default() =>
         "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, busy (a batch skipped a rule another request held), error";
+    claim_group_size: Histogram = Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]) =>
+        "claim_group_size", "Single claims made together in one transaction (branch_rules_claim), claims a group";
     reports: Family<Kind, Counter> = Family::default() =>
         "reports", "Run reports by the status they record (completed, failed, cancelled, timeout, ...), and replayed repeats";
     reports_superseded: Counter = Counter::default() =>

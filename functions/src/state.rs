@@ -6,6 +6,7 @@ use res_shared::wire::RunnerThresholds;
 use sqlx::PgPool;
 
 use crate::admission::Turns;
+use crate::api::claim_group::ClaimGroups;
 use crate::key_cache::KeyCache;
 use crate::metrics::Metrics;
 use crate::plan_waits::PlanWaits;
@@ -24,6 +25,8 @@ pub struct AppState {
     pub turns: Turns,
     /// Plan requests waiting for a change in their scope.
     pub plan_waits: Arc<PlanWaits>,
+    /// Single claims waiting to be made together.
+    pub(crate) claim_groups: Arc<ClaimGroups>,
     /// Seals and opens brands' secrets; none: secrets can be neither set nor sent.
     pub keyring: Option<Arc<crate::secrets::Keyring>>,
 }
@@ -68,6 +71,7 @@ impl AppState {
             keys: Arc::new(KeyCache::new(settings.key_cache)),
             turns: Turns::new(pool.options().get_max_connections() as usize),
             plan_waits: Arc::new(PlanWaits::default()),
+            claim_groups: Arc::default(),
             keyring: None,
             pool,
         }

@@ -1,7 +1,7 @@
 //! `branch_rules_claim`: atomically take a due rule for one run.
 
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use chrono::{DateTime, Utc};
 use res_shared::schedule::{
     Blocker, Deadline, MISSED_AFTER, Missed, RuleState, missed_run, window_deadline,
@@ -16,7 +16,9 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
+use super::claim_group::{ClaimGroups, Waiting};
 use super::{batch, require_runner_id, require_seconds};
+use crate::admission::TurnSlot;
 use crate::auth::{Caller, SiteCaller};
 use crate::db;
 use crate::db::branch_rules::LockedRule;
@@ -164,6 +166,7 @@ pub(crate) fn decide(
 pub(crate) async fn claim(
     State(state): State<AppState>,
     SiteCaller(caller): SiteCaller,
+    turn: Option<Extension<TurnSlot>>,
     ApiJson(request): ApiJson<ClaimRequest>,
 ) -> Result<Json<ClaimResponse>, ApiError> {
     let claimant = claimant(
@@ -172,11 +175,15 @@ pub(crate) async fn claim(
         request.boot_id.as_deref(),
     )?;
     let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
-    // One rule waits for a report holding it, as claims always have.
-    let answers = claim_rules(&state, &caller, &[request.branch_rule_id], &claimant, false)
+    let (waiting, answer) = Waiting::new(request.branch_rule_id, caller, &claimant);
+    // The group takes a turn for all its claims.
+    if let Some(Extension(turn)) = turn {
+        turn.give_back();
+    }
+    ClaimGroups::claim(&state, waiting, answer)
         .instrument(span)
-        .await?;
-    batch::only(answers).map(Json)
+        .await
+        .map(Json)
 }
 
 /// Claim many due branch rules in one transaction; a rule another request holds at this
@@ -206,9 +213,21 @@ pub(crate) async fn claim_batch(
     )?;
     batch::require_items("branch_rule_ids", request.branch_rule_ids.len())?;
     let span = tracing::info_span!("claim_batch", rules = request.branch_rule_ids.len(), runner_id = %Untrusted(&request.runner_id));
-    let answers = claim_rules(&state, &caller, &request.branch_rule_ids, &claimant, true)
-        .instrument(span)
-        .await?;
+    let items: Vec<ClaimItem<'_>> = request
+        .branch_rule_ids
+        .iter()
+        .map(|id| ClaimItem {
+            id: *id,
+            caller: &caller,
+            claimant: &claimant,
+        })
+        .collect();
+    let distinct: HashSet<&Uuid> = request.branch_rule_ids.iter().collect();
+    let mode = ClaimMode {
+        skip_locked: true,
+        generic_plans: distinct.len() == 1,
+    };
+    let answers = claim_rules(&state, &items, mode).instrument(span).await?;
     Ok(Json(batch::answer(answers)))
 }
 
@@ -231,37 +250,60 @@ fn claimant<'a>(
     })
 }
 
-/// Claims `ids` in one transaction: lock, decide each, write all. Each id gets the answer
-/// `branch_rules_claim` gives it alone; `skip_locked` answers a rule another transaction
-/// holds `busy` instead of waiting. An id twice is answered once and refused the second time.
-async fn claim_rules(
+/// One rule to claim, by whom, in whose scope: claims of several requests are made in one
+/// transaction (see `claim_group`).
+pub(crate) struct ClaimItem<'a> {
+    pub(crate) id: Uuid,
+    pub(crate) caller: &'a Caller,
+    pub(crate) claimant: &'a Claimant<'a>,
+}
+
+/// How a set of claims is made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimMode {
+    /// Answer a rule another transaction holds `busy` instead of waiting for it.
+    pub(crate) skip_locked: bool,
+    /// Run the statements with their generic plans (see `db::begin_run_bookkeeping`).
+    pub(crate) generic_plans: bool,
+}
+
+/// Claims `items` in one transaction: lock, decide each, write all. Each item gets the
+/// answer `branch_rules_claim` gives it alone, seen through its own caller's scope; with
+/// `skip_locked`, a rule another transaction holds is answered `busy` instead of waited for.
+/// A rule twice is answered once and refused the second time (one request's batch; the
+/// claim groups never hold a rule twice).
+pub(crate) async fn claim_rules(
     state: &AppState,
-    caller: &Caller,
-    ids: &[Uuid],
-    claimant: &Claimant<'_>,
-    skip_locked: bool,
+    items: &[ClaimItem<'_>],
+    mode: ClaimMode,
 ) -> Result<Vec<Result<ClaimResponse, ApiError>>, ApiError> {
-    let mut unique: Vec<Uuid> = ids.to_vec();
+    let mut first: HashMap<Uuid, &ClaimItem<'_>> = HashMap::new();
+    for item in items {
+        first.entry(item.id).or_insert(item);
+    }
+    let sees =
+        |id: &Uuid, branch: Uuid| first.get(id).is_some_and(|i| i.caller.sees_branch(branch));
+    let mut unique: Vec<Uuid> = first.keys().copied().collect();
     unique.sort_unstable();
-    unique.dedup();
-    let mut tx = db::begin_run_bookkeeping(&state.pool, unique.len() == 1).await?;
-    let rules: HashMap<Uuid, LockedRule> = db::claims::lock_rules(&mut tx, &unique, skip_locked)
-        .await?
-        .into_iter()
-        .filter(|rule| caller.sees_branch(rule.branch_id))
-        .map(|rule| (rule.id, rule))
-        .collect();
+    let mut tx = db::begin_run_bookkeeping(&state.pool, mode.generic_plans).await?;
+    let rules: HashMap<Uuid, LockedRule> =
+        db::claims::lock_rules(&mut tx, &unique, mode.skip_locked)
+            .await?
+            .into_iter()
+            .filter(|rule| sees(&rule.id, rule.branch_id))
+            .map(|rule| (rule.id, rule))
+            .collect();
     let skipped: Vec<Uuid> = unique
         .iter()
         .copied()
         .filter(|id| !rules.contains_key(id))
         .collect();
     // A rule left out was either held by another request or not there (in this scope).
-    let busy: HashSet<Uuid> = if skip_locked && !skipped.is_empty() {
+    let busy: HashSet<Uuid> = if mode.skip_locked && !skipped.is_empty() {
         db::claims::branches_of(&mut tx, &skipped)
             .await?
             .into_iter()
-            .filter(|(_, branch)| caller.sees_branch(*branch))
+            .filter(|(id, branch)| sees(id, *branch))
             .map(|(id, _)| id)
             .collect()
     } else {
@@ -314,7 +356,7 @@ async fn claim_rules(
     }
     let news: Vec<NewClaim<'_>> = locked
         .iter()
-        .filter_map(|id| match (decided.get(id), rules.get(id)) {
+        .filter_map(|id| match (decided.get(id), rules.get(id), first.get(id)) {
             (
                 Some(ClaimOutcome::Claim {
                     attempt,
@@ -323,6 +365,7 @@ async fn claim_rules(
                     trigger,
                 }),
                 Some(rule),
+                Some(item),
             ) => {
                 let manual = *trigger == Trigger::Manual;
                 Some(NewClaim {
@@ -335,6 +378,7 @@ async fn claim_rules(
                     trigger: *trigger,
                     triggered_by: rule.run_requested_by.as_deref().filter(|_| manual),
                     trigger_reason: rule.run_request_reason.as_deref().filter(|_| manual),
+                    claimant: item.claimant,
                 })
             }
             _ => None,
@@ -343,7 +387,7 @@ async fn claim_rules(
     let inserted: HashMap<Uuid, db::claims::Inserted> = if news.is_empty() {
         HashMap::new()
     } else {
-        db::claims::insert(&mut tx, claimant, &news)
+        db::claims::insert(&mut tx, &news)
             .await?
             .into_iter()
             .map(|row| (row.branch_rule_id, row))
@@ -368,9 +412,12 @@ async fn claim_rules(
         }
     }
     for id in &locked {
-        let Some(ClaimOutcome::Resume { execution_id }) = decided.get(id) else {
+        let (Some(ClaimOutcome::Resume { execution_id }), Some(item)) =
+            (decided.get(id), first.get(id))
+        else {
             continue;
         };
+        let claimant = item.claimant;
         let claim_token = Uuid::new_v4().simple().to_string();
         let paused = latest.get(id).filter(|e| e.id == *execution_id);
         let (lease_expires_at, context, revision) = db::executions::resume(
@@ -398,10 +445,10 @@ async fn claim_rules(
     }
     tx.commit().await?;
     let mut places = batch::FirstPlaces::new();
-    let answers = ids
+    let answers = items
         .iter()
         .enumerate()
-        .map(|(index, id)| {
+        .map(|(index, ClaimItem { id, .. })| {
             if let Some(first) = places.earlier(*id, index) {
                 return Err(batch::repeated(
                     "branch_rule_ids",

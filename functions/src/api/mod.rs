@@ -3,6 +3,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod claim;
+pub(crate) mod claim_group;
 pub(crate) mod cursor;
 pub(crate) mod fields;
 pub(crate) mod health;

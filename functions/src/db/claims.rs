@@ -93,6 +93,8 @@ pub(crate) struct NewClaim<'a> {
     /// For a manual run: the key name that asked, and why (the request is then cleared).
     pub(crate) triggered_by: Option<&'a str>,
     pub(crate) trigger_reason: Option<&'a str>,
+    /// Who claims it: claims of several requests may be written together.
+    pub(crate) claimant: &'a Claimant<'a>,
 }
 
 /// Who claims, for how long: the same for every claim of one request.
@@ -121,7 +123,6 @@ pub(crate) struct Inserted {
 /// line of defence) and is missing from the answer.
 pub(crate) async fn insert(
     tx: &mut Tx,
-    claimant: &Claimant<'_>,
     claims: &[NewClaim<'_>],
 ) -> Result<Vec<Inserted>, sqlx::Error> {
     let column = |f: &dyn Fn(&NewClaim<'_>) -> Option<String>| -> Vec<Option<String>> {
@@ -130,17 +131,19 @@ pub(crate) async fn insert(
     sqlx::query_as(concat!(
         "WITH input AS ( \
              SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::uuid[], $5::uuid[], \
-                                  $6::text[], $7::text[], $8::text[], $9::text[]) \
+                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], \
+                                  $11::int[], $12::text[]) \
                  AS i(id, branch_rule_id, attempt, retry_of, root_id, claim_token, trigger, \
-                      triggered_by, trigger_reason)), \
+                      triggered_by, trigger_reason, runner_id, lease_seconds, boot_id)), \
          inserted AS ( \
              INSERT INTO executions (id, root_id, branch_rule_id, runner_id, status, started_at, \
                                      attempt, retry_of, claim_token, lease_seconds, \
                                      lease_expires_at, boot_id, trigger, triggered_by, \
                                      trigger_reason, config_revision, catalogue_revision) \
-             SELECT i.id, COALESCE(i.root_id, i.id), i.branch_rule_id, $10, 'running', now(), \
-                    i.attempt, i.retry_of, i.claim_token, $11, \
-                    now() + make_interval(secs => $11), $12, i.trigger, i.triggered_by, \
+             SELECT i.id, COALESCE(i.root_id, i.id), i.branch_rule_id, i.runner_id, 'running', \
+                    now(), i.attempt, i.retry_of, i.claim_token, i.lease_seconds, \
+                    now() + make_interval(secs => i.lease_seconds), i.boot_id, i.trigger, \
+                    i.triggered_by, \
                     i.trigger_reason, \
                     (SELECT max(c.id) FROM branch_rules x JOIN branches b ON b.id = x.branch_id \
                      JOIN config_revisions c ON c.brand_id = b.brand_id \
@@ -175,9 +178,14 @@ pub(crate) async fn insert(
     .bind(column(&|c| Some(c.trigger.as_str().to_owned())))
     .bind(column(&|c| c.triggered_by.map(str::to_owned)))
     .bind(column(&|c| c.trigger_reason.map(str::to_owned)))
-    .bind(claimant.runner_id)
-    .bind(claimant.lease_seconds)
-    .bind(claimant.boot_id)
+    .bind(column(&|c| Some(c.claimant.runner_id.to_owned())))
+    .bind(
+        claims
+            .iter()
+            .map(|c| c.claimant.lease_seconds)
+            .collect::<Vec<_>>(),
+    )
+    .bind(column(&|c| c.claimant.boot_id.map(str::to_owned)))
     .fetch_all(&mut **tx)
     .await
 }

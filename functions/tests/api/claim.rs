@@ -282,3 +282,99 @@ async fn lease_length_and_runner_id_are_checked() {
         .await;
     assert_eq!(long.status, 200);
 }
+
+/// Single claims that arrive together are made in groups (one transaction each), and each
+/// claim in a group is still seen through its own key: a rule of another tenant's branch is
+/// answered exactly as an unknown id, and a rule claimed twice at once has one winner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_at_once_are_made_in_groups_each_in_its_own_scope() {
+    let app = Arc::new(TestApp::start().await);
+    let seed = Seed::new(&app.pool);
+    let mut tenants = Vec::new();
+    for _ in 0..2 {
+        let (branch, first) = seed.due_rule(RuleSpec::default()).await;
+        let mut rules = vec![first];
+        for _ in 0..9 {
+            let due = RuleSpec {
+                next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
+                ..RuleSpec::default()
+            };
+            rules.push(seed.branch_rule(branch, due).await);
+        }
+        tenants.push((app.runner_token(&[branch]).await, rules));
+    }
+    // Holding one rule's row makes claims pile up behind it, so groups must form.
+    let mut holder = app.pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM branch_rules WHERE id = $1 FOR UPDATE")
+        .bind(tenants[0].1[0])
+        .execute(&mut *holder)
+        .await
+        .expect("hold a rule");
+    let unknown = Uuid::new_v4();
+    // Each tenant claims its own rules, the other's, and an id nobody has.
+    let mut asks = Vec::new();
+    for (mine, (token, rules)) in tenants.iter().enumerate() {
+        let others = &tenants[1 - mine].1;
+        for rule in rules.iter().chain(others).chain([&unknown]) {
+            asks.push((token.clone(), *rule, rules.contains(rule)));
+        }
+    }
+    let start = Arc::new(Barrier::new(asks.len()));
+    let mut claims = JoinSet::new();
+    for (token, rule, own) in asks.clone() {
+        let (app, start) = (app.clone(), start.clone());
+        claims.spawn(async move {
+            start.wait().await;
+            let reply = app
+                .call(
+                    ClaimRequest::NAME,
+                    &token,
+                    json!({"branch_rule_id": rule, "runner_id": "site"}),
+                )
+                .await;
+            (rule, own, reply)
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    holder.rollback().await.expect("let go");
+    let replies = claims.join_all().await;
+    for (rule, own, reply) in &replies {
+        if *own {
+            assert_eq!(reply.status, 200, "own rule {rule}: {}", reply.body);
+        } else {
+            assert_eq!(
+                reply.status, 404,
+                "rule {rule} outside the scope: {}",
+                reply.body
+            );
+            assert_eq!(reply.body["error"]["code"], "not_found");
+            assert_eq!(
+                reply.body["error"]["message"],
+                format!("branch rule {rule} not found"),
+                "answered as an unknown id"
+            );
+        }
+    }
+    assert_eq!(replies.len(), 42);
+    for (_, rules) in &tenants {
+        for rule in rules {
+            assert_eq!(execution_count(&app, *rule).await, 1);
+        }
+    }
+    let metrics = app.metrics().await;
+    let total = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    let (groups, claimed) = (
+        total("res_functions_claim_group_size_count"),
+        total("res_functions_claim_group_size_sum"),
+    );
+    assert_eq!(claimed, 42.0, "every claim went through a group");
+    assert!(
+        groups < 42.0,
+        "{groups} groups for 42 claims: none was made together"
+    );
+}
