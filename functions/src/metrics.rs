@@ -86,8 +86,8 @@ metrics! {
         "request_turn_held_seconds", "Time a request held its turn, by function: from taking it to its answer, less any time it gave the turn back while waiting for a change";
     claims: Family<Kind, Counter> = Family::default() =>
         "claims", "Claims by outcome: won (a new run or a resumed one), lost (a live run holds the rule), not_ready, busy (a batch skipped a rule another request held), error";
-    claim_group_size: Histogram = Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]) =>
-        "claim_group_size", "Single claims made together in one transaction (branch_rules_claim), claims a group";
+    group_size: Family<Kind, Histogram> = Family::new_with_constructor(group_histogram) =>
+        "group_size", "Single calls made together in one transaction, calls a group, by kind: claim (branch_rules_claim), report (branch_rules_set_NextRunTime)";
     reports: Family<Kind, Counter> = Family::default() =>
         "reports", "Run reports by the status they record (completed, failed, cancelled, timeout, ...), and replayed repeats";
     reports_superseded: Counter = Counter::default() =>
@@ -120,6 +120,13 @@ metrics! {
         "runners_kept_present", "Registry rows of waiting runners refreshed so they stay present without asking again";
     oldest_live_lease_seconds: FloatGauge = FloatGauge::default() =>
         "oldest_live_lease_seconds", "Age of the oldest live execution's claim, in seconds (0 when none)";
+}
+
+/// The calls made in groups (`api::group`).
+const GROUP_KINDS: [&str; 2] = ["claim", "report"];
+
+fn group_histogram() -> Histogram {
+    Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0])
 }
 
 fn latency_histogram() -> Histogram {
@@ -155,6 +162,9 @@ const NOTIFICATION_OUTCOMES: [&str; 2] = ["delivered", "failed"];
 
 impl Metrics {
     fn start_at_zero(&self) {
+        for kind in GROUP_KINDS {
+            drop(self.group_size.get_or_create(&Kind { kind }));
+        }
         for kind in CLAIM_OUTCOMES {
             drop(self.claims.get_or_create(&Kind { kind }));
         }
@@ -206,6 +216,11 @@ impl Metrics {
         self.request_seconds
             .get_or_create(&FunctionLabel { function })
             .observe(seconds);
+    }
+
+    /// A group of `calls` of `kind` made in one transaction.
+    pub(crate) fn observe_group(&self, kind: &'static str, calls: f64) {
+        self.group_size.get_or_create(&Kind { kind }).observe(calls);
     }
 
     /// How long a request for `path` held its turn.

@@ -6,7 +6,9 @@ use res_shared::wire::RunnerThresholds;
 use sqlx::PgPool;
 
 use crate::admission::Turns;
-use crate::api::claim_group::ClaimGroups;
+use crate::api::claim_group::ClaimCall;
+use crate::api::group::Groups;
+use crate::api::next_run::ReportCall;
 use crate::key_cache::KeyCache;
 use crate::metrics::Metrics;
 use crate::plan_waits::PlanWaits;
@@ -25,8 +27,9 @@ pub struct AppState {
     pub turns: Turns,
     /// Plan requests waiting for a change in their scope.
     pub plan_waits: Arc<PlanWaits>,
-    /// Single claims waiting to be made together.
-    pub(crate) claim_groups: Arc<ClaimGroups>,
+    /// Single claims and reports waiting to be made together (see `api::group`).
+    pub(crate) claim_groups: Arc<Groups<ClaimCall>>,
+    pub(crate) report_groups: Arc<Groups<ReportCall>>,
     /// Seals and opens brands' secrets; none: secrets can be neither set nor sent.
     pub keyring: Option<Arc<crate::secrets::Keyring>>,
 }
@@ -72,6 +75,7 @@ impl AppState {
             turns: Turns::new(pool.options().get_max_connections() as usize),
             plan_waits: Arc::new(PlanWaits::default()),
             claim_groups: Arc::default(),
+            report_groups: Arc::default(),
             keyring: None,
             pool,
         }

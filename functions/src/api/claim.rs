@@ -16,7 +16,8 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
-use super::claim_group::{ClaimGroups, Waiting};
+use super::claim_group::ClaimCall;
+use super::group;
 use super::{batch, require_runner_id, require_seconds};
 use crate::admission::TurnSlot;
 use crate::auth::{Caller, SiteCaller};
@@ -175,15 +176,12 @@ pub(crate) async fn claim(
         request.boot_id.as_deref(),
     )?;
     let span = tracing::info_span!("claim", branch_rule_id = %request.branch_rule_id, runner_id = %Untrusted(&request.runner_id));
-    let (waiting, answer) = Waiting::new(request.branch_rule_id, caller, &claimant);
+    let call = ClaimCall::new(request.branch_rule_id, caller, &claimant);
     // The group takes a turn for all its claims.
     if let Some(Extension(turn)) = turn {
         turn.give_back();
     }
-    ClaimGroups::claim(&state, waiting, answer)
-        .instrument(span)
-        .await
-        .map(Json)
+    group::make(&state, call).instrument(span).await.map(Json)
 }
 
 /// Claim many due branch rules in one transaction; a rule another request holds at this

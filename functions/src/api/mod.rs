@@ -6,6 +6,7 @@ pub(crate) mod claim;
 pub(crate) mod claim_group;
 pub(crate) mod cursor;
 pub(crate) mod fields;
+pub(crate) mod group;
 pub(crate) mod health;
 pub(crate) mod heartbeat;
 pub(crate) mod next_run;

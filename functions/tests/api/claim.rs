@@ -369,8 +369,8 @@ async fn claims_at_once_are_made_in_groups_each_in_its_own_scope() {
             .unwrap_or_else(|| panic!("{name} in {metrics}"))
     };
     let (groups, claimed) = (
-        total("res_functions_claim_group_size_count"),
-        total("res_functions_claim_group_size_sum"),
+        total("res_functions_group_size_count{kind=\"claim\"}"),
+        total("res_functions_group_size_sum{kind=\"claim\"}"),
     );
     assert_eq!(claimed, 42.0, "every claim went through a group");
     assert!(

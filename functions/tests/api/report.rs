@@ -946,3 +946,155 @@ async fn reported_times_are_held_between_the_claim_and_now() {
     );
     assert!(end <= now, "not in the future: {end} > {now}");
 }
+
+/// A claimed run: its rule, execution id and claim token.
+type ClaimedRun = (Uuid, Value, Value);
+
+/// Reports that arrive together are recorded in groups (one transaction each): each is
+/// seen through its own key, a refused one (a wrong token, another tenant's rule) changes
+/// nothing and leaves the others of its group recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let seed = Seed::new(&app.pool);
+    // Per tenant: its token and its claimed runs.
+    let mut tenants: Vec<(String, Vec<ClaimedRun>)> = Vec::new();
+    for _ in 0..2 {
+        let (branch, first) = seed.due_rule(RuleSpec::default()).await;
+        let token = app.runner_token(&[branch]).await;
+        let mut runs = Vec::new();
+        for n in 0..8 {
+            let rule = if n == 0 {
+                first
+            } else {
+                let due = RuleSpec {
+                    next_run_time: Some(Utc::now() - TimeDelta::minutes(1)),
+                    ..RuleSpec::default()
+                };
+                seed.branch_rule(branch, due).await
+            };
+            let claim = app
+                .call(
+                    ClaimRequest::NAME,
+                    &token,
+                    json!({"branch_rule_id": rule, "runner_id": "site"}),
+                )
+                .await;
+            assert_eq!(claim.status, 200, "{}", claim.body);
+            runs.push((
+                rule,
+                claim.body["execution_id"].clone(),
+                claim.body["claim_token"].clone(),
+            ));
+        }
+        tenants.push((token, runs));
+    }
+    let report = |rule: Uuid, execution: &Value, token: &Value| {
+        json!({"branch_rule_id": rule, "is_last_run_failed": false,
+               "execution_id": execution, "claim_token": token})
+    };
+    // (token, body, expected status, expected code): every own run but the last, the last
+    // with a wrong claim token, and the other tenant's first run with its right token.
+    let mut asks = Vec::new();
+    for (mine, (token, runs)) in tenants.iter().enumerate() {
+        let (last, rest) = runs.split_last().expect("runs");
+        for (rule, execution, claim_token) in rest {
+            asks.push((
+                token.clone(),
+                report(*rule, execution, claim_token),
+                200,
+                "",
+            ));
+        }
+        asks.push((
+            token.clone(),
+            report(last.0, &last.1, &json!("wrong")),
+            409,
+            "lease_lost",
+        ));
+        let (rule, execution, claim_token) = &tenants[1 - mine].1[0];
+        asks.push((
+            token.clone(),
+            report(*rule, execution, claim_token),
+            404,
+            "not_found",
+        ));
+    }
+    // Holding one rule's row makes reports pile up behind it, so groups must form.
+    let mut holder = app.pool.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM branch_rules WHERE id = $1 FOR UPDATE")
+        .bind(tenants[0].1[1].0)
+        .execute(&mut *holder)
+        .await
+        .expect("hold a rule");
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(asks.len()));
+    let mut calls = tokio::task::JoinSet::new();
+    for (token, body, status, code) in asks {
+        let (app, start) = (app.clone(), start.clone());
+        calls.spawn(async move {
+            start.wait().await;
+            let reply = app
+                .call(SetNextRunTimeRequest::NAME, &token, body.clone())
+                .await;
+            (body, status, code, reply)
+        });
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    holder.rollback().await.expect("let go");
+    let replies = calls.join_all().await;
+    assert_eq!(replies.len(), 18);
+    for (body, status, code, reply) in &replies {
+        assert_eq!(reply.status, *status, "{body}: {}", reply.body);
+        if !code.is_empty() {
+            assert_eq!(reply.body["error"]["code"], *code, "{body}: {}", reply.body);
+        }
+        if *status == 404 {
+            assert_eq!(
+                reply.body["error"]["message"],
+                format!(
+                    "branch rule {} not found",
+                    body["branch_rule_id"].as_str().unwrap_or_default()
+                ),
+                "answered as an unknown id"
+            );
+        }
+    }
+    for (_, runs) in &tenants {
+        let (last, rest) = runs.split_last().expect("runs");
+        for (rule, execution, _) in rest {
+            let status: String =
+                sqlx::query_scalar("SELECT status FROM executions WHERE id = $1::text::uuid")
+                    .bind(execution.as_str().unwrap_or_default())
+                    .fetch_one(&app.pool)
+                    .await
+                    .expect("status");
+            assert_eq!(status, "completed", "rule {rule}");
+        }
+        let refused: (String, bool) = sqlx::query_as(
+            "SELECT e.status, br.is_currently_running FROM executions e \
+             JOIN branch_rules br ON br.id = e.branch_rule_id WHERE e.id = $1::text::uuid",
+        )
+        .bind(last.1.as_str().unwrap_or_default())
+        .fetch_one(&app.pool)
+        .await
+        .expect("refused run");
+        assert_eq!(
+            refused,
+            ("running".to_owned(), true),
+            "a refused report changed nothing"
+        );
+    }
+    let metrics = app.metrics().await;
+    let total = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in {metrics}"))
+    };
+    let groups = total("res_functions_group_size_count{kind=\"report\"}");
+    assert_eq!(total("res_functions_group_size_sum{kind=\"report\"}"), 18.0);
+    assert!(
+        groups < 18.0,
+        "{groups} groups for 18 reports: none was made together"
+    );
+}

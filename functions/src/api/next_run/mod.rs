@@ -1,7 +1,7 @@
 //! `branch_rules_set_NextRunTime`: finish a run and schedule the next, in one transaction.
 
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use chrono::{DateTime, Utc};
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
@@ -11,18 +11,21 @@ use res_shared::wire::{
 use tracing::Instrument;
 use uuid::Uuid;
 
+mod grouped;
 mod judge;
 mod offline;
 mod outcome;
 mod output;
 
+pub(crate) use grouped::ReportCall;
 pub(crate) use judge::{Judgement, judge, superseded_note};
 use judge::{late_is_superseded, legacy_refusal};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use outcome::{Held, RuleFacts, reported_times, run_outcome};
 use output::check_output;
 
-use super::{batch, require_object};
+use super::{batch, group, require_object};
+use crate::admission::TurnSlot;
 use crate::auth::{Caller, Role, SiteCaller};
 use crate::db;
 use crate::db::branch_rules::{LockedRule, RunRecord};
@@ -52,15 +55,17 @@ use crate::state::AppState;
 pub(crate) async fn set_next_run_time(
     State(state): State<AppState>,
     SiteCaller(caller): SiteCaller,
+    turn: Option<Extension<TurnSlot>>,
     ApiJson(request): ApiJson<SetNextRunTimeRequest, MAX_REPORT_BODY_BYTES>,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     check_shape(&caller, &request)?;
-    let span = tracing::info_span!(
-        "set_next_run_time",
-        branch_rule_id = %request.branch_rule_id,
-        execution_id = ?request.execution_id
-    );
-    record(&state, &caller, &request).instrument(span).await
+    // The group takes a turn for all its reports.
+    if let Some(Extension(turn)) = turn {
+        turn.give_back();
+    }
+    group::make(&state, ReportCall { caller, request })
+        .await
+        .map(Json)
 }
 
 /// Finish many executions: each report as `branch_rules_set_NextRunTime` takes it, each in
@@ -166,39 +171,100 @@ impl Mode {
     }
 }
 
+/// A report made alone, in its own transaction (the batch's reports, and a report whose
+/// group failed).
 async fn record(
     state: &AppState,
     caller: &Caller,
     request: &SetNextRunTimeRequest,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
-    let rule_id = request.branch_rule_id;
     let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
-    let rule = db::branch_rules::lock(&mut tx, rule_id)
+    let recorded = record_in(&mut tx, caller, request).await;
+    if keeps_writes(&recorded) {
+        tx.commit().await?;
+    }
+    count(state, request, &recorded);
+    recorded.map(|recorded| Json(recorded.answer))
+}
+
+/// A report recorded in `tx`: its answer, and whether it repeated an earlier one.
+pub(crate) struct Recorded {
+    answer: SetNextRunTimeResponse,
+    replayed: bool,
+}
+
+/// Records one report in `tx` under its rule's lock. A refusal (4xx) is decided before
+/// anything is written, except a superseded report's results, which are kept; any other
+/// error leaves the transaction to be rolled back.
+async fn record_in(
+    tx: &mut db::Tx,
+    caller: &Caller,
+    request: &SetNextRunTimeRequest,
+) -> Result<Recorded, ApiError> {
+    let rule_id = request.branch_rule_id;
+    let rule = db::branch_rules::lock(tx, rule_id)
         .await?
         .filter(|rule| caller.sees_branch(rule.branch_id))
         .ok_or_else(|| ApiError::NotFound(format!("branch rule {rule_id} not found")))?;
+    let status_name = status_name(request);
+    let mode = match resolve(tx, &rule, request, status_name).await? {
+        Resolved::Record(mode) => mode,
+        Resolved::Replay(answer) => {
+            return Ok(Recorded {
+                answer,
+                replayed: true,
+            });
+        }
+        Resolved::Superseded(execution) => {
+            superseded(tx, &execution, request, status_name, rule.db_now).await?;
+            return Err(superseded_refusal(execution.id));
+        }
+    };
+    let answer = write_report(tx, &rule, request, mode.as_ref(), status_name).await?;
+    Ok(Recorded {
+        answer,
+        replayed: false,
+    })
+}
+
+/// Whether a report's transaction is committed: recorded, or superseded (its results kept).
+fn keeps_writes(recorded: &Result<Recorded, ApiError>) -> bool {
+    match recorded {
+        Ok(_) => true,
+        Err(error) => is_superseded(error),
+    }
+}
+
+fn is_superseded(error: &ApiError) -> bool {
+    matches!(
+        error,
+        ApiError::Conflict {
+            code: ErrorCode::Superseded,
+            ..
+        }
+    )
+}
+
+/// The status a report records.
+fn status_name(request: &SetNextRunTimeRequest) -> &'static str {
     let status = request.status.unwrap_or(if request.is_last_run_failed {
         FinishStatus::Failed
     } else {
         FinishStatus::Completed
     });
-    let status_name = ExecutionStatus::from(status).as_str();
-    let mode = match resolve(&mut tx, &rule, request, status_name).await? {
-        Resolved::Record(mode) => mode,
-        Resolved::Replay(answer) => {
-            Metrics::count(&state.metrics.reports, "replayed");
-            return Ok(Json(answer));
-        }
-        Resolved::Superseded(execution) => {
-            let answer = superseded(tx, &execution, request, status_name, rule.db_now).await?;
+    ExecutionStatus::from(status).as_str()
+}
+
+/// Counts a report once its transaction committed.
+fn count(state: &AppState, request: &SetNextRunTimeRequest, recorded: &Result<Recorded, ApiError>) {
+    match recorded {
+        Ok(Recorded { replayed: true, .. }) => Metrics::count(&state.metrics.reports, "replayed"),
+        Ok(_) => Metrics::count(&state.metrics.reports, status_name(request)),
+        Err(error) if is_superseded(error) => {
             state.metrics.reports_superseded.inc();
-            return Ok(answer);
         }
-    };
-    let answer = write_report(&mut tx, &rule, request, mode.as_ref(), status_name).await?;
-    tx.commit().await?;
-    Metrics::count(&state.metrics.reports, status_name);
-    Ok(Json(answer))
+        Err(_) => {}
+    }
 }
 
 /// What a report amounts to, decided before anything is written.
@@ -461,16 +527,16 @@ fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {
 /// runner reports (it did run), but the rule belongs to the retry now, so nothing is
 /// rescheduled.
 async fn superseded(
-    mut tx: db::Tx,
+    tx: &mut db::Tx,
     execution: &ExecutionRow,
     request: &SetNextRunTimeRequest,
     status_name: &str,
     now: DateTime<Utc>,
-) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
+) -> Result<(), ApiError> {
     // The run ended when its runner says, not when its report finally arrived.
     let times = reported_times(request, execution.scheduled_at, now);
     db::executions::finish(
-        &mut tx,
+        tx,
         execution.id,
         &Finish {
             status: status_name,
@@ -483,14 +549,13 @@ async fn superseded(
     )
     .await?;
     if !request.output.is_empty() {
-        db::output::store(&mut tx, execution.id, &request.output).await?;
+        db::output::store(tx, execution.id, &request.output).await?;
     }
     // It did not crash after all: an offline run taken for its retry was its own occurrence.
-    for unlinked in db::executions::unlink_offline_retries(&mut tx, execution).await? {
+    for unlinked in db::executions::unlink_offline_retries(tx, execution).await? {
         tracing::info!(%unlinked, "an offline run taken for this run's retry is its own run again");
     }
-    tx.commit().await?;
-    Err(superseded_refusal(execution.id))
+    Ok(())
 }
 
 fn superseded_refusal(id: Uuid) -> ApiError {

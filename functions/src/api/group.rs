@@ -1,0 +1,202 @@
+//! Single calls of many requests, made together in one transaction.
+//!
+//! A fleet's rules fall due on the same seconds, so claims and reports arrive in bursts,
+//! and a claim or a report alone is a transaction whose fixed cost in PostgreSQL — `BEGIN`
+//! with its settings, `COMMIT`, the pool's round trips, each statement's start — is most of
+//! what it costs. So such a call waits here, its turn given back, and a drainer takes every
+//! call of its kind waiting at that moment (up to [`MAX_BATCH_ITEMS`], never one rule twice)
+//! and makes them in one transaction, each seen through its own caller's scope and answered
+//! as it would be alone. No call waits for others to come: a lone call is made at once, as
+//! a group of one. Drainers are tasks spawned while calls wait, at most [`DRAINERS`] of a
+//! kind at a time, so a group forms while the one before it is being made; each takes a
+//! turn for its group.
+
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::sync::{Mutex, PoisonError};
+
+use res_shared::wire::MAX_BATCH_ITEMS;
+use tokio::sync::oneshot;
+use tracing::Instrument;
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Groups of one kind made at the same time: one being made while the next forms.
+const DRAINERS: usize = 2;
+
+/// A call that can be made in a group.
+pub(crate) trait Grouped: Send + Sync + Sized + std::fmt::Debug + 'static {
+    /// What a call answers when it succeeds.
+    type Response: Send + std::fmt::Debug + 'static;
+    /// What the span of a group says it makes.
+    const KIND: &'static str;
+    /// The rule it writes: no group holds one twice.
+    fn rule(&self) -> Uuid;
+    /// The waiting calls of this kind.
+    fn groups(state: &AppState) -> &Groups<Self>;
+    /// Makes a group: one answer each, in its order.
+    fn make(state: &AppState, group: &[Self]) -> impl Future<Output = Vec<Answer<Self>>> + Send;
+}
+
+/// A call's answer, as it would be alone.
+pub(crate) type Answer<T> = Result<<T as Grouped>::Response, ApiError>;
+
+/// The calls of one kind waiting for a drainer.
+#[derive(Debug)]
+pub(crate) struct Groups<T: Grouped> {
+    inbox: Mutex<Inbox<T>>,
+}
+
+impl<T: Grouped> Default for Groups<T> {
+    fn default() -> Self {
+        Groups {
+            inbox: Mutex::new(Inbox {
+                waiting: VecDeque::new(),
+                drainers: 0,
+            }),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inbox<T: Grouped> {
+    waiting: VecDeque<Waiting<T>>,
+    drainers: usize,
+}
+
+#[derive(Debug)]
+struct Waiting<T: Grouped> {
+    call: T,
+    answer: oneshot::Sender<Answer<T>>,
+}
+
+/// Makes `call` with whatever other calls of its kind wait now. A caller that goes away
+/// does not stop its call: like an answer lost on the way, it is made.
+pub(crate) async fn make<T: Grouped>(state: &AppState, call: T) -> Answer<T> {
+    let (sender, receiver) = oneshot::channel();
+    let start_drainer = {
+        let mut inbox = T::groups(state).lock();
+        inbox.waiting.push_back(Waiting {
+            call,
+            answer: sender,
+        });
+        let start = inbox.drainers < DRAINERS;
+        if start {
+            inbox.drainers += 1;
+        }
+        start
+    };
+    if start_drainer {
+        tokio::spawn(drain::<T>(state.clone()));
+    }
+    receiver
+        .await
+        .unwrap_or_else(|_| Err(ApiError::Internal("a group gave no answer".into())))
+}
+
+impl<T: Grouped> Groups<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inbox<T>> {
+        self.inbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next group, or none (and one drainer fewer) when no call waits.
+    fn next_group(&self) -> Vec<Waiting<T>> {
+        let mut inbox = self.lock();
+        let group = take_group(&mut inbox.waiting, Waiting::rule);
+        if group.is_empty() {
+            inbox.drainers = inbox.drainers.saturating_sub(1);
+        }
+        group
+    }
+}
+
+impl<T: Grouped> Waiting<T> {
+    fn rule(&self) -> Uuid {
+        self.call.rule()
+    }
+}
+
+/// Takes the waiting calls in order, up to a batch's size, leaving a second call for a rule
+/// (another runner's claim, a repeated report) for the next group: there it is answered as
+/// the call after the first, as if the two had come one after the other.
+fn take_group<W>(waiting: &mut VecDeque<W>, rule: impl Fn(&W) -> Uuid) -> Vec<W> {
+    let mut rules = HashSet::new();
+    let mut group = Vec::new();
+    let mut kept = VecDeque::new();
+    while let Some(call) = waiting.pop_front() {
+        if group.len() < MAX_BATCH_ITEMS && rules.insert(rule(&call)) {
+            group.push(call);
+        } else {
+            kept.push_back(call);
+        }
+    }
+    *waiting = kept;
+    group
+}
+
+/// Makes groups until no call of its kind waits.
+async fn drain<T: Grouped>(state: AppState) {
+    loop {
+        let group = T::groups(&state).next_group();
+        if group.is_empty() {
+            return;
+        }
+        state.metrics.observe_group(T::KIND, group.len() as f64);
+        let span = tracing::info_span!("group", kind = T::KIND, calls = group.len());
+        let (calls, senders): (Vec<T>, Vec<_>) =
+            group.into_iter().map(|w| (w.call, w.answer)).unzip();
+        let answers = async {
+            match state.turns.take().await {
+                Ok(_turn) => T::make(&state, &calls).await,
+                Err(refused) => calls
+                    .iter()
+                    .map(|_| Err(unavailable_again(&refused)))
+                    .collect(),
+            }
+        }
+        .instrument(span)
+        .await;
+        for (sender, answer) in senders.into_iter().zip(answers) {
+            // The caller went away: its call was made all the same.
+            let _ = sender.send(answer);
+        }
+    }
+}
+
+/// The database or the functions could not take a group at all: each call gets the answer
+/// it would have had alone (503).
+pub(crate) fn is_unavailable(error: &ApiError) -> bool {
+    error.detail().0 == axum::http::StatusCode::SERVICE_UNAVAILABLE
+}
+
+/// An unavailable answer again, for each call of a group.
+pub(crate) fn unavailable_again(error: &ApiError) -> ApiError {
+    match error {
+        ApiError::Overloaded(seconds) => ApiError::Overloaded(*seconds),
+        other => ApiError::Database(sqlx::Error::Io(std::io::Error::other(other.to_string()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_holds_each_rule_once_and_leaves_the_second_call_for_the_next() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let mut inbox: VecDeque<Uuid> = [a, b, a, b, a].into_iter().collect();
+        assert_eq!(take_group(&mut inbox, |id| *id), vec![a, b]);
+        assert_eq!(take_group(&mut inbox, |id| *id), vec![a, b]);
+        assert_eq!(take_group(&mut inbox, |id| *id), vec![a]);
+        assert!(take_group(&mut inbox, |id| *id).is_empty());
+    }
+
+    #[test]
+    fn a_group_is_at_most_a_batch() {
+        let mut inbox: VecDeque<Uuid> = (0..MAX_BATCH_ITEMS + 3).map(|_| Uuid::new_v4()).collect();
+        assert_eq!(take_group(&mut inbox, |id| *id).len(), MAX_BATCH_ITEMS);
+        assert_eq!(take_group(&mut inbox, |id| *id).len(), 3);
+    }
+}
