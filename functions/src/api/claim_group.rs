@@ -2,7 +2,7 @@
 //! with the set statements of `branch_rules_claim_batch`, which claim ten rules for little
 //! more than one, but wait for a held rule as a single claim does.
 
-use res_shared::wire::ClaimResponse;
+use res_shared::wire::{ClaimResponse, MAX_BATCH_ITEMS};
 use uuid::Uuid;
 
 use super::claim::{ClaimItem, ClaimMode, claim_rules};
@@ -49,6 +49,10 @@ impl ClaimCall {
 impl Grouped for ClaimCall {
     type Response = ClaimResponse;
     const KIND: &'static str = "claim";
+    const DRAINERS: usize = 2;
+    // A group's claims are made by one statement each for all: a large group costs little
+    // more than a small one.
+    const GROUP_SIZE: usize = MAX_BATCH_ITEMS;
 
     fn rule(&self) -> Uuid {
         self.id

@@ -4,12 +4,12 @@
 //! and a claim or a report alone is a transaction whose fixed cost in PostgreSQL — `BEGIN`
 //! with its settings, `COMMIT`, the pool's round trips, each statement's start — is most of
 //! what it costs. So such a call waits here, its turn given back, and a drainer takes every
-//! call of its kind waiting at that moment (up to [`MAX_BATCH_ITEMS`], never one rule twice)
+//! call of its kind waiting at that moment (up to its kind's group size, never one rule twice)
 //! and makes them in one transaction, each seen through its own caller's scope and answered
 //! as it would be alone. No call waits for others to come: a lone call is made at once, as
-//! a group of one. Drainers are tasks spawned while calls wait, at most [`DRAINERS`] of a
-//! kind at a time, so a group forms while the one before it is being made; each takes a
-//! turn for its group.
+//! a group of one. Drainers are tasks spawned while calls wait, at most a few of a kind at a
+//! time, so a group forms while the one before it is being made; each takes a turn for its
+//! group.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -23,15 +23,17 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// Groups of one kind made at the same time: one being made while the next forms.
-const DRAINERS: usize = 2;
-
 /// A call that can be made in a group.
 pub(crate) trait Grouped: Send + Sync + Sized + std::fmt::Debug + 'static {
     /// What a call answers when it succeeds.
     type Response: Send + std::fmt::Debug + 'static;
     /// What the span of a group says it makes.
     const KIND: &'static str;
+    /// Groups of this kind made at the same time: at least one being made while the next
+    /// forms.
+    const DRAINERS: usize;
+    /// The most calls in one group (at most [`MAX_BATCH_ITEMS`]).
+    const GROUP_SIZE: usize;
     /// The rule it writes: no group holds one twice.
     fn rule(&self) -> Uuid;
     /// The waiting calls of this kind.
@@ -82,7 +84,7 @@ pub(crate) async fn make<T: Grouped>(state: &AppState, call: T) -> Answer<T> {
             call,
             answer: sender,
         });
-        let start = inbox.drainers < DRAINERS;
+        let start = inbox.drainers < T::DRAINERS;
         if start {
             inbox.drainers += 1;
         }
@@ -104,7 +106,7 @@ impl<T: Grouped> Groups<T> {
     /// The next group, or none (and one drainer fewer) when no call waits.
     fn next_group(&self) -> Vec<Waiting<T>> {
         let mut inbox = self.lock();
-        let group = take_group(&mut inbox.waiting, Waiting::rule);
+        let group = take_group(&mut inbox.waiting, T::GROUP_SIZE, Waiting::rule);
         if group.is_empty() {
             inbox.drainers = inbox.drainers.saturating_sub(1);
         }
@@ -118,15 +120,15 @@ impl<T: Grouped> Waiting<T> {
     }
 }
 
-/// Takes the waiting calls in order, up to a batch's size, leaving a second call for a rule
+/// Takes the waiting calls in order, up to `size`, leaving a second call for a rule
 /// (another runner's claim, a repeated report) for the next group: there it is answered as
 /// the call after the first, as if the two had come one after the other.
-fn take_group<W>(waiting: &mut VecDeque<W>, rule: impl Fn(&W) -> Uuid) -> Vec<W> {
+fn take_group<W>(waiting: &mut VecDeque<W>, size: usize, rule: impl Fn(&W) -> Uuid) -> Vec<W> {
     let mut rules = HashSet::new();
     let mut group = Vec::new();
     let mut kept = VecDeque::new();
     while let Some(call) = waiting.pop_front() {
-        if group.len() < MAX_BATCH_ITEMS && rules.insert(rule(&call)) {
+        if group.len() < size.min(MAX_BATCH_ITEMS) && rules.insert(rule(&call)) {
             group.push(call);
         } else {
             kept.push_back(call);
@@ -187,16 +189,28 @@ mod tests {
     fn a_group_holds_each_rule_once_and_leaves_the_second_call_for_the_next() {
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
         let mut inbox: VecDeque<Uuid> = [a, b, a, b, a].into_iter().collect();
-        assert_eq!(take_group(&mut inbox, |id| *id), vec![a, b]);
-        assert_eq!(take_group(&mut inbox, |id| *id), vec![a, b]);
-        assert_eq!(take_group(&mut inbox, |id| *id), vec![a]);
-        assert!(take_group(&mut inbox, |id| *id).is_empty());
+        assert_eq!(
+            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id),
+            vec![a, b]
+        );
+        assert_eq!(
+            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id),
+            vec![a, b]
+        );
+        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id), vec![a]);
+        assert!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).is_empty());
     }
 
     #[test]
     fn a_group_is_at_most_a_batch() {
         let mut inbox: VecDeque<Uuid> = (0..MAX_BATCH_ITEMS + 3).map(|_| Uuid::new_v4()).collect();
-        assert_eq!(take_group(&mut inbox, |id| *id).len(), MAX_BATCH_ITEMS);
-        assert_eq!(take_group(&mut inbox, |id| *id).len(), 3);
+        assert_eq!(
+            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).len(),
+            MAX_BATCH_ITEMS
+        );
+        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).len(), 3);
+        let mut inbox: VecDeque<Uuid> = (0..12).map(|_| Uuid::new_v4()).collect();
+        assert_eq!(take_group(&mut inbox, 10, |id| *id).len(), 10);
+        assert_eq!(take_group(&mut inbox, 500, |id| *id).len(), 2);
     }
 }
