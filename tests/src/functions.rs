@@ -288,6 +288,15 @@ impl TestApp {
             .expect("metrics text")
     }
 
+    /// The sample `name` (with its labels, as exported) of this app's metrics.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let metrics = self.metrics().await;
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no sample {name} in {metrics}"))
+    }
+
     /// The database's clock.
     pub async fn db_now(&self) -> DateTime<Utc> {
         sqlx::query_scalar("SELECT now()")

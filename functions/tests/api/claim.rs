@@ -361,17 +361,12 @@ async fn claims_at_once_are_made_in_groups_each_in_its_own_scope() {
             assert_eq!(execution_count(&app, *rule).await, 1);
         }
     }
-    let metrics = app.metrics().await;
-    let total = |name: &str| -> f64 {
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {metrics}"))
-    };
-    let (groups, claimed) = (
-        total("res_functions_group_size_count{kind=\"claim\"}"),
-        total("res_functions_group_size_sum{kind=\"claim\"}"),
-    );
+    let groups = app
+        .metric("res_functions_group_size_count{kind=\"claim\"}")
+        .await;
+    let claimed = app
+        .metric("res_functions_group_size_sum{kind=\"claim\"}")
+        .await;
     assert_eq!(claimed, 42.0, "every claim went through a group");
     assert!(
         groups < 42.0,

@@ -1084,15 +1084,13 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
             "a refused report changed nothing"
         );
     }
-    let metrics = app.metrics().await;
-    let total = |name: &str| -> f64 {
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name} in {metrics}"))
-    };
-    let groups = total("res_functions_group_size_count{kind=\"report\"}");
-    assert_eq!(total("res_functions_group_size_sum{kind=\"report\"}"), 18.0);
+    let groups = app
+        .metric("res_functions_group_size_count{kind=\"report\"}")
+        .await;
+    let reported = app
+        .metric("res_functions_group_size_sum{kind=\"report\"}")
+        .await;
+    assert_eq!(reported, 18.0, "every report went through a group");
     assert!(
         groups < 18.0,
         "{groups} groups for 18 reports: none was made together"
