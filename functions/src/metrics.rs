@@ -18,6 +18,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use res_shared::wire::{FUNCTIONS_PREFIX, RunnerState};
 
+use crate::api::group::Grouped;
 use crate::db;
 use crate::router::Function;
 use crate::state::AppState;
@@ -123,7 +124,10 @@ metrics! {
 }
 
 /// The calls made in groups (`api::group`).
-const GROUP_KINDS: [&str; 2] = ["claim", "report"];
+const GROUP_KINDS: [&str; 2] = [
+    <crate::api::claim_group::ClaimCall as Grouped>::KIND,
+    <crate::api::next_run::ReportCall as Grouped>::KIND,
+];
 
 fn group_histogram() -> Histogram {
     Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0])

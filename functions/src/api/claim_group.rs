@@ -5,10 +5,12 @@
 use res_shared::wire::{ClaimResponse, MAX_BATCH_ITEMS};
 use uuid::Uuid;
 
+use super::batch;
 use super::claim::{ClaimItem, ClaimMode, claim_rules};
-use super::group::{Answer, Grouped, Groups, is_unavailable, unavailable_again};
+use super::group::{Answer, Grouped, Groups};
 use crate::auth::Caller;
 use crate::db::claims::Claimant;
+use crate::error::ApiError;
 use crate::state::AppState;
 
 const MODE: ClaimMode = ClaimMode {
@@ -19,8 +21,8 @@ const MODE: ClaimMode = ClaimMode {
 /// One request's claim, owned until its group is made.
 #[derive(Debug)]
 pub(crate) struct ClaimCall {
-    pub(crate) id: Uuid,
-    pub(crate) caller: Caller,
+    id: Uuid,
+    caller: Caller,
     runner_id: String,
     lease_seconds: i32,
     boot_id: Option<String>,
@@ -62,9 +64,20 @@ impl Grouped for ClaimCall {
         &state.claim_groups
     }
 
-    /// When the group's transaction fails for a reason of one claim's own, each is made
-    /// again alone, so that one claim's failure is not its neighbours'.
-    async fn make(state: &AppState, group: &[ClaimCall]) -> Vec<Answer<Self>> {
+    async fn alone(state: &AppState, call: &ClaimCall) -> Answer<Self> {
+        let claimant = call.claimant();
+        let item = ClaimItem {
+            id: call.id,
+            caller: &call.caller,
+            claimant: &claimant,
+        };
+        batch::only(claim_rules(state, std::slice::from_ref(&item), MODE).await?)
+    }
+
+    async fn together(
+        state: &AppState,
+        group: &[ClaimCall],
+    ) -> Result<Vec<Answer<Self>>, ApiError> {
         let claimants: Vec<Claimant<'_>> = group.iter().map(ClaimCall::claimant).collect();
         let items: Vec<ClaimItem<'_>> = group
             .iter()
@@ -75,28 +88,6 @@ impl Grouped for ClaimCall {
                 claimant,
             })
             .collect();
-        match claim_rules(state, &items, MODE).await {
-            Ok(answers) => answers,
-            Err(error) if items.len() == 1 => vec![Err(error)],
-            Err(error) if is_unavailable(&error) => items
-                .iter()
-                .map(|_| Err(unavailable_again(&error)))
-                .collect(),
-            Err(error) => {
-                tracing::warn!(claims = items.len(), error = %error, "a claim group failed; its claims are made one by one");
-                let mut answers = Vec::with_capacity(items.len());
-                for item in &items {
-                    let alone = claim_rules(state, std::slice::from_ref(item), MODE).await;
-                    answers.push(alone.and_then(|mut one| {
-                        one.pop().unwrap_or_else(|| {
-                            Err(crate::error::ApiError::Internal(
-                                "a claim gave no answer".into(),
-                            ))
-                        })
-                    }));
-                }
-                answers
-            }
-        }
+        claim_rules(state, &items, MODE).await
     }
 }

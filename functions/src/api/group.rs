@@ -38,8 +38,14 @@ pub(crate) trait Grouped: Send + Sync + Sized + std::fmt::Debug + 'static {
     fn rule(&self) -> Uuid;
     /// The waiting calls of this kind.
     fn groups(state: &AppState) -> &Groups<Self>;
-    /// Makes a group: one answer each, in its order.
-    fn make(state: &AppState, group: &[Self]) -> impl Future<Output = Vec<Answer<Self>>> + Send;
+    /// Makes one call in a transaction of its own.
+    fn alone(state: &AppState, call: &Self) -> impl Future<Output = Answer<Self>> + Send;
+    /// Makes a group of several calls in one transaction: one answer each, in its order, or
+    /// the error that failed the transaction (then nothing of it was written).
+    fn together(
+        state: &AppState,
+        group: &[Self],
+    ) -> impl Future<Output = Result<Vec<Answer<Self>>, ApiError>> + Send;
 }
 
 /// A call's answer, as it would be alone.
@@ -151,7 +157,7 @@ async fn drain<T: Grouped>(state: AppState) {
             group.into_iter().map(|w| (w.call, w.answer)).unzip();
         let answers = async {
             match state.turns.take().await {
-                Ok(_turn) => T::make(&state, &calls).await,
+                Ok(_turn) => make_group(&state, &calls).await,
                 Err(refused) => calls
                     .iter()
                     .map(|_| Err(unavailable_again(&refused)))
@@ -167,14 +173,37 @@ async fn drain<T: Grouped>(state: AppState) {
     }
 }
 
+/// A group's answers, in its order. When its transaction fails for a reason of one call's
+/// own, each call is made again alone, so that one call's failure is not its neighbours'.
+async fn make_group<T: Grouped>(state: &AppState, group: &[T]) -> Vec<Answer<T>> {
+    if let [call] = group {
+        return vec![T::alone(state, call).await];
+    }
+    match T::together(state, group).await {
+        Ok(answers) => answers,
+        Err(error) if is_unavailable(&error) => group
+            .iter()
+            .map(|_| Err(unavailable_again(&error)))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(kind = T::KIND, calls = group.len(), error = %error, "a group failed; its calls are made one by one");
+            let mut answers = Vec::with_capacity(group.len());
+            for call in group {
+                answers.push(T::alone(state, call).await);
+            }
+            answers
+        }
+    }
+}
+
 /// The database or the functions could not take a group at all: each call gets the answer
 /// it would have had alone (503).
-pub(crate) fn is_unavailable(error: &ApiError) -> bool {
+fn is_unavailable(error: &ApiError) -> bool {
     error.detail().0 == axum::http::StatusCode::SERVICE_UNAVAILABLE
 }
 
 /// An unavailable answer again, for each call of a group.
-pub(crate) fn unavailable_again(error: &ApiError) -> ApiError {
+fn unavailable_again(error: &ApiError) -> ApiError {
     match error {
         ApiError::Overloaded(seconds) => ApiError::Overloaded(*seconds),
         other => ApiError::Database(sqlx::Error::Io(std::io::Error::other(other.to_string()))),

@@ -2,14 +2,14 @@
 //! moment are recorded in one transaction, each by the statements it takes alone, in their
 //! rules' order (the order claims lock rules in, so two groups never wait on each other in
 //! a circle). A refusal is decided before its report writes anything, so it leaves the
-//! others' writes standing; any other failure makes each report again alone.
+//! others' writes standing; any other failure fails the group (see `api::group`).
 
 use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{Recorded, count, record, record_in};
-use crate::api::group::{Answer, Grouped, Groups, is_unavailable, unavailable_again};
+use crate::api::group::{Answer, Grouped, Groups};
 use crate::auth::Caller;
 use crate::db;
 use crate::error::ApiError;
@@ -40,34 +40,46 @@ impl Grouped for ReportCall {
         &state.report_groups
     }
 
-    async fn make(state: &AppState, group: &[ReportCall]) -> Vec<Answer<Self>> {
-        if let [call] = group {
-            return vec![alone(state, call).await];
-        }
-        match together(state, group).await {
-            Ok(answers) => answers,
-            Err(error) if is_unavailable(&error) => group
-                .iter()
-                .map(|_| Err(unavailable_again(&error)))
-                .collect(),
-            Err(error) => {
-                tracing::warn!(reports = group.len(), error = %error, "a report group failed; its reports are made one by one");
-                let mut answers = Vec::with_capacity(group.len());
-                for call in group {
-                    answers.push(alone(state, call).await);
-                }
-                answers
+    async fn alone(state: &AppState, call: &ReportCall) -> Answer<Self> {
+        record(state, &call.caller, &call.request)
+            .instrument(span(&call.request))
+            .await
+            .map(|answer| answer.0)
+    }
+
+    /// The reports in their rules' order; a refusal stays its report's answer, any other
+    /// error fails the group.
+    async fn together(
+        state: &AppState,
+        group: &[ReportCall],
+    ) -> Result<Vec<Answer<Self>>, ApiError> {
+        let mut order: Vec<usize> = (0..group.len()).collect();
+        order.sort_by_key(|&i| group[i].request.branch_rule_id);
+        let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
+        let mut recorded: Vec<Option<Result<Recorded, ApiError>>> =
+            group.iter().map(|_| None).collect();
+        for i in order {
+            let call = &group[i];
+            let one = record_in(&mut tx, &call.caller, &call.request)
+                .instrument(span(&call.request))
+                .await;
+            match one {
+                Err(error) if !is_refusal(&error) => return Err(error),
+                one => recorded[i] = Some(one),
             }
         }
+        tx.commit().await?;
+        Ok(group
+            .iter()
+            .zip(recorded)
+            .map(|(call, one)| {
+                let one =
+                    one.unwrap_or_else(|| Err(ApiError::Internal("a report was left out".into())));
+                count(state, &call.request, &one);
+                one.map(|recorded| recorded.answer)
+            })
+            .collect())
     }
-}
-
-async fn alone(state: &AppState, call: &ReportCall) -> Answer<ReportCall> {
-    let span = span(&call.request);
-    record(state, &call.caller, &call.request)
-        .instrument(span)
-        .await
-        .map(|answer| answer.0)
 }
 
 fn span(request: &SetNextRunTimeRequest) -> tracing::Span {
@@ -76,39 +88,6 @@ fn span(request: &SetNextRunTimeRequest) -> tracing::Span {
         branch_rule_id = %request.branch_rule_id,
         execution_id = ?request.execution_id
     )
-}
-
-/// The group's reports in one transaction, or the error that failed it.
-async fn together(
-    state: &AppState,
-    group: &[ReportCall],
-) -> Result<Vec<Answer<ReportCall>>, ApiError> {
-    let mut order: Vec<usize> = (0..group.len()).collect();
-    order.sort_by_key(|&i| group[i].request.branch_rule_id);
-    let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
-    let mut recorded: Vec<Option<Result<Recorded, ApiError>>> =
-        group.iter().map(|_| None).collect();
-    for i in order {
-        let call = &group[i];
-        let one = record_in(&mut tx, &call.caller, &call.request)
-            .instrument(span(&call.request))
-            .await;
-        match one {
-            Err(error) if !is_refusal(&error) => return Err(error),
-            one => recorded[i] = Some(one),
-        }
-    }
-    tx.commit().await?;
-    Ok(group
-        .iter()
-        .zip(recorded)
-        .map(|(call, one)| {
-            let one =
-                one.unwrap_or_else(|| Err(ApiError::Internal("a report was left out".into())));
-            count(state, &call.request, &one);
-            one.map(|recorded| recorded.answer)
-        })
-        .collect())
 }
 
 /// A report's own refusal (4xx), decided before it wrote anything (a superseded report's
