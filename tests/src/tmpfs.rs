@@ -55,7 +55,10 @@ impl Tmpfs {
         std::fs::remove_file(self.path.join("fill")).expect("fill removed");
     }
 
-    /// Makes it read-only, or writable again.
+    /// Makes it read-only, or writable again. The kernel refuses to make a filesystem
+    /// read-only while a file on it is open for writing ("busy"), and a runner opens its
+    /// state files only for the moment it writes one, so a busy remount is tried again,
+    /// for at most five seconds.
     pub fn read_only(&self, read_only: bool) {
         let target = self.path.display().to_string();
         let options = if read_only {
@@ -63,7 +66,17 @@ impl Tmpfs {
         } else {
             "remount,rw"
         };
-        mount(&["-o", options, &target]).unwrap_or_else(|e| panic!("{e}"));
+        let mut tries = 0;
+        loop {
+            match mount(&["-o", options, &target]) {
+                Ok(()) => return,
+                Err(e) if e.contains("busy") && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 }
 
