@@ -516,6 +516,7 @@ pub(crate) async fn set_running(tx: &mut Tx, id: Uuid, running: bool) -> Result<
 
 /// A finished run's effect on its rule.
 pub(crate) struct RunRecord<'a> {
+    pub(crate) branch_rule_id: Uuid,
     pub(crate) failed: bool,
     pub(crate) next_run_time: DateTime<Utc>,
     pub(crate) consecutive_failures: i32,
@@ -533,36 +534,53 @@ pub(crate) struct RunCounters {
     pub(crate) revision: i64,
 }
 
-/// Records a finished run and the next run time; returns the counters it left (its
-/// `last_run_time` is the run's `finished_at`).
-pub(crate) async fn record_run(
+/// A rule's counters after [`record_runs`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct RecordedRun {
+    pub(crate) id: Uuid,
+    #[sqlx(flatten)]
+    pub(crate) counters: RunCounters,
+}
+
+/// Records finished runs (of distinct rules) and their next run times in one statement,
+/// whatever their number: a group of reports costs the statement of one. Returns the
+/// counters each rule was left with (its `last_run_time` is the run's `finished_at`).
+pub(crate) async fn record_runs(
     tx: &mut Tx,
-    id: Uuid,
-    run: &RunRecord<'_>,
-) -> Result<RunCounters, sqlx::Error> {
+    runs: &[RunRecord<'_>],
+) -> Result<Vec<RecordedRun>, sqlx::Error> {
     sqlx::query_as(concat!(
-        "WITH recorded AS ( \
-             UPDATE branch_rules br SET is_currently_running = false, last_run_time = $6, \
-                    run_count = run_count + 1, \
-                    failure_count = failure_count + CASE WHEN $2 THEN 1 ELSE 0 END, \
-                    is_last_run_failed = $2, next_run_time = $3, consecutive_failures = $4, \
-                    needs_attention_at = CASE WHEN $5::text IS NULL THEN NULL \
-                                              ELSE COALESCE(needs_attention_at, now()) END, \
-                    needs_attention_reason = $5, ",
+        "WITH input AS ( \
+             SELECT * FROM unnest($1::uuid[], $2::bool[], $3::timestamptz[], $4::int[], \
+                                  $5::text[], $6::timestamptz[]) \
+                 AS i(id, failed, next_run_time, consecutive_failures, attention, finished_at)), \
+         recorded AS ( \
+             UPDATE branch_rules br SET is_currently_running = false, \
+                    last_run_time = i.finished_at, run_count = br.run_count + 1, \
+                    failure_count = br.failure_count + CASE WHEN i.failed THEN 1 ELSE 0 END, \
+                    is_last_run_failed = i.failed, next_run_time = i.next_run_time, \
+                    consecutive_failures = i.consecutive_failures, \
+                    needs_attention_at = CASE WHEN i.attention IS NULL THEN NULL \
+                                              ELSE COALESCE(br.needs_attention_at, now()) END, \
+                    needs_attention_reason = i.attention, ",
         counted!("br"),
-        " WHERE id = $1 \
-             RETURNING id, branch_id, last_run_time, run_count, revision), \
+        " FROM input i WHERE br.id = i.id \
+             RETURNING br.id, br.branch_id, br.last_run_time, br.run_count, br.revision), \
          changed AS (",
         plan_changed!("recorded"),
-        ") SELECT last_run_time, run_count, revision FROM recorded"
+        ") SELECT id, last_run_time, run_count, revision FROM recorded"
     ))
-    .bind(id)
-    .bind(run.failed)
-    .bind(run.next_run_time)
-    .bind(run.consecutive_failures)
-    .bind(run.attention)
-    .bind(run.finished_at)
-    .fetch_one(&mut **tx)
+    .bind(runs.iter().map(|r| r.branch_rule_id).collect::<Vec<_>>())
+    .bind(runs.iter().map(|r| r.failed).collect::<Vec<_>>())
+    .bind(runs.iter().map(|r| r.next_run_time).collect::<Vec<_>>())
+    .bind(
+        runs.iter()
+            .map(|r| r.consecutive_failures)
+            .collect::<Vec<_>>(),
+    )
+    .bind(runs.iter().map(|r| r.attention).collect::<Vec<_>>())
+    .bind(runs.iter().map(|r| r.finished_at).collect::<Vec<_>>())
+    .fetch_all(&mut **tx)
     .await
 }
 

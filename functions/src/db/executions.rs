@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
+use sqlx::types::Json;
 use uuid::Uuid;
 
 use res_shared::wire::{ExecutionStatus, HeartbeatRequest};
@@ -74,6 +75,18 @@ pub(crate) async fn lock(tx: &mut Tx, id: Uuid) -> Result<Option<ExecutionRow>, 
     ))
     .bind(id)
     .fetch_optional(&mut **tx)
+    .await
+}
+
+/// The executions among `ids` that exist, locked in id order, in one statement.
+pub(crate) async fn lock_all(tx: &mut Tx, ids: &[Uuid]) -> Result<Vec<ExecutionRow>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        "SELECT ",
+        execution_row_columns!(),
+        " FROM executions WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE"
+    ))
+    .bind(ids)
+    .fetch_all(&mut **tx)
     .await
 }
 
@@ -374,6 +387,7 @@ pub(crate) async fn heartbeat_miss(
 
 /// What a finishing report writes.
 pub(crate) struct Finish<'a> {
+    pub(crate) id: Uuid,
     /// Final status name.
     pub(crate) status: &'a str,
     /// Execution report.
@@ -388,22 +402,35 @@ pub(crate) struct Finish<'a> {
     pub(crate) times: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
 }
 
-/// Finishes an execution in one write.
-pub(crate) async fn finish(tx: &mut Tx, id: Uuid, finish: &Finish<'_>) -> Result<(), sqlx::Error> {
+/// Finishes executions in one statement, whatever their number.
+pub(crate) async fn finish(tx: &mut Tx, finishes: &[Finish<'_>]) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE executions SET status = $2, finished_at = COALESCE($7, now()), \
-                started_at = COALESCE($8, started_at, now()), result = $3, error = $4, \
-                metrics = $5, report = $6 \
-         WHERE id = $1",
+        "UPDATE executions e SET status = i.status, finished_at = COALESCE(i.finished_at, now()), \
+                started_at = COALESCE(i.started_at, e.started_at, now()), result = i.result, \
+                error = i.error, metrics = i.metrics, report = i.report \
+         FROM unnest($1::uuid[], $2::text[], $3::jsonb[], $4::text[], $5::jsonb[], $6::jsonb[], \
+                     $7::timestamptz[], $8::timestamptz[]) \
+             AS i(id, status, result, error, metrics, report, finished_at, started_at) \
+         WHERE e.id = i.id",
     )
-    .bind(id)
-    .bind(finish.status)
-    .bind(finish.result)
-    .bind(finish.error)
-    .bind(finish.metrics)
-    .bind(finish.report)
-    .bind(finish.times.1)
-    .bind(finish.times.0)
+    .bind(finishes.iter().map(|f| f.id).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.status).collect::<Vec<_>>())
+    .bind(
+        finishes
+            .iter()
+            .map(|f| f.result.map(Json))
+            .collect::<Vec<_>>(),
+    )
+    .bind(finishes.iter().map(|f| f.error).collect::<Vec<_>>())
+    .bind(
+        finishes
+            .iter()
+            .map(|f| f.metrics.map(Json))
+            .collect::<Vec<_>>(),
+    )
+    .bind(finishes.iter().map(|f| Json(f.report)).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.times.1).collect::<Vec<_>>())
+    .bind(finishes.iter().map(|f| f.times.0).collect::<Vec<_>>())
     .execute(&mut **tx)
     .await
     .map(drop)

@@ -993,6 +993,21 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
         json!({"branch_rule_id": rule, "is_last_run_failed": false,
                "execution_id": execution, "claim_token": token})
     };
+    // Each run reports its own results, so that a group writing them together is seen to
+    // put each on its own row.
+    let own_report = |rule: Uuid, execution: &Value, token: &Value| {
+        let mut body = report(rule, execution, token);
+        let failed = rule.as_u128() % 2 == 1;
+        body["is_last_run_failed"] = json!(failed);
+        body["result"] = json!({"rule": rule});
+        body["metrics"] = json!({"of": rule});
+        if failed {
+            body["error"] = json!(format!("{rule} failed"));
+        }
+        body["output"] = json!([{"node_id": "n", "visit": 1, "stream": "stdout",
+                                 "text": format!("{rule} printed"), "cut_bytes": 0}]);
+        body
+    };
     // (token, body, expected status, expected code): every own run but the last, the last
     // with a wrong claim token, and the other tenant's first run with its right token.
     let mut asks = Vec::new();
@@ -1001,7 +1016,7 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
         for (rule, execution, claim_token) in rest {
             asks.push((
                 token.clone(),
-                report(*rule, execution, claim_token),
+                own_report(*rule, execution, claim_token),
                 200,
                 "",
             ));
@@ -1045,6 +1060,12 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
     assert_eq!(replies.len(), 18);
     for (body, status, code, reply) in &replies {
         assert_eq!(reply.status, *status, "{body}: {}", reply.body);
+        if *status == 200 {
+            assert_eq!(
+                reply.body["branch_rule_id"], body["branch_rule_id"],
+                "its own answer"
+            );
+        }
         if !code.is_empty() {
             assert_eq!(reply.body["error"]["code"], *code, "{body}: {}", reply.body);
         }
@@ -1062,13 +1083,33 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
     for (_, runs) in &tenants {
         let (last, rest) = runs.split_last().expect("runs");
         for (rule, execution, _) in rest {
-            let status: String =
-                sqlx::query_scalar("SELECT status FROM executions WHERE id = $1::text::uuid")
-                    .bind(execution.as_str().unwrap_or_default())
-                    .fetch_one(&app.pool)
-                    .await
-                    .expect("status");
-            assert_eq!(status, "completed", "rule {rule}");
+            let failed = rule.as_u128() % 2 == 1;
+            let row: (String, Value, Value, Option<String>, String, bool, i64) = sqlx::query_as(
+                "SELECT e.status, e.result, e.metrics, e.error, o.text, br.is_last_run_failed, \
+                        br.run_count \
+                 FROM executions e JOIN branch_rules br ON br.id = e.branch_rule_id \
+                 JOIN execution_output o ON o.execution_id = e.id \
+                 WHERE e.id = $1::text::uuid",
+            )
+            .bind(execution.as_str().unwrap_or_default())
+            .fetch_one(&app.pool)
+            .await
+            .expect("the finished run");
+            let status = if failed { "failed" } else { "completed" };
+            let error = failed.then(|| format!("{rule} failed"));
+            assert_eq!(
+                row,
+                (
+                    status.to_owned(),
+                    json!({"rule": rule}),
+                    json!({"of": rule}),
+                    error,
+                    format!("{rule} printed"),
+                    failed,
+                    1
+                ),
+                "rule {rule} has its own report's results"
+            );
         }
         let refused: (String, bool) = sqlx::query_as(
             "SELECT e.status, br.is_currently_running FROM executions e \
@@ -1095,4 +1136,19 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
         groups < 18.0,
         "{groups} groups for 18 reports: none was made together"
     );
+    // The answer each report got is the one kept for it: the same report again replays it.
+    let (token, runs) = &tenants[0];
+    let (rule, execution, claim_token) = &runs[1];
+    let again = app
+        .call(
+            SetNextRunTimeRequest::NAME,
+            token,
+            own_report(*rule, execution, claim_token),
+        )
+        .await;
+    let first = replies
+        .iter()
+        .find(|(body, ..)| body["execution_id"] == *execution)
+        .map(|(.., reply)| reply.body.clone());
+    assert_eq!(Some(again.body), first, "replayed as answered in its group");
 }

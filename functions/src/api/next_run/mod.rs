@@ -2,7 +2,6 @@
 
 use axum::extract::State;
 use axum::{Extension, Json};
-use chrono::{DateTime, Utc};
 use res_shared::wire::ErrorCode;
 use res_shared::wire::{
     Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
@@ -16,23 +15,23 @@ mod judge;
 mod offline;
 mod outcome;
 mod output;
+mod record;
 
 pub(crate) use grouped::ReportCall;
-pub(crate) use judge::{Judgement, judge, superseded_note};
+pub(crate) use judge::{Judgement, judge};
 use judge::{late_is_superseded, legacy_refusal};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
-use outcome::{Held, RuleFacts, reported_times, run_outcome};
 use output::check_output;
+use record::{record_all, report_span};
 
 use super::{batch, group, require_object};
 use crate::admission::TurnSlot;
 use crate::auth::{Caller, Role, SiteCaller};
 use crate::db;
-use crate::db::branch_rules::{LockedRule, RunRecord};
-use crate::db::executions::{ExecutionRow, Finish};
+use crate::db::branch_rules::LockedRule;
+use crate::db::executions::ExecutionRow;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
-use crate::logging::Untrusted;
 use crate::metrics::Metrics;
 use crate::state::AppState;
 
@@ -95,11 +94,7 @@ pub(crate) async fn set_next_run_time_batch(
     batch::require_items("reports", request.reports.len())?;
     let mut answers = Vec::with_capacity(request.reports.len());
     for report in &request.reports {
-        let span = tracing::info_span!(
-            "set_next_run_time",
-            branch_rule_id = %report.branch_rule_id,
-            execution_id = ?report.execution_id
-        );
+        let span = report_span(report);
         let answer = async {
             check_shape(&caller, report)?;
             record(&state, &caller, report)
@@ -179,7 +174,12 @@ async fn record(
     request: &SetNextRunTimeRequest,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
-    let recorded = record_in(&mut tx, caller, request).await;
+    let recorded = match record_all(&mut tx, &[(caller, request)]).await {
+        Ok(mut recorded) => recorded
+            .pop()
+            .unwrap_or_else(|| Err(ApiError::Internal("the report was left out".into()))),
+        Err(error) => Err(error),
+    };
     if keeps_writes(&recorded) {
         tx.commit().await?;
     }
@@ -187,44 +187,10 @@ async fn record(
     recorded.map(|recorded| Json(recorded.answer))
 }
 
-/// A report recorded in `tx`: its answer, and whether it repeated an earlier one.
+/// A report recorded in a transaction: its answer, and whether it repeated an earlier one.
 pub(crate) struct Recorded {
     answer: SetNextRunTimeResponse,
     replayed: bool,
-}
-
-/// Records one report in `tx` under its rule's lock. A refusal (4xx) is decided before
-/// anything is written, except a superseded report's results, which are kept; any other
-/// error leaves the transaction to be rolled back.
-async fn record_in(
-    tx: &mut db::Tx,
-    caller: &Caller,
-    request: &SetNextRunTimeRequest,
-) -> Result<Recorded, ApiError> {
-    let rule_id = request.branch_rule_id;
-    let rule = db::branch_rules::lock(tx, rule_id)
-        .await?
-        .filter(|rule| caller.sees_branch(rule.branch_id))
-        .ok_or_else(|| ApiError::NotFound(format!("branch rule {rule_id} not found")))?;
-    let status_name = status_name(request);
-    let mode = match resolve(tx, &rule, request, status_name).await? {
-        Resolved::Record(mode) => mode,
-        Resolved::Replay(answer) => {
-            return Ok(Recorded {
-                answer,
-                replayed: true,
-            });
-        }
-        Resolved::Superseded(execution) => {
-            superseded(tx, &execution, request, status_name, rule.db_now).await?;
-            return Err(superseded_refusal(execution.id));
-        }
-    };
-    let answer = write_report(tx, &rule, request, mode.as_ref(), status_name).await?;
-    Ok(Recorded {
-        answer,
-        replayed: false,
-    })
 }
 
 /// Whether a report's transaction is committed: recorded, or superseded (its results kept).
@@ -278,16 +244,17 @@ enum Resolved {
     Superseded(ExecutionRow),
 }
 
-/// Meets the report with the execution it names (locking it), under the locked rule.
+/// Meets the report with the execution it names (`existing`, locked), under the locked
+/// rule.
 async fn resolve(
     tx: &mut db::Tx,
     rule: &LockedRule,
     request: &SetNextRunTimeRequest,
     status_name: &str,
+    existing: Option<ExecutionRow>,
 ) -> Result<Resolved, ApiError> {
     let resolved = match (request.execution_id, request.claim_token.as_deref()) {
         (Some(id), Some(token)) => {
-            let existing = db::executions::lock(tx, id).await?;
             match (existing, &request.offline) {
                 // Another rule's execution (whoever's scope it is in) is never touched, and
                 // the answer is the same as for an id nobody has used.
@@ -375,187 +342,10 @@ async fn resolve(
     Ok(resolved)
 }
 
-/// Reschedules the rule and finishes the execution (with an offline run's violations);
-/// returns the answer, also stored for replays.
-async fn write_report(
-    tx: &mut db::Tx,
-    rule: &LockedRule,
-    request: &SetNextRunTimeRequest,
-    mode: Option<&Mode>,
-    status_name: &str,
-) -> Result<SetNextRunTimeResponse, ApiError> {
-    if let (Some(FinishStatus::Crashed), Some(Mode::Offline { id, root })) = (request.status, mode)
-    {
-        return record_crashed(tx, rule, request, (*id, *root)).await;
-    }
-    let held = match mode {
-        Some(Mode::Claimed(execution)) => Held::Claimed {
-            claimed_at: execution.scheduled_at,
-        },
-        Some(Mode::Offline { .. }) => Held::Offline,
-        None => Held::Unknown,
-    };
-    let facts = RuleFacts {
-        now: rule.db_now,
-        next_run_time: rule.next_run_time,
-        failures_in_a_row: rule.failures_in_a_row(),
-        threshold: rule.threshold(),
-    };
-    let outcome = run_outcome(&rule.schedule(), facts, held, request);
-    let warnings: Vec<String> = outcome.problem.iter().cloned().collect();
-    for warning in &warnings {
-        tracing::warn!(warning = %Untrusted(warning), "scheduled with the fixed fallback delay");
-    }
-    let failed = request.is_last_run_failed;
-    let attention = outcome.attention;
-    let next_run_time = outcome.next_run_time;
-    let times = outcome.times;
-    let record = RunRecord {
-        failed,
-        next_run_time,
-        consecutive_failures: i32::try_from(outcome.policy.consecutive_failures)
-            .unwrap_or(i32::MAX),
-        attention: attention.as_deref(),
-        finished_at: outcome.finished_at,
-    };
-    let counters = db::branch_rules::record_run(tx, rule.id, &record).await?;
-    if let Some(reason) = &attention {
-        tracing::warn!(reason = %Untrusted(reason), "the rule needs attention");
-    }
-    let answer = SetNextRunTimeResponse {
-        branch_rule_id: rule.id,
-        next_run_time,
-        last_run_time: record.finished_at,
-        is_currently_running: false,
-        run_count: counters.run_count,
-        degenerate: outcome.degenerate,
-        warnings,
-        revision: Some(counters.revision),
-    };
-    if let Some(execution) = mode.map(Mode::execution) {
-        finish_execution(
-            tx,
-            (rule.id, execution),
-            request,
-            status_name,
-            &answer,
-            times,
-        )
-        .await?;
-    }
-    tracing::info!(next_run_time = %answer.next_run_time, failed, degenerate = answer.degenerate, offline = held == Held::Offline, "rescheduled");
-    Ok(answer)
-}
-
-/// Finishes execution `id` (of chain `root`) of rule `rule_id` as `status` with the
-/// report's results, its `(started, finished)` times, and `answer` (kept for replays);
-/// records an offline run's violations, keyed by the chain's root.
-async fn finish_execution(
-    tx: &mut db::Tx,
-    (rule_id, (id, root)): (Uuid, (Uuid, Uuid)),
-    request: &SetNextRunTimeRequest,
-    status: &str,
-    answer: &SetNextRunTimeResponse,
-    times: Option<(DateTime<Utc>, DateTime<Utc>)>,
-) -> Result<(), ApiError> {
-    let report = serde_json::to_value(answer)
-        .map_err(|e| ApiError::Internal(format!("cannot encode the answer: {e}")))?;
-    db::executions::finish(
-        tx,
-        id,
-        &Finish {
-            status,
-            result: request.result.as_ref(),
-            error: request.error.as_deref(),
-            metrics: request.metrics.as_ref(),
-            report: &report,
-            times: (times.map(|t| t.0), times.map(|t| t.1)),
-        },
-    )
-    .await?;
-    if !request.output.is_empty() {
-        db::output::store(tx, id, &request.output).await?;
-    }
-    let offline = request.offline.as_ref();
-    for violation in offline.map_or(&[][..], |o| &o.violations[..]) {
-        record_offline_violation(tx, (rule_id, id, root), violation).await?;
-    }
-    Ok(())
-}
-
-/// An offline run that stopped without finishing: recorded as crashed with its times and
-/// violations, the rule left as it was (still due, so it is retried at once, as after an
-/// expired lease), and nothing counted as a run or a failure.
-async fn record_crashed(
-    tx: &mut db::Tx,
-    rule: &LockedRule,
-    request: &SetNextRunTimeRequest,
-    execution: (Uuid, Uuid),
-) -> Result<SetNextRunTimeResponse, ApiError> {
-    let offline = request.offline.as_ref();
-    let counters = db::branch_rules::run_counters(tx, rule.id).await?;
-    let answer = SetNextRunTimeResponse {
-        branch_rule_id: rule.id,
-        next_run_time: rule.next_run_time.unwrap_or(rule.db_now),
-        // A rule that never finished a run answers with when this one stopped.
-        last_run_time: counters
-            .last_run_time
-            .or(offline.map(|o| o.finished_at))
-            .unwrap_or(rule.db_now),
-        is_currently_running: false,
-        run_count: counters.run_count,
-        degenerate: false,
-        warnings: Vec::new(),
-        revision: Some(counters.revision),
-    };
-    let times = offline.map(|o| (o.started_at, o.finished_at));
-    let crashed = ExecutionStatus::Crashed.as_str();
-    finish_execution(tx, (rule.id, execution), request, crashed, &answer, times).await?;
-    tracing::warn!(
-        "an offline run stopped without finishing: recorded as crashed, the rule is due for its retry"
-    );
-    Ok(answer)
-}
-
 fn execution_not_found(id: Uuid, rule_id: Uuid) -> ApiError {
     ApiError::NotFound(format!(
         "execution {id} not found for branch rule {rule_id}"
     ))
-}
-
-/// A late report for an execution that was retried meanwhile: the execution gets what its
-/// runner reports (it did run), but the rule belongs to the retry now, so nothing is
-/// rescheduled.
-async fn superseded(
-    tx: &mut db::Tx,
-    execution: &ExecutionRow,
-    request: &SetNextRunTimeRequest,
-    status_name: &str,
-    now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    // The run ended when its runner says, not when its report finally arrived.
-    let times = reported_times(request, execution.scheduled_at, now);
-    db::executions::finish(
-        tx,
-        execution.id,
-        &Finish {
-            status: status_name,
-            result: request.result.as_ref(),
-            error: request.error.as_deref(),
-            metrics: request.metrics.as_ref(),
-            report: &superseded_note(),
-            times: (times.map(|t| t.0), times.map(|t| t.1)),
-        },
-    )
-    .await?;
-    if !request.output.is_empty() {
-        db::output::store(tx, execution.id, &request.output).await?;
-    }
-    // It did not crash after all: an offline run taken for its retry was its own occurrence.
-    for unlinked in db::executions::unlink_offline_retries(tx, execution).await? {
-        tracing::info!(%unlinked, "an offline run taken for this run's retry is its own run again");
-    }
-    Ok(())
 }
 
 fn superseded_refusal(id: Uuid) -> ApiError {
