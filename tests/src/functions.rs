@@ -297,6 +297,20 @@ impl TestApp {
             .unwrap_or_else(|| panic!("no sample {name} in {metrics}"))
     }
 
+    /// How many groups of `kind` (`claim`, `report`) were made, and of how many calls in
+    /// all (`res_functions_group_size`).
+    pub async fn groups_made(&self, kind: &str) -> (f64, f64) {
+        let groups = self
+            .metric(&format!(
+                "res_functions_group_size_count{{kind=\"{kind}\"}}"
+            ))
+            .await;
+        let calls = self
+            .metric(&format!("res_functions_group_size_sum{{kind=\"{kind}\"}}"))
+            .await;
+        (groups, calls)
+    }
+
     /// The database's clock.
     pub async fn db_now(&self) -> DateTime<Utc> {
         sqlx::query_scalar("SELECT now()")

@@ -361,12 +361,7 @@ async fn claims_at_once_are_made_in_groups_each_in_its_own_scope() {
             assert_eq!(execution_count(&app, *rule).await, 1);
         }
     }
-    let groups = app
-        .metric("res_functions_group_size_count{kind=\"claim\"}")
-        .await;
-    let claimed = app
-        .metric("res_functions_group_size_sum{kind=\"claim\"}")
-        .await;
+    let (groups, claimed) = app.groups_made("claim").await;
     assert_eq!(claimed, 42.0, "every claim went through a group");
     assert!(
         groups < 42.0,

@@ -1125,12 +1125,7 @@ async fn reports_at_once_are_recorded_in_groups_each_in_its_own_scope() {
             "a refused report changed nothing"
         );
     }
-    let groups = app
-        .metric("res_functions_group_size_count{kind=\"report\"}")
-        .await;
-    let reported = app
-        .metric("res_functions_group_size_sum{kind=\"report\"}")
-        .await;
+    let (groups, reported) = app.groups_made("report").await;
     assert_eq!(reported, 18.0, "every report went through a group");
     assert!(
         groups < 18.0,

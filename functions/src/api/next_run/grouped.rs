@@ -10,7 +10,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use super::record::{Call, record_all, report_span};
-use super::{Recorded, count, record};
+use super::{count, record};
 use crate::api::group::{Answer, Grouped, Groups};
 use crate::auth::Caller;
 use crate::db;
@@ -48,31 +48,21 @@ impl Grouped for ReportCall {
             .map(|answer| answer.0)
     }
 
-    /// The reports in their rules' order (see `record`).
     async fn together(
         state: &AppState,
         group: &[ReportCall],
     ) -> Result<Vec<Answer<Self>>, ApiError> {
-        let mut order: Vec<usize> = (0..group.len()).collect();
-        order.sort_by_key(|&i| group[i].request.branch_rule_id);
-        let calls: Vec<Call<'_>> = order
+        let calls: Vec<Call<'_>> = group
             .iter()
-            .map(|&i| (&group[i].caller, &group[i].request))
+            .map(|call| (&call.caller, &call.request))
             .collect();
         let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
         let recorded = record_all(&mut tx, &calls).await?;
         tx.commit().await?;
-        let mut answers: Vec<Option<Result<Recorded, ApiError>>> =
-            group.iter().map(|_| None).collect();
-        for (i, one) in order.into_iter().zip(recorded) {
-            answers[i] = Some(one);
-        }
         Ok(group
             .iter()
-            .zip(answers)
+            .zip(recorded)
             .map(|(call, one)| {
-                let one =
-                    one.unwrap_or_else(|| Err(ApiError::Internal("a report was left out".into())));
                 count(state, &call.request, &one);
                 one.map(|recorded| recorded.answer)
             })

@@ -174,12 +174,9 @@ async fn record(
     request: &SetNextRunTimeRequest,
 ) -> Result<Json<SetNextRunTimeResponse>, ApiError> {
     let mut tx = db::begin_run_bookkeeping(&state.pool, true).await?;
-    let recorded = match record_all(&mut tx, &[(caller, request)]).await {
-        Ok(mut recorded) => recorded
-            .pop()
-            .unwrap_or_else(|| Err(ApiError::Internal("the report was left out".into()))),
-        Err(error) => Err(error),
-    };
+    let recorded = record_all(&mut tx, &[(caller, request)])
+        .await
+        .and_then(batch::only);
     if keeps_writes(&recorded) {
         tx.commit().await?;
     }

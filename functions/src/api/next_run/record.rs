@@ -229,13 +229,7 @@ async fn write_runs(
             },
         ));
     }
-    let finished: Vec<(&FinishingRun<'_>, &SetNextRunTimeResponse)> = runs
-        .iter()
-        .zip(&answers)
-        .filter(|((_, run, _), _)| run.mode.is_some())
-        .map(|((_, run, _), (_, answer))| (run, answer))
-        .collect();
-    finish_executions(tx, &finished).await?;
+    finish_executions(tx, runs, &answers).await?;
     for ((_, run, span), (_, answer)) in runs.iter().zip(&answers) {
         span.in_scope(|| {
             tracing::info!(
@@ -250,33 +244,34 @@ async fn write_runs(
     Ok(answers)
 }
 
-/// Finishes the runs' executions with their reports' results and the answers (kept for
-/// replays), in one statement; then their output and an offline run's violations.
+/// Finishes the executions of the runs that have one (the legacy form names none) with
+/// their reports' results and their answers (kept for replays), in one statement; then
+/// their output and an offline run's violations.
 async fn finish_executions(
     tx: &mut db::Tx,
-    finished: &[(&FinishingRun<'_>, &SetNextRunTimeResponse)],
+    runs: &[(usize, FinishingRun<'_>, tracing::Span)],
+    answers: &[(usize, SetNextRunTimeResponse)],
 ) -> Result<(), ApiError> {
-    let reports = finished
+    let finished = runs
         .iter()
-        .map(|(_, answer)| encode(answer))
+        .zip(answers)
+        .filter_map(|((_, run, _), (_, answer))| {
+            let mode = run.mode.as_ref()?;
+            Some(encode(answer).map(|report| (run, mode.execution(), report)))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    let mut finishes = Vec::with_capacity(finished.len());
-    let mut written = Vec::with_capacity(finished.len());
-    for ((run, _), report) in finished.iter().zip(&reports) {
-        let Some(mode) = &run.mode else { continue };
-        let times = run.outcome.times;
-        finishes.push(finish_row(
-            mode.execution().0,
-            run.request,
-            run.status,
-            report,
-            times,
-        ));
-        written.push((run.rule_id, mode.execution(), run.request));
+    if finished.is_empty() {
+        return Ok(());
     }
+    let finishes: Vec<Finish<'_>> = finished
+        .iter()
+        .map(|(run, (id, _), report)| {
+            finish_row(*id, run.request, run.status, report, run.outcome.times)
+        })
+        .collect();
     db::executions::finish(tx, &finishes).await?;
-    for (rule_id, execution, request) in written {
-        keep_output_and_violations(tx, (rule_id, execution), request).await?;
+    for (run, execution, _) in &finished {
+        keep_output_and_violations(tx, (run.rule_id, *execution), run.request).await?;
     }
     Ok(())
 }
@@ -375,9 +370,9 @@ async fn superseded(
     let note = superseded_note();
     let finish = finish_row(execution.id, request, status, &note, times);
     db::executions::finish(tx, std::slice::from_ref(&finish)).await?;
-    if !request.output.is_empty() {
-        db::output::store(tx, execution.id, &request.output).await?;
-    }
+    // A superseded report is a claimed run's: output, and no offline violations.
+    let chain = (execution.id, execution.root_id);
+    keep_output_and_violations(tx, (execution.branch_rule_id, chain), request).await?;
     // It did not crash after all: an offline run taken for its retry was its own occurrence.
     for unlinked in db::executions::unlink_offline_retries(tx, execution).await? {
         tracing::info!(%unlinked, "an offline run taken for this run's retry is its own run again");
