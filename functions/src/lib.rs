@@ -30,3 +30,12 @@ pub mod wait_presence;
 pub use error::ApiError;
 pub use router::{Function, router, router_with_console};
 pub use state::AppState;
+
+/// Every binary built on these functions — `serve`, each Lambda, the sweeper, the fleet
+/// bench — allocates through mimalloc. glibc's allocator took about a sixth of `serve`'s
+/// CPU under the fleet mix (perf, 12,000 sites, 2026-11-29): thousands of connections and
+/// pooled statements allocate and free small buffers across the worker threads, and its
+/// chunk unlinking and consolidation led the profile. Side by side, `serve` went from 0.16
+/// to 0.12 cores (docs/benchmarks.md, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
