@@ -260,3 +260,141 @@ async fn another_brands_runner_never_learns_or_takes_a_branch_it_does_not_serve(
             .expect("owner");
     assert_eq!(owner, "site-a");
 }
+
+/// The registry row's and the designation's row versions (`xmin`): they move only when a
+/// statement writes the row.
+async fn row_versions(app: &TestApp, runner: &str) -> (String, String) {
+    sqlx::query_as(
+        "SELECT r.xmin::text, o.xmin::text FROM runners r \
+         JOIN branch_offline_owners o ON (o.key_id, o.runner_id) = (r.key_id, r.runner_id) \
+         WHERE r.runner_id = $1",
+    )
+    .bind(runner)
+    .fetch_one(&app.pool)
+    .await
+    .expect("the runner owns a branch")
+}
+
+/// Asks with `health` (and the cursor `since`, for a delta): the answer.
+async fn ask_with(
+    app: &TestApp,
+    token: &str,
+    health: Value,
+    since: Option<&Value>,
+) -> support::Reply {
+    let mut body = json!({"runner_id": "site-a", "health": health});
+    if let Some(cursor) = since {
+        body["since"] = cursor.clone();
+    }
+    let reply = app.call(PlanRequest::NAME, token, body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    reply
+}
+
+#[tokio::test]
+async fn asking_again_with_nothing_new_writes_nothing_and_anything_new_is_written_at_once() {
+    let app = TestApp::start().await;
+    let (_, branch) = branch(&app).await;
+    let key = app.runner_token(&[branch]).await;
+    let health = json!({"runs_offline": true, "outbox_depth": 2, "version": "0.3.0"});
+    let first = ask_with(&app, &key, health.clone(), None).await;
+    assert_eq!(
+        owner_of(&first.body["offline_owners"], branch),
+        Some(("site-a".into(), true))
+    );
+    let written = row_versions(&app, "site-a").await;
+
+    // Nothing new, for a full plan and for a delta: the same answer, no row written.
+    let cursor = first.body["cursor"].clone();
+    for since in [None, Some(&cursor)] {
+        let again = ask_with(&app, &key, health.clone(), since).await;
+        assert_eq!(
+            again.body["offline_owners"], first.body["offline_owners"],
+            "since {since:?}"
+        );
+        assert_eq!(
+            row_versions(&app, "site-a").await,
+            written,
+            "since {since:?}"
+        );
+    }
+
+    // Each new thing the runner says is written by the request that says it, on both paths.
+    let changes = [
+        (
+            "outbox_depth",
+            json!({"runs_offline": true, "outbox_depth": 0, "version": "0.3.0"}),
+        ),
+        (
+            "version",
+            json!({"runs_offline": true, "outbox_depth": 0, "version": "0.3.1"}),
+        ),
+        (
+            "state_unwritable_since",
+            json!({"runs_offline": true, "outbox_depth": 0, "version": "0.3.1",
+                   "state_unwritable_since": "2026-11-29T10:00:00Z"}),
+        ),
+        (
+            "last_outage",
+            json!({"runs_offline": true, "outbox_depth": 0, "version": "0.3.1",
+                   "state_unwritable_since": "2026-11-29T10:00:00Z",
+                   "last_outage": {"started_at": "2026-11-29T09:00:00Z",
+                                   "ended_at": "2026-11-29T09:05:00Z"}}),
+        ),
+    ];
+    let mut before = written;
+    for (i, (field, health)) in changes.iter().enumerate() {
+        let since = (i % 2 == 1).then_some(&cursor);
+        ask_with(&app, &key, health.clone(), since).await;
+        let now = row_versions(&app, "site-a").await;
+        assert_ne!(now.0, before.0, "a new {field} is written");
+        let (depth, version, unwritable, outage): (Option<i32>, Option<String>, bool, bool) =
+            sqlx::query_as(
+                "SELECT outbox_depth, version, state_unwritable_since IS NOT NULL, \
+                        last_outage_started_at IS NOT NULL \
+                 FROM runners WHERE runner_id = 'site-a'",
+            )
+            .fetch_one(&app.pool)
+            .await
+            .expect("the registry row");
+        assert_eq!(depth, Some(0), "after {field}");
+        assert_eq!(
+            version.as_deref(),
+            Some(if i == 0 { "0.3.0" } else { "0.3.1" })
+        );
+        assert_eq!((unwritable, outage), (i >= 2, i >= 3), "after {field}");
+        before = now;
+    }
+
+    // Presence half the stale time (60 s) old is renewed.
+    let last = changes[changes.len() - 1].1.clone();
+    sqlx::query("UPDATE runners SET last_seen_at = now() - interval '31 seconds'")
+        .execute(&app.pool)
+        .await
+        .expect("age the presence");
+    let aged = row_versions(&app, "site-a").await;
+    ask_with(&app, &key, last.clone(), Some(&cursor)).await;
+    assert_ne!(
+        row_versions(&app, "site-a").await.0,
+        aged.0,
+        "presence renewed"
+    );
+    let fresh: bool = sqlx::query_scalar(
+        "SELECT last_seen_at > now() - interval '5 seconds' FROM runners WHERE runner_id = 'site-a'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .expect("presence");
+    assert!(fresh);
+
+    // Saying it no longer runs offline gives the branch up at once, on the delta path too.
+    let mut gives_up = last;
+    gives_up["runs_offline"] = json!(false);
+    let released = ask_with(&app, &key, gives_up, Some(&cursor)).await;
+    assert_eq!(owner_of(&released.body["offline_owners"], branch), None);
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM branch_offline_owners")
+        .fetch_one(&app.pool)
+        .await
+        .expect("owners");
+    assert_eq!(rows, 0);
+}
