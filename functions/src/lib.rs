@@ -36,6 +36,6 @@ pub use state::AppState;
 /// CPU under the fleet mix (perf, 12,000 sites, 2026-11-29): thousands of connections and
 /// pooled statements allocate and free small buffers across the worker threads, and its
 /// chunk unlinking and consolidation led the profile. Side by side, `serve` went from 0.16
-/// to 0.12 cores (docs/benchmarks.md, "The allocator").
+/// to 0.12–0.13 cores (docs/benchmarks.md, "The allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -275,7 +275,7 @@ async fn row_versions(app: &TestApp, runner: &str) -> (String, String) {
     .expect("the runner owns a branch")
 }
 
-/// Asks with `health` (and the cursor `since`, for a delta): the answer.
+/// Asks as `site-a` with `health` (and the cursor `since`, for a delta): the answer.
 async fn ask_with(
     app: &TestApp,
     token: &str,
@@ -368,10 +368,7 @@ async fn asking_again_with_nothing_new_writes_nothing_and_anything_new_is_writte
 
     // Presence half the stale time (60 s) old is renewed.
     let last = changes[changes.len() - 1].1.clone();
-    sqlx::query("UPDATE runners SET last_seen_at = now() - interval '31 seconds'")
-        .execute(&app.pool)
-        .await
-        .expect("age the presence");
+    age(&app, "site-a", 31, None).await;
     let aged = row_versions(&app, "site-a").await;
     ask_with(&app, &key, last.clone(), Some(&cursor)).await;
     assert_ne!(
