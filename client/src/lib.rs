@@ -102,15 +102,30 @@ impl CloudError {
 /// The longest an answer's body may take, in request timeouts (while it keeps arriving).
 const BODY_TIMEOUTS: u32 = 20;
 
+/// Idle time before the first keep-alive probe of res-runner's connections.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+/// Time between keep-alive probes.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+/// Unanswered probes that end a connection.
+const KEEPALIVE_PROBES: u32 = 4;
+
 /// The TCP keep-alive of res-runner's connections (the fleet benchmark's sites use it too:
 /// reqwest's own default probes four times as often). A plan request waits for minutes in
 /// silence: probes keep the NAT and firewall state on the way, and end the request if the
-/// functions' host vanished.
+/// functions' host vanished — after four unanswered probes, two minutes of silence.
+///
+/// The user timeout is part of that. reqwest sets `TCP_USER_TIMEOUT` to 30 s unless told
+/// otherwise, and Linux then ends a connection at the first unanswered probe once nothing
+/// has been heard for the user timeout: a waiting plan request, idle for a minute, died of
+/// one lost probe (the fleet benchmark lost 9–319 waits a run that way). Set to the
+/// keep-alive's own two minutes, the four probes decide; it still bounds how long sent
+/// data may go unacknowledged.
 pub fn with_keepalive(builder: reqwest::ClientBuilder) -> reqwest::ClientBuilder {
     builder
-        .tcp_keepalive(Duration::from_secs(60))
-        .tcp_keepalive_interval(Duration::from_secs(15))
-        .tcp_keepalive_retries(4)
+        .tcp_keepalive(KEEPALIVE_IDLE)
+        .tcp_keepalive_interval(KEEPALIVE_INTERVAL)
+        .tcp_keepalive_retries(KEEPALIVE_PROBES)
+        .tcp_user_timeout(KEEPALIVE_IDLE + KEEPALIVE_INTERVAL * KEEPALIVE_PROBES)
 }
 
 /// The HTTP client under a [`FunctionsClient`].

@@ -11,6 +11,13 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// One of the namespace's TCP connections, as /proc/net/tcp shows it.
+#[derive(Debug)]
+struct Socket {
+    local_port: u16,
+    probes_out: u32,
+}
+
 /// A namespace and its link to the host.
 #[derive(Debug)]
 pub struct Netns {
@@ -114,8 +121,26 @@ impl Netns {
     }
 
     /// The local ports of the namespace's established TCP connections to `port` on the
-    /// host's end (from the namespace's /proc/net/tcp, read through a process inside it).
+    /// host's end.
     pub fn connections_to(&self, port: u16) -> Vec<u16> {
+        self.sockets_to(port)
+            .into_iter()
+            .map(|s| s.local_port)
+            .collect()
+    }
+
+    /// The keep-alive probes sent and not yet answered on the namespace's established
+    /// connection from `local_port` to `port` on the host's end; none once it has ended.
+    pub fn probes_unanswered(&self, local_port: u16, port: u16) -> Option<u32> {
+        self.sockets_to(port)
+            .into_iter()
+            .find(|s| s.local_port == local_port)
+            .map(|s| s.probes_out)
+    }
+
+    /// The namespace's established TCP connections to `port` on the host's end (from the
+    /// namespace's /proc/net/tcp, read through a process inside it).
+    fn sockets_to(&self, port: u16) -> Vec<Socket> {
         let output = Command::new("ip")
             .args(["netns", "exec", &self.name, "cat", "/proc/net/tcp"])
             .output()
@@ -126,14 +151,38 @@ impl Netns {
             .skip(1)
             .filter_map(|line| {
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                // local, remote, state (01: established)
+                // local, remote, state (01: established), …, the "timeout" column: the
+                // kernel's icsk_probes_out, keep-alive probes unanswered.
                 let (local, far, state) = (fields.get(1)?, fields.get(2)?, fields.get(3)?);
-                (*far == remote && *state == "01")
-                    .then(|| local.rsplit(':').next())
-                    .flatten()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+                if *far != remote || *state != "01" {
+                    return None;
+                }
+                Some(Socket {
+                    local_port: u16::from_str_radix(local.rsplit(':').next()?, 16).ok()?,
+                    probes_out: fields.get(8)?.parse().ok()?,
+                })
             })
             .collect()
+    }
+
+    /// Drops every packet the namespace sends from `ports`, until [`Netns::unmute`]: a
+    /// link that loses what the site says while it hears the other end.
+    pub fn mute(&self, ports: &[u16]) {
+        let set = ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.nft(&format!(
+            "table inet res_mute {{\n\
+               chain output {{ type filter hook output priority 0; tcp sport {{ {set} }} drop; }}\n\
+             }}\n"
+        ));
+    }
+
+    /// Lets through again what [`Netns::mute`] dropped.
+    pub fn unmute(&self) {
+        self.nft("delete table inet res_mute\n");
     }
 
     /// Drops, both ways, every packet of the namespace's connections from `ports`: what a

@@ -74,6 +74,72 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
     );
 }
 
+/// docs/faults.md: keep-alive probes end a waiting request's connection after four are lost,
+/// not one. reqwest's default `TCP_USER_TIMEOUT` (30 s) made Linux end it at the first lost
+/// probe once the connection had been idle a minute.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_plan_request_outlives_a_lost_keepalive_probe_and_a_run_now_arrives_on_it() {
+    let netns = Netns::create();
+    // The wait outlasts the first two probes (after 60 s idle, then 15 s).
+    let system = System::start_serving(
+        &binary("res-functions"),
+        &["--plan-wait-max-seconds", "150"],
+        netns.host.into(),
+    )
+    .await;
+    let run_now = system.tomorrows_rule(0.1).await;
+    let runner = system.runner_in(&netns, "site-1", &[("PLAN_WAIT_SECONDS", "240")]);
+    eventually(
+        "the runner waits on its plan",
+        Duration::from_secs(30),
+        || async { runner.reaches_functions().await },
+    )
+    .await;
+    // Past the pool's 30 s idle limit only the waiting request's connection is left.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    let functions = system.functions.port();
+    let ports = netns.connections_to(functions);
+    let [waiting] = ports[..] else {
+        panic!("one waiting plan request's connection is open: {ports:?}");
+    };
+    // Everything the site sends on it is lost until its first probe has gone unanswered.
+    netns.mute(&[waiting]);
+    eventually(
+        "the runner's first keep-alive probe goes unanswered",
+        Duration::from_secs(60),
+        || async {
+            netns
+                .probes_unanswered(waiting, functions)
+                .is_some_and(|n| n >= 1)
+        },
+    )
+    .await;
+    netns.unmute();
+    // The next probe, 15 s later, is answered and the connection goes on.
+    eventually(
+        "the runner's next keep-alive probe is answered",
+        Duration::from_secs(30),
+        || async {
+            match netns.probes_unanswered(waiting, functions) {
+                Some(n) => n == 0,
+                None => panic!("the waiting request's connection ended after one lost probe"),
+            }
+        },
+    )
+    .await;
+    let asked = Instant::now();
+    system.run_now(run_now, "after a lost probe").await;
+    let log = runner.log();
+    assert!(
+        !log.contains("a waiting plan request got no answer"),
+        "the wait was given up: {log}"
+    );
+    eprintln!(
+        "the Run now completed {:?} after it was asked, over connection {waiting}",
+        asked.elapsed()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_link_losing_a_fifth_of_its_packets_runs_nothing_twice_and_loses_nothing() {
     let netns = Netns::create();
