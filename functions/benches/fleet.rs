@@ -9,7 +9,8 @@
 //! functions and the generator itself.
 //!
 //! `cargo bench -p res-functions --bench fleet -- --sites 20000 --minutes 10 [--wait 240]
-//! [--serves S] [--generators G]` (defaults: 2,000 sites, 2 minutes, plan polled every 20 s;
+//! [--serves S] [--generators G] [--warm-up S]` (defaults: 2,000 sites, 2 minutes, 120 s of
+//! warm-up, plan polled every 20 s;
 //! `--wait S`: each site keeps a plan request open waiting S seconds, as res-runner does).
 //! A process may hold 20,000 open files here, so the sites run in G generator processes (one
 //! per 10,000 sites unless told) against S `serve` processes sharing one port (one per
@@ -70,7 +71,9 @@ const CRONS: [&str; 20] = [
     "30 13 * * *",
 ];
 const JITTER_SECONDS: u32 = 900;
-const WARM_UP: Duration = Duration::from_secs(120);
+/// The warm-up unless `--warm-up S` says otherwise: long enough at 12,000 sites; 30,000
+/// sites' first full plans take longer.
+const WARM_UP_SECONDS: u64 = 120;
 /// The warm-up's tables are analyzed this long before measuring starts.
 const ANALYZE_BEFORE_MEASURING: Duration = Duration::from_secs(20);
 /// Seeding takes about this long a site (30 s at 20,000 sites, 49 s at 30,000).
@@ -123,10 +126,11 @@ async fn run() {
     // `--wait S`: plan requests wait S seconds for a change, as res-runner's do; 0 (the
     // default) polls a delta every 20 s, the server's worst case.
     let wait = u32::try_from(arg("--wait", 0)).expect("--wait takes seconds");
+    let warm_up = Duration::from_secs(arg("--warm-up", WARM_UP_SECONDS));
     println!(
         "== {sites} sites × {} rules, {minutes} min measured after {} s warm-up, plan {} ==",
         CRONS.len(),
-        WARM_UP.as_secs(),
+        warm_up.as_secs(),
         if wait == 0 {
             "polled every 20 s".to_owned()
         } else {
@@ -138,7 +142,7 @@ async fn run() {
     db::migrate(&pool).await.expect("migrate");
     let seeding = Instant::now();
     let site_count = sites;
-    let sites = seed(&pool, sites).await;
+    let sites = seed(&pool, sites, warm_up).await;
     println!("seeded in {:.1?}", seeding.elapsed());
     // Each process may hold 20,000 open files here and each waiting site holds a
     // connection at both ends: the sites are split across generator processes, and across
@@ -181,7 +185,7 @@ async fn run() {
     let measured = Duration::from_secs(minutes * 60);
     // The generators stop a little after the measured window, so they are all still
     // running when their CPU time is read at its end.
-    let run_for = WARM_UP + measured + Duration::from_secs(5);
+    let run_for = warm_up + measured + Duration::from_secs(5);
     let scratch = tempfile_dir();
     let start_unix_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -219,12 +223,12 @@ async fn run() {
     // `executions` once per rule (up to 0.5 ms a probe, 20 a look, by the end of the
     // warm-up at 3,000 sites) — until autovacuum came round, which it had not within the
     // run. Analyzing invalidates those plans before measuring.
-    tokio::time::sleep_until((started + WARM_UP - ANALYZE_BEFORE_MEASURING).into()).await;
+    tokio::time::sleep_until((started + warm_up - ANALYZE_BEFORE_MEASURING).into()).await;
     sqlx::query("ANALYZE executions, plan_changes, runners, branch_offline_owners")
         .execute(&pool)
         .await
         .expect("analyze what the warm-up wrote");
-    tokio::time::sleep_until((started + WARM_UP).into()).await;
+    tokio::time::sleep_until((started + warm_up).into()).await;
     let cpu_before = cpu_split(&pids().0, &pids().1);
     let size_before = database_size(&pool).await;
     support::statements::reset(&pool).await;
@@ -234,12 +238,12 @@ async fn run() {
         pool.clone(),
         sampling.clone(),
     ));
-    tokio::time::sleep_until((started + WARM_UP + measured).into()).await;
+    tokio::time::sleep_until((started + warm_up + measured).into()).await;
     let cpu_after = cpu_split(&pids().0, &pids().1);
     let inside_after = support::server_metrics::scrape_all(&metrics_urls).await;
     sampling.cancel();
     // The calls answered within the measured window, as one process recorded them before.
-    let window = WARM_UP..WARM_UP + measured;
+    let window = warm_up..warm_up + measured;
     let calls: Vec<_> = running
         .into_iter()
         .flat_map(Generator::finish)
@@ -311,9 +315,9 @@ async fn database_size(pool: &PgPool) -> i64 {
 /// Brands of `BRAND_SIZE` branches (alternately Riyadh and Berlin), a runner key per
 /// branch, the 20 rules on every branch through brand rules with 15 minutes of jitter, every
 /// other branch rule in a 14-hour window (`window_around`), each due at its real next run.
-async fn seed(pool: &PgPool, sites: usize) -> Vec<Site> {
+async fn seed(pool: &PgPool, sites: usize, warm_up: Duration) -> Vec<Site> {
     let brands = sites.div_ceil(BRAND_SIZE) as i32;
-    let measuring_from = Utc::now() + SEEDING_A_SITE * sites as u32 + WARM_UP;
+    let measuring_from = Utc::now() + SEEDING_A_SITE * sites as u32 + warm_up;
     let shift = measuring_from.minute();
     let crons: Vec<String> = CRONS.iter().map(|c| shifted(c, shift)).collect();
     println!(
