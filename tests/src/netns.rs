@@ -168,11 +168,7 @@ impl Netns {
     /// Drops every packet the namespace sends from `ports`, until [`Netns::unmute`]: a
     /// link that loses what the site says while it hears the other end.
     pub fn mute(&self, ports: &[u16]) {
-        let set = ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let set = port_set(ports);
         self.nft(&format!(
             "table inet res_mute {{\n\
                chain output {{ type filter hook output priority 0; tcp sport {{ {set} }} drop; }}\n\
@@ -188,11 +184,7 @@ impl Netns {
     /// Drops, both ways, every packet of the namespace's connections from `ports`: what a
     /// NAT box that forgot them does. New connections pass.
     pub fn blackhole(&self, ports: &[u16]) {
-        let set = ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        let set = port_set(ports);
         self.nft(&format!(
             "table inet res_blackhole {{\n\
                chain output {{ type filter hook output priority 0; tcp sport {{ {set} }} drop; }}\n\
@@ -254,6 +246,15 @@ impl Netns {
              }}\n"
         ));
     }
+}
+
+/// Ports as the elements of an nft set.
+fn port_set(ports: &[u16]) -> String {
+    ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Drop for Netns {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use res_tests::netns::Netns;
-use res_tests::processes::{binary, eventually};
+use res_tests::processes::{Runner, binary, eventually};
 
 use crate::system::System;
 
@@ -36,16 +36,7 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
             ("REQUEST_TIMEOUT_SECONDS", &timeout),
         ],
     );
-    eventually(
-        "the runner waits on its plan",
-        Duration::from_secs(30),
-        || async { runner.reaches_functions().await },
-    )
-    .await;
-    // Past the idle time after which the runner drops pooled connections (30 s): what is
-    // left open is the waiting plan request's connection.
-    tokio::time::sleep(Duration::from_secs(35)).await;
-    let ports = netns.connections_to(system.functions.port());
+    let ports = waiting_connections(&system, &netns, &runner).await;
     assert!(!ports.is_empty(), "the runner's plan request is open");
     // The NAT forgets every connection the site has: nothing of them passes either way.
     netns.blackhole(&ports);
@@ -89,16 +80,8 @@ async fn a_waiting_plan_request_outlives_a_lost_keepalive_probe_and_a_run_now_ar
     .await;
     let run_now = system.tomorrows_rule(0.1).await;
     let runner = system.runner_in(&netns, "site-1", &[("PLAN_WAIT_SECONDS", "240")]);
-    eventually(
-        "the runner waits on its plan",
-        Duration::from_secs(30),
-        || async { runner.reaches_functions().await },
-    )
-    .await;
-    // Past the pool's 30 s idle limit only the waiting request's connection is left.
-    tokio::time::sleep(Duration::from_secs(35)).await;
+    let ports = waiting_connections(&system, &netns, &runner).await;
     let functions = system.functions.port();
-    let ports = netns.connections_to(functions);
     let [waiting] = ports[..] else {
         panic!("one waiting plan request's connection is open: {ports:?}");
     };
@@ -300,7 +283,7 @@ const SLOW_LINK_TIMEOUT: Duration = Duration::from_secs(5);
 async fn a_plan_of_a_thousand_rules_arrives_in_every_format_over_a_1_5_s_round_trip_at_128_kbit() {
     use res_shared::wire::PlanRequest;
     use res_tests::forwarder::{Forwarder, Link, Target};
-    use res_tests::processes::{Runner, RunnerSpec};
+    use res_tests::processes::RunnerSpec;
 
     let system = System::start().await;
     thousand_rules(&system).await;
@@ -379,4 +362,17 @@ async fn thousand_rules(system: &System) {
         seed.branch_rule(system.branch, crate::system::due_tomorrow())
             .await;
     }
+}
+
+/// The runner's connections to the functions once it waits on its plan and its pool has
+/// dropped the rest (idle 30 s): the waiting plan request's.
+async fn waiting_connections(system: &System, netns: &Netns, runner: &Runner) -> Vec<u16> {
+    eventually(
+        "the runner waits on its plan",
+        Duration::from_secs(30),
+        || async { runner.reaches_functions().await },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    netns.connections_to(system.functions.port())
 }
