@@ -19,13 +19,29 @@ async fn owners(app: &TestApp, token: &str, runner: &str, runs_offline: bool) ->
 
 /// [`owners`], saying nothing about running offline when `runs_offline` is `None`.
 async fn ask(app: &TestApp, token: &str, runner: &str, runs_offline: Option<bool>) -> Value {
-    let body = match runs_offline {
-        Some(runs) => json!({"runner_id": runner, "health": {"runs_offline": runs}}),
-        None => json!({"runner_id": runner}),
-    };
+    let health = runs_offline.map(|runs| json!({"runs_offline": runs}));
+    request(app, token, runner, health, None).await.body["offline_owners"].clone()
+}
+
+/// Asks for a plan as `runner` with `health` (none: no health at all) and, for a delta,
+/// the cursor `since`: the answer, which must be a 200.
+async fn request(
+    app: &TestApp,
+    token: &str,
+    runner: &str,
+    health: Option<Value>,
+    since: Option<&Value>,
+) -> support::Reply {
+    let mut body = json!({"runner_id": runner});
+    if let Some(health) = health {
+        body["health"] = health;
+    }
+    if let Some(cursor) = since {
+        body["since"] = cursor.clone();
+    }
     let reply = app.call(PlanRequest::NAME, token, body).await;
     assert_eq!(reply.status, 200, "{}", reply.body);
-    reply.body["offline_owners"].clone()
+    reply
 }
 
 /// The owner of `branch` in an answer's `offline_owners`: (runner_id, is_you).
@@ -282,13 +298,7 @@ async fn ask_with(
     health: Value,
     since: Option<&Value>,
 ) -> support::Reply {
-    let mut body = json!({"runner_id": "site-a", "health": health});
-    if let Some(cursor) = since {
-        body["since"] = cursor.clone();
-    }
-    let reply = app.call(PlanRequest::NAME, token, body).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    reply
+    request(app, token, "site-a", Some(health), since).await
 }
 
 #[tokio::test]
