@@ -24,6 +24,9 @@ pub(crate) const LEGACY_ENV: [(&str, &str); 4] = [
 /// The prefix of environment overrides.
 pub(crate) const ENV_PREFIX: &str = "RES_RUNNER_";
 
+/// The widest start spread, and the default: a run starts within its due second.
+const MAX_START_SPREAD_MS: u64 = 1_000;
+
 /// A token that never appears in logs or debug output.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -89,6 +92,10 @@ pub struct Config {
     pub(crate) stop_grace_seconds: u64,
     /// Warn when the runner's clock and the server's differ by more than this.
     pub(crate) clock_skew_warn_seconds: u64,
+    /// Due runs start at this runner's moment within this many milliseconds after their due
+    /// second (see `res_shared::schedule::start_offset`), so that a fleet's claims of one
+    /// second do not all reach the functions in the same few milliseconds.
+    pub(crate) start_spread_ms: u64,
 }
 
 impl Default for Config {
@@ -116,6 +123,7 @@ impl Default for Config {
             delay_in_place_max_seconds: 60,
             stop_grace_seconds: 10,
             clock_skew_warn_seconds: 5,
+            start_spread_ms: MAX_START_SPREAD_MS,
         }
     }
 }
@@ -296,6 +304,10 @@ impl Config {
             self.request_timeout_seconds >= 1,
             "request_timeout_seconds must be at least 1",
         );
+        need(
+            self.start_spread_ms <= MAX_START_SPREAD_MS,
+            "start_spread_ms must be between 0 and 1000",
+        );
         if problems.is_empty() {
             Ok(())
         } else {
@@ -311,6 +323,14 @@ impl Config {
     /// `plan_wait_seconds` as a duration.
     pub(crate) fn plan_wait(&self) -> Duration {
         Duration::from_secs(self.plan_wait_seconds)
+    }
+
+    /// How long after a due second this runner starts the runs due then.
+    pub(crate) fn start_offset(&self) -> Duration {
+        res_shared::schedule::start_offset(
+            &self.runner_id,
+            Duration::from_millis(self.start_spread_ms),
+        )
     }
 
     /// The plan file.
@@ -357,18 +377,36 @@ mod tests {
             workers: 0,
             memory_limit_percent: 120.0,
             functions_url: "ftp://x".into(),
+            start_spread_ms: 1_001,
             ..Config::default()
         };
         let message = config.check().expect_err("invalid").to_string();
         for part in [
             "workers",
             "memory_limit_percent",
+            "start_spread_ms must be between 0 and 1000",
             "functions_url 'ftp://x'",
             "runner_id",
         ] {
             assert!(message.contains(part), "{part} in {message}");
         }
         assert!(!format!("{config:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_runner_starts_its_runs_at_its_own_moment_within_the_spread() {
+        let at = |runner_id: &str, start_spread_ms: u64| {
+            Config {
+                runner_id: runner_id.into(),
+                start_spread_ms,
+                ..Config::default()
+            }
+            .start_offset()
+        };
+        assert_eq!(Config::default().start_spread_ms, 1_000);
+        assert_eq!(at("site-1", 1_000), Duration::from_millis(750));
+        assert_eq!(at("site-1", 200), Duration::from_millis(150));
+        assert_eq!(at("site-1", 0), Duration::ZERO);
     }
 
     #[test]

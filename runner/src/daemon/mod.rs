@@ -355,6 +355,7 @@ pub(crate) async fn run(config: Config) -> anyhow::Result<()> {
         functions_url = %daemon.config.functions_url,
         workers = daemon.config.workers,
         offline_execution = daemon.config.offline_execution.as_str(),
+        starts_runs_after_due_ms = daemon.config.start_offset().as_millis(),
         status = %format!("http://{}/", listener.local_addr()?),
         "res-runner starting"
     );

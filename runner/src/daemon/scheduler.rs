@@ -14,6 +14,9 @@ use crate::plan::ready;
 /// Runs until shutdown.
 pub(crate) async fn run(daemon: Arc<Daemon>) {
     let safety = Duration::from_secs(daemon.config.safety_tick_seconds);
+    // The scheduler keeps its time this far behind: a rule due at a second is dispatched
+    // that much after it, and every wake-up comes as late (see `Config::start_offset`).
+    let start_offset = daemon.config.start_offset();
     let mut throttled_since: Option<Instant> = None;
     loop {
         // Interest first, check second: a change between the two still wakes us.
@@ -23,7 +26,7 @@ pub(crate) async fn run(daemon: Arc<Daemon>) {
         if daemon.shutdown.is_cancelled() {
             return;
         }
-        let now = crate::clock::now();
+        let now = crate::clock::now() - start_offset;
         let sleep = match daemon.memory.over_limit() {
             Some(used) => {
                 daemon.metrics.memory_throttled.set(1);

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, DurationRound, FixedOffset, TimeDelta, Timelike, Utc};
+use res_shared::schedule::start_offset;
 use res_tests::functions::RuleSpec;
 use res_tests::processes::eventually;
 
@@ -50,7 +51,13 @@ async fn an_every_2s_rule_runs_on_the_grid_anchored_to_its_window_opening() {
     .await
     .expect("executions");
     // Each run is claimed when its grid time comes: opening + 2k s, k = 0..5, and none at
-    // or after the window's end (opening + 12 s).
+    // or after the window's end (opening + 12 s); site-1 starts its runs its moment into
+    // their second (the default `start_spread_ms`), not before.
+    let moment = start_offset("site-1", Duration::from_secs(1)).as_millis() as i64;
+    assert!(
+        moment > 0,
+        "site-1's moment is within the second, not at it"
+    );
     let mut slots = Vec::new();
     for (claimed_at, status) in &claims {
         assert_eq!(status, "completed", "{claims:?}");
@@ -63,6 +70,10 @@ async fn an_every_2s_rule_runs_on_the_grid_anchored_to_its_window_opening() {
         assert!(
             offset - slot * 2_000 < 1_500,
             "claimed {offset} ms after the opening, not on the 2 s grid: {claims:?}"
+        );
+        assert!(
+            offset - slot * 2_000 >= moment,
+            "claimed {offset} ms after the opening, before site-1's moment {moment} ms into the second: {claims:?}"
         );
         slots.push(slot);
     }
