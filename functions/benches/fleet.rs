@@ -74,6 +74,8 @@ const JITTER_SECONDS: u32 = 900;
 /// The warm-up unless `--warm-up S` says otherwise: long enough at 12,000 sites; 30,000
 /// sites' first full plans take longer.
 const WARM_UP_SECONDS: u64 = 120;
+/// res-runner's `start_spread_ms` default.
+const START_SPREAD_MS: u64 = 1_000;
 /// The warm-up's tables are analyzed this long before measuring starts.
 const ANALYZE_BEFORE_MEASURING: Duration = Duration::from_secs(20);
 /// Seeding takes about this long a site (30 s at 20,000 sites, 49 s at 30,000).
@@ -127,6 +129,9 @@ async fn run() {
     // default) polls a delta every 20 s, the server's worst case.
     let wait = u32::try_from(arg("--wait", 0)).expect("--wait takes seconds");
     let warm_up = Duration::from_secs(arg("--warm-up", WARM_UP_SECONDS));
+    // `--start-spread-ms M`: each site starts its due runs at its moment within M ms of the
+    // due second, as res-runner does (its default); 0: all at the second itself.
+    let start_spread = Duration::from_millis(arg("--start-spread-ms", START_SPREAD_MS));
     println!(
         "== {sites} sites × {} rules, {minutes} min measured after {} s warm-up, plan {} ==",
         CRONS.len(),
@@ -181,6 +186,7 @@ async fn run() {
         start_within: Duration::from_secs(60),
         batch,
         wait,
+        start_spread,
     };
     let measured = Duration::from_secs(minutes * 60);
     // The generators stop a little after the measured window, so they are all still
@@ -244,17 +250,18 @@ async fn run() {
     sampling.cancel();
     // The calls answered within the measured window, as one process recorded them before.
     let window = warm_up..warm_up + measured;
-    let calls: Vec<_> = running
+    let (starts, calls): (Vec<_>, Vec<_>) = running
         .into_iter()
         .flat_map(Generator::finish)
         .filter(|c| window.contains(&(c.at + c.took)))
-        .collect();
+        .partition(|c| c.function == support::sites::START);
     let _ = std::fs::remove_dir_all(&scratch);
     let kernel_after = support::kernel::read();
 
     let seconds = measured.as_secs_f64();
     let worst_p99 = report_calls(&calls, seconds);
     report_timeline(&calls, Duration::from_secs(10));
+    report_starts(&starts, start_spread);
     support::server_metrics::report(&inside_before, &inside_after);
     support::kernel::report(kernel_before, kernel_after);
     let errors = calls
@@ -296,6 +303,22 @@ async fn run() {
         (size - size_before) / 1_000_000
     );
     drop(services);
+}
+
+/// How long after their due second the runs started (their claims answered).
+fn report_starts(starts: &[support::sites::CallRecord], spread: Duration) {
+    let mut late: Vec<Duration> = starts.iter().map(|c| c.took).collect();
+    late.sort();
+    let Some(last) = late.len().checked_sub(1) else {
+        return println!("no run started while measuring");
+    };
+    let at = |p: f64| late[(last as f64 * p).round() as usize];
+    println!(
+        "runs started {:.0?} / {:.0?} / {:.0?} (p50 / p99 / max) after their due second, spread {spread:?}",
+        at(0.5),
+        at(0.99),
+        late[last]
+    );
 }
 
 /// A fresh directory for the generators' files.

@@ -83,6 +83,9 @@ async fn storm(jitter: u32, batch: bool) -> Outcome {
         start_within: Duration::ZERO,
         batch,
         wait: 0,
+        // The worst case: every site in the same millisecond (runners before 0.3.0, or
+        // spreads set to zero).
+        start_spread: Duration::ZERO,
     };
     let lead = (storm_at - Utc::now()).to_std().unwrap_or_default();
     let until = Instant::now() + lead + Duration::from_secs(u64::from(jitter) + 120);

@@ -77,11 +77,18 @@ pub struct Behaviour {
     /// Plan requests wait this many seconds for a change, as `res-runner`'s do (each site
     /// always has one open); 0: a delta every `poll` instead.
     pub wait: u32,
+    /// Each site starts its due runs at its moment within this after the due second, as
+    /// `res-runner` does (`start_spread_ms`); zero: every site at the second itself.
+    pub start_spread: Duration,
 }
 
 /// The label a waiting plan request is recorded under: its time is mostly the wait, so it
 /// is reported apart and left out of the worst p99.
 const WAITING_PLAN: &str = "get-execution-plan-v2 (waiting)";
+
+/// The label of a run's start: not a request, but the time from its due second to its
+/// granted claim's answer (the site's start moment, then the claim's latency).
+pub const START: &str = "start (due → claim answered)";
 
 /// One call.
 #[derive(Debug, Clone, Copy)]
@@ -159,6 +166,21 @@ impl Fleet {
     /// Every granted claim so far.
     pub fn claims(&self) -> Vec<(Uuid, DateTime<Utc>, SystemTime)> {
         self.claims.lock().expect("claims").clone()
+    }
+
+    /// A granted claim: kept, and its start recorded as a [`START`] call.
+    fn started_run(&self, rule: Uuid, due: DateTime<Utc>) {
+        let now = SystemTime::now();
+        self.claims.lock().expect("claims").push((rule, due, now));
+        let late = now
+            .duration_since(SystemTime::from(due))
+            .unwrap_or(Duration::ZERO);
+        self.calls.lock().expect("calls").push(CallRecord {
+            function: START,
+            at: self.started.elapsed().saturating_sub(late),
+            took: late,
+            status: 200,
+        });
     }
 
     async fn post(&self, function: &'static str, token: &str, body: Value) -> (u16, Value) {
@@ -256,10 +278,7 @@ impl Fleet {
         if status != 200 {
             return None;
         }
-        self.claims
-            .lock()
-            .expect("claims")
-            .push((rule, due, SystemTime::now()));
+        self.started_run(rule, due);
         let (execution, token) = (claim["execution_id"].clone(), claim["claim_token"].clone());
         let beat = json!({"execution_id": execution, "claim_token": token});
         if !self
@@ -330,10 +349,7 @@ impl Fleet {
         let mut claimed = Vec::new();
         for ((rule, due), item) in rules.iter().zip(items(&claims)) {
             if item["status"] == 200 {
-                self.claims
-                    .lock()
-                    .expect("claims")
-                    .push((*rule, *due, SystemTime::now()));
+                self.started_run(*rule, *due);
                 claimed.push((
                     *rule,
                     item["body"]["execution_id"].clone(),
@@ -432,8 +448,11 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
     let (done_tx, mut done) = mpsc::unbounded_channel::<(Uuid, Option<DateTime<Utc>>)>();
     // Sites start at different moments in a real fleet; their polls are spread the same way.
     let mut next_poll = Instant::now() + behaviour.poll.mul_f64(rand::random::<f64>());
+    // The site's moment in the second: it sees a rule due that much after its due second,
+    // as res-runner's scheduler does.
+    let offset = res_shared::schedule::start_offset(&site.runner_id, behaviour.start_spread);
     loop {
-        let now = Utc::now();
+        let now = Utc::now() - offset;
         if behaviour.batch {
             let starting: Vec<(Uuid, DateTime<Utc>)> = due
                 .iter()
@@ -510,7 +529,7 @@ pub async fn run_site(fleet: Arc<Fleet>, site: Site, behaviour: Behaviour, until
             .filter(|(rule, _)| !running.contains(rule))
             .map(|(_, at)| *at)
             .min()
-            .and_then(|at| (at - Utc::now()).to_std().ok())
+            .and_then(|at| (at - (Utc::now() - offset)).to_std().ok())
             .unwrap_or(Duration::ZERO);
         // A waiting site's plan answers come through `changes`: no poll to wake for.
         let poll = if behaviour.wait > 0 { until } else { next_poll };
