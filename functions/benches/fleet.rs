@@ -308,16 +308,13 @@ async fn run() {
 /// How long after their due second the runs started (their claims answered).
 fn report_starts(starts: &[support::sites::CallRecord], spread: Duration) {
     let mut late: Vec<Duration> = starts.iter().map(|c| c.took).collect();
-    late.sort();
-    let Some(last) = late.len().checked_sub(1) else {
-        return println!("no run started while measuring");
-    };
-    let at = |p: f64| late[(last as f64 * p).round() as usize];
-    println!(
-        "runs started {:.0?} / {:.0?} / {:.0?} (p50 / p99 / max) after their due second, spread {spread:?}",
-        at(0.5),
-        at(0.99),
-        late[last]
+    if late.is_empty() {
+        println!("no run started while measuring");
+        return;
+    }
+    support::report(
+        &format!("runs started after their due second (spread {spread:?})"),
+        &mut late,
     );
 }
 
