@@ -58,6 +58,18 @@ pub(crate) fn repeated(list: &str, index: usize, first: usize, what: &str) -> Ap
     )
 }
 
+/// Answers filled in place by place, each place now answered: a place left empty (a bug,
+/// not an input) is answered 500 naming `what` it held, not dropped.
+pub(crate) fn filled<T>(
+    answers: Vec<Option<Result<T, ApiError>>>,
+    what: &str,
+) -> Vec<Result<T, ApiError>> {
+    answers
+        .into_iter()
+        .map(|a| a.unwrap_or_else(|| Err(ApiError::Internal(format!("{what} was left out")))))
+        .collect()
+}
+
 /// The batch's answer, one item per result in order.
 pub(crate) fn answer<T: Serialize>(results: Vec<Result<T, ApiError>>) -> BatchResponse {
     BatchResponse {

@@ -175,7 +175,8 @@ async fn drain<T: Grouped>(state: AppState) {
 
 /// A group's answers, in its order. When its transaction fails for a reason of one call's
 /// own, each call is made again alone, so that one call's failure is not its neighbours'.
-async fn make_group<T: Grouped>(state: &AppState, group: &[T]) -> Vec<Answer<T>> {
+/// A batch's round of reports is made here too, under the turn its request holds.
+pub(crate) async fn make_group<T: Grouped>(state: &AppState, group: &[T]) -> Vec<Answer<T>> {
     if let [call] = group {
         return vec![T::alone(state, call).await];
     }

@@ -408,7 +408,7 @@ async fn beats_of_a_batch_each_land_or_fail_alone() {
 }
 
 #[tokio::test]
-async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeated() {
+async fn reports_of_a_batch_each_land_or_fail_alone_and_answer_the_same_when_repeated() {
     let app = TestApp::start().await;
     let (branch, rules) = due_rules(&app, 2).await;
     let (foreign_branch, foreign_rule) = Seed::new(&app.pool).due_rule(RuleSpec::default()).await;
@@ -487,4 +487,91 @@ async fn reports_of_a_batch_are_recorded_alone_and_answered_the_same_when_repeat
         .await
         .expect("run count");
     assert_eq!(runs, 1, "counted once");
+}
+
+#[tokio::test]
+async fn a_batch_records_a_rules_runs_in_order_beside_other_rules_and_refusals() {
+    let app = TestApp::start().await;
+    let (branch, rules) = due_rules(&app, 3).await;
+    let (offline_rule, reported, lost) = (rules[0], rules[1], rules[2]);
+    let token = app.runner_token(&[branch]).await;
+    let claimed = app.claim(&token, reported, "site-1").await;
+    let held = app.claim(&token, lost, "site-1").await;
+    let now = chrono::Utc::now();
+    let offline = |execution: Uuid, minutes_ago: i64| {
+        let at = now - chrono::TimeDelta::minutes(minutes_ago);
+        json!({"branch_rule_id": offline_rule, "is_last_run_failed": false,
+               "execution_id": execution, "claim_token": format!("offline-{execution}"),
+               "status": "completed",
+               "offline": {"runner_id": "site-1", "started_at": at, "finished_at": at}})
+    };
+    let runs = [Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4()];
+    let body = json!({"reports": [
+        offline(runs[0], 3),
+        {"branch_rule_id": reported, "is_last_run_failed": false,
+         "execution_id": claimed.execution, "claim_token": claimed.token, "status": "completed"},
+        offline(runs[1], 2),
+        {"branch_rule_id": lost, "is_last_run_failed": false,
+         "execution_id": held.execution, "claim_token": "not-its-token", "status": "completed"},
+        offline(runs[2], 1),
+        // The outbox sent the first run twice: its repeat meets what the first recorded.
+        offline(runs[0], 3),
+    ]});
+    let answers = items(
+        &app.call(SetNextRunTimeBatchRequest::NAME, &token, body)
+            .await,
+    );
+    let statuses: Vec<u16> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(statuses, [200, 200, 200, 409, 200, 200], "{answers:?}");
+    let run_counts: Vec<&Value> = [0, 2, 4]
+        .iter()
+        .map(|&i| &answers[i].1["run_count"])
+        .collect();
+    assert_eq!(
+        run_counts,
+        [&json!(1), &json!(2), &json!(3)],
+        "the rule's runs recorded one after the other"
+    );
+    assert_eq!(
+        answers[5], answers[0],
+        "the repeat answers as the first did"
+    );
+    assert_eq!(answers[3].1["error"]["code"], "lease_lost");
+
+    let statuses: Vec<(Uuid, String)> = sqlx::query_as(
+        "SELECT id, status FROM executions WHERE branch_rule_id = ANY($1) ORDER BY started_at",
+    )
+    .bind(&rules)
+    .fetch_all(&app.pool)
+    .await
+    .expect("executions");
+    let status_of = |id: Uuid| {
+        statuses
+            .iter()
+            .find(|(e, _)| *e == id)
+            .map(|(_, s)| s.as_str())
+    };
+    for run in runs {
+        assert_eq!(status_of(run), Some("completed"), "offline run {run}");
+    }
+    assert_eq!(
+        executions_of(&app, offline_rule).await,
+        3,
+        "the repeat added none"
+    );
+    assert_eq!(status_of(claimed.execution), Some("completed"));
+    assert_eq!(
+        status_of(held.execution),
+        Some("running"),
+        "the refused report changed nothing"
+    );
+    let run_count: i64 = sqlx::query_scalar("SELECT run_count FROM branch_rules WHERE id = $1")
+        .bind(lost)
+        .fetch_one(&app.pool)
+        .await
+        .expect("run count");
+    assert_eq!(
+        run_count, 0,
+        "the refused report's rule was not rescheduled"
+    );
 }

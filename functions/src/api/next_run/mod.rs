@@ -7,7 +7,6 @@ use res_shared::wire::{
     Batch, BatchResponse, ErrorBody, ExecutionStatus, FinishStatus, MAX_REPORT_BODY_BYTES,
     SetNextRunTimeBatchRequest, SetNextRunTimeRequest, SetNextRunTimeResponse,
 };
-use tracing::Instrument;
 use uuid::Uuid;
 
 mod grouped;
@@ -16,13 +15,15 @@ mod offline;
 mod outcome;
 mod output;
 mod record;
+mod rounds;
 
 pub(crate) use grouped::ReportCall;
 pub(crate) use judge::{Judgement, judge};
 use judge::{late_is_superseded, legacy_refusal};
 use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use output::check_output;
-use record::{record_all, report_span};
+use record::record_all;
+use rounds::rounds;
 
 use super::{batch, group, require_object};
 use crate::admission::TurnSlot;
@@ -67,8 +68,10 @@ pub(crate) async fn set_next_run_time(
         .map(Json)
 }
 
-/// Finish many executions: each report as `branch_rules_set_NextRunTime` takes it, each in
-/// its own transaction, so one refused report changes nothing of the others.
+/// Finish many executions: each report answered as `branch_rules_set_NextRunTime` answers
+/// it. The reports are recorded as single reports waiting at once are, in one transaction
+/// where a refused report changes nothing of the others; a rule's (or an execution's)
+/// second report in a transaction after its first (see `rounds`).
 #[utoipa::path(
     post,
     path = "/functions/v1/branch_rules_set_NextRunTime_batch",
@@ -92,19 +95,38 @@ pub(crate) async fn set_next_run_time_batch(
     >,
 ) -> Result<Json<BatchResponse>, ApiError> {
     batch::require_items("reports", request.reports.len())?;
-    let mut answers = Vec::with_capacity(request.reports.len());
-    for report in &request.reports {
-        let span = report_span(report);
-        let answer = async {
-            check_shape(&caller, report)?;
-            record(&state, &caller, report)
-                .await
-                .map(|Json(answer)| answer)
+    let mut answers: Vec<Option<Result<SetNextRunTimeResponse, ApiError>>> =
+        Vec::with_capacity(request.reports.len());
+    // The reports of a good shape, each with its place in the batch.
+    let mut places = Vec::new();
+    let mut calls = Vec::new();
+    for (index, report) in request.reports.into_iter().enumerate() {
+        match check_shape(&caller, &report) {
+            Err(refused) => answers.push(Some(Err(refused))),
+            Ok(()) => {
+                answers.push(None);
+                places.push(index);
+                let caller = caller.clone();
+                calls.push(Some(ReportCall {
+                    caller,
+                    request: report,
+                }));
+            }
         }
-        .instrument(span)
-        .await;
-        answers.push(answer);
     }
+    let keys: Vec<(Uuid, Option<Uuid>)> = calls
+        .iter()
+        .flatten()
+        .map(|call| (call.request.branch_rule_id, call.request.execution_id))
+        .collect();
+    for round in rounds(&keys) {
+        let made: Vec<ReportCall> = round.iter().filter_map(|&k| calls[k].take()).collect();
+        let made_answers = group::make_group(&state, &made).await;
+        for (&k, answer) in round.iter().zip(made_answers) {
+            answers[places[k]] = Some(answer);
+        }
+    }
+    let answers = batch::filled(answers, "a report");
     Ok(Json(batch::answer(answers)))
 }
 
@@ -166,8 +188,8 @@ impl Mode {
     }
 }
 
-/// A report made alone, in its own transaction (the batch's reports, and a report whose
-/// group failed).
+/// A report made alone, in its own transaction (a group or a batch's round of one, and a
+/// report whose group failed).
 async fn record(
     state: &AppState,
     caller: &Caller,

@@ -17,6 +17,7 @@ use super::outcome::{Held, RuleFacts, RunOutcome, reported_times, run_outcome};
 use super::{
     Mode, Recorded, Resolved, record_offline_violation, resolve, status_name, superseded_refusal,
 };
+use crate::api::batch;
 use crate::auth::Caller;
 use crate::db;
 use crate::db::branch_rules::{LockedRule, RunRecord};
@@ -84,10 +85,7 @@ pub(super) async fn record_all(
             replayed: false,
         }));
     }
-    Ok(answers
-        .into_iter()
-        .map(|a| a.unwrap_or_else(|| Err(ApiError::Internal("a report was left out".into()))))
-        .collect())
+    Ok(batch::filled(answers, "a report"))
 }
 
 /// The span a report's work and log lines carry.
