@@ -209,7 +209,8 @@ async fn run() {
             start_unix_ms,
             run_for,
             sites: sites.to_vec(),
-            source: std::net::Ipv4Addr::new(127, 0, 1, 1 + n as u8).into(),
+            source: (generators > 1)
+                .then(|| std::net::Ipv4Addr::new(127, 0, 1, 1 + n as u8).into()),
             calls: scratch.join(format!("generator-{n}.calls")),
         })
         .collect();

@@ -28,8 +28,12 @@ pub struct Assignment {
     /// How long after the start its sites stop.
     pub run_for: Duration,
     pub sites: Vec<Site>,
-    /// The loopback address its connections come from (each its own ephemeral ports).
-    pub source: std::net::IpAddr,
+    /// The loopback address its connections come from (each its own ephemeral ports);
+    /// none when it is the only generator. A socket bound to an address before it connects
+    /// has its port found by `bind`, which searches the address's bound ports: with 10,000
+    /// connections open that search was half the generator's CPU (perf: `inet_csk_get_port`,
+    /// `inet_bhash2_conflict`), where `connect` alone picks a port cheaply, as a site does.
+    pub source: Option<std::net::IpAddr>,
     /// Where its calls go, one JSON line each.
     pub calls: PathBuf,
 }
@@ -116,7 +120,7 @@ pub async fn run(path: &Path) {
         &assignment.base,
         assignment.in_flight,
         started,
-        Some(assignment.source),
+        assignment.source,
     );
     let until = started + assignment.run_for;
     let mut tasks = tokio::task::JoinSet::new();
