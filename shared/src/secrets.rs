@@ -9,6 +9,13 @@
 
 use std::collections::BTreeSet;
 
+mod mask;
+mod piece;
+mod reading;
+mod spelling;
+
+pub use mask::{Edges, MIN_PIECE_BYTES, Masker};
+
 use serde_json::Value;
 
 /// Where a reference starts; `}` ends it.
@@ -183,85 +190,6 @@ pub fn resolve<'v>(
             .iter_mut()
             .try_for_each(|(_, item)| resolve(item, lookup)),
         _ => Ok(()),
-    }
-}
-
-/// Replaces secret values by [`MASK`] in text: each value as it is, percent-encoded (as in a
-/// URL's user part) and JSON-escaped (as inside a printed JSON string).
-#[derive(Debug, Clone, Default)]
-pub struct Masker {
-    matcher: Option<aho_corasick::AhoCorasick>,
-}
-
-impl Masker {
-    /// A masker of `values` (values shorter than [`MIN_VALUE_BYTES`] are left alone: they
-    /// cannot have been stored).
-    pub fn new<'a>(values: impl IntoIterator<Item = &'a str>) -> Masker {
-        let mut patterns = BTreeSet::new();
-        for value in values {
-            if value.len() < MIN_VALUE_BYTES {
-                continue;
-            }
-            patterns.insert(value.to_owned());
-            let encoded =
-                percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string();
-            patterns.insert(encoded);
-            if let Ok(json) = serde_json::to_string(value) {
-                patterns.insert(json.trim_matches('"').to_owned());
-            }
-        }
-        let matcher = (!patterns.is_empty())
-            .then(|| {
-                aho_corasick::AhoCorasick::builder()
-                    .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-                    .build(&patterns)
-                    .ok()
-            })
-            .flatten();
-        Masker { matcher }
-    }
-
-    /// True when there is nothing to mask.
-    pub fn is_empty(&self) -> bool {
-        self.matcher.is_none()
-    }
-
-    /// `text` with every value masked.
-    pub fn mask<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        match &self.matcher {
-            Some(matcher) if matcher.is_match(text) => {
-                let masks = vec![MASK; matcher.patterns_len()];
-                std::borrow::Cow::Owned(matcher.replace_all(text, &masks))
-            }
-            _ => std::borrow::Cow::Borrowed(text),
-        }
-    }
-
-    /// Masks every string (and object key) in `value`.
-    pub fn mask_json(&self, value: &mut Value) {
-        if self.is_empty() {
-            return;
-        }
-        match value {
-            Value::String(text) => {
-                if let std::borrow::Cow::Owned(masked) = self.mask(text) {
-                    *text = masked;
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|item| self.mask_json(item)),
-            Value::Object(fields) => {
-                let masked: serde_json::Map<String, Value> = std::mem::take(fields)
-                    .into_iter()
-                    .map(|(key, mut item)| {
-                        self.mask_json(&mut item);
-                        (self.mask(&key).into_owned(), item)
-                    })
-                    .collect();
-                *fields = masked;
-            }
-            _ => {}
-        }
     }
 }
 

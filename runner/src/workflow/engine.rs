@@ -355,9 +355,9 @@ impl Run<'_> {
     ) -> Result<(), Flow> {
         let settings = &self.engine.settings;
         let started_at = crate::clock::now();
-        let captured = Captured::default();
         let execution = self.execution;
         let secrets = &execution.secrets;
+        let captured = Captured::new(secrets.masker().clone());
         let details = execution
             .details
             .get(&action.template_id)
@@ -428,13 +428,9 @@ impl Run<'_> {
         if let Some(result) = &result {
             self.state.aggregated.push(result.clone());
         }
-        let mut outputs = captured.take(&pending.node_id, visit);
-        for output in &mut outputs {
-            if let std::borrow::Cow::Owned(masked) = secrets.mask(&output.text) {
-                output.text = masked;
-            }
-        }
-        self.state.output.extend(outputs);
+        self.state
+            .output
+            .extend(captured.take(&pending.node_id, visit));
         output::keep_latest(&mut self.state.output);
         let index = self.record(
             &pending.node_id,

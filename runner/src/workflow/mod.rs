@@ -8,6 +8,7 @@
 
 pub mod engine;
 pub mod executors;
+pub(crate) mod lines;
 pub(crate) mod metrics;
 pub(crate) mod output;
 pub mod prepare;

@@ -1,9 +1,11 @@
 //! What a node's program printed: the last bytes of each stream, with how many came before
-//! them, kept within one report's budget.
+//! them, kept within one report's budget. The bytes are kept as printed and masked when they
+//! are taken, the window's cut edge included: a window may begin inside a value.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
+use res_shared::secrets::{Edges, Masker};
 use res_shared::wire::{
     MAX_OUTPUT_BYTES, MAX_REPORT_OUTPUT_BYTES, MAX_REPORT_OUTPUTS, NodeOutput, OutputStream,
 };
@@ -59,25 +61,37 @@ impl Tail {
     }
 }
 
-/// What the actions of one node run printed, handed from the executor to the engine.
+/// What the actions of one node run printed, handed from the executor to the engine, and the
+/// masker of the secrets they were given.
 #[derive(Debug, Default)]
-pub(crate) struct Captured(Mutex<Vec<(OutputStream, Tail)>>);
+pub(crate) struct Captured {
+    kept: Mutex<Vec<(OutputStream, Tail)>>,
+    masker: Masker,
+}
 
 impl Captured {
+    /// Output masked with `masker` when taken.
+    pub(crate) fn new(masker: Masker) -> Captured {
+        Captured {
+            kept: Mutex::default(),
+            masker,
+        }
+    }
+
     /// Keeps a stream's tail (an empty stream is not kept).
     pub(crate) fn keep(&self, stream: OutputStream, tail: Tail) {
         if tail.kept.is_empty() && tail.cut == 0 {
             return;
         }
-        if let Ok(mut kept) = self.0.lock() {
+        if let Ok(mut kept) = self.kept.lock() {
             kept.push((stream, tail));
         }
     }
 
-    /// The kept streams as the node run's output entries, stdout first.
+    /// The kept streams as the node run's output entries, stdout first, masked.
     pub(crate) fn take(&self, node_id: &str, visit: u32) -> Vec<NodeOutput> {
         let mut streams = self
-            .0
+            .kept
             .lock()
             .map(|mut kept| std::mem::take(&mut *kept))
             .unwrap_or_default();
@@ -86,6 +100,11 @@ impl Captured {
             .into_iter()
             .map(|(stream, tail)| {
                 let (text, cut_bytes) = tail.finish();
+                let edges = Edges {
+                    start: cut_bytes > 0,
+                    end: false,
+                };
+                let text = self.masker.mask_piece(&text, edges).into_owned();
                 NodeOutput {
                     node_id: node_id.to_owned(),
                     visit,
@@ -195,6 +214,25 @@ mod tests {
             [(OutputStream::Stdout, 2), (OutputStream::Stderr, 2)]
         );
         assert!(captured.take("detect", 2).is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_value_the_window_cuts_into_is_masked_as_a_piece() {
+        let token = "t0k3n-".repeat(20);
+        let captured = Captured::new(Masker::new([token.as_str()]));
+        let mut printed = format!("token={token}\n").into_bytes();
+        printed.extend(vec![b'.'; MAX_OUTPUT_BYTES - 50]);
+        let mut tail = Tail::default();
+        tail.push(&printed);
+        captured.keep(OutputStream::Stdout, tail);
+        let outputs = captured.take("detect", 1);
+        assert!(outputs[0].cut_bytes > 0);
+        assert!(
+            outputs[0].text.starts_with("***\n."),
+            "{}",
+            &outputs[0].text[..40]
+        );
+        assert!(!outputs[0].text.contains("t0k3"));
     }
 
     #[test]

@@ -21,12 +21,11 @@ use tokio::process::{Child, Command};
 use tracing::Instrument;
 
 use super::{ActionCall, ActionError, ActionKind, Executor, parse_result};
+use crate::workflow::lines::Lines;
 use crate::workflow::output::{Captured, Tail};
 
 /// Most stdout kept from a program.
 const MAX_STDOUT_BYTES: usize = 16 * 1024 * 1024;
-/// Longest stderr line logged; the rest of the line is dropped.
-const MAX_LOG_LINE: usize = 4096;
 
 /// Told when a program's process group starts and when its leader has ended, so whoever
 /// supervises the runner can end groups a killed runner left behind.
@@ -213,7 +212,7 @@ impl ChildIo {
             stderr: tokio::spawn(
                 async move {
                     match stderr {
-                        Some(err) => log_lines(err, &masker).await,
+                        Some(err) => log_lines(err, masker).await,
                         None => (None, Tail::default()),
                     }
                 }
@@ -254,38 +253,28 @@ async fn read_capped(mut out: impl AsyncRead + Unpin) -> (Vec<u8>, Tail) {
     }
 }
 
-/// Logs each stderr line, secret values masked; returns the last non-empty one, and the
-/// stream's tail.
-async fn log_lines(mut err: impl AsyncRead + Unpin, masker: &Masker) -> (Option<String>, Tail) {
+/// Logs each stderr line, secret values masked before a line is split or cut; returns the
+/// last non-empty one, and the stream's tail.
+async fn log_lines(mut err: impl AsyncRead + Unpin, masker: Masker) -> (Option<String>, Tail) {
     let mut tail = Tail::default();
+    let mut lines = Lines::new(masker);
     let mut last = None;
-    let mut line: Vec<u8> = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let emit = |line: &mut Vec<u8>, last: &mut Option<String>| {
-        let text = masker
-            .mask(String::from_utf8_lossy(line).trim_end())
-            .into_owned();
-        line.clear();
-        if !text.is_empty() {
+    let log = |batch: Vec<String>, last: &mut Option<String>| {
+        for text in batch {
             // A program's output may carry escapes and colour codes: shown, not obeyed.
             tracing::info!(target: "res_runner::program", "{}", Untrusted(&text));
             *last = Some(text);
         }
     };
+    let mut chunk = [0u8; 4096];
     loop {
         let n = match err.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         tail.push(&chunk[..n]);
-        for &byte in &chunk[..n] {
-            if byte == b'\n' {
-                emit(&mut line, &mut last);
-            } else if line.len() < MAX_LOG_LINE {
-                line.push(byte);
-            }
-        }
+        log(lines.push(&chunk[..n]), &mut last);
     }
-    emit(&mut line, &mut last);
+    log(lines.finish(), &mut last);
     (last, tail)
 }

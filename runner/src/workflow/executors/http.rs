@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use res_shared::secrets::Masker;
 use res_workflow::actions::{HttpConfig, endpoint, parse_config};
 use serde_json::Value;
 
@@ -11,6 +12,8 @@ use super::{ActionCall, ActionError, ActionKind, Executor, time_budget};
 
 /// Longest reply read from a detector.
 const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// How much of a refusing reply an error message quotes.
+const REPLY_EXCERPT_BYTES: usize = 600;
 
 /// POSTs jobs to detector services.
 #[derive(Debug, Clone)]
@@ -91,10 +94,7 @@ impl Executor for HttpExecutor {
                     message: format!(
                         "detector {} answered {status}: {}",
                         config.url,
-                        String::from_utf8_lossy(&body)
-                            .chars()
-                            .take(300)
-                            .collect::<String>()
+                        excerpt(&body, call.secrets.masker())
                     ),
                     partial: parsed.ok(),
                 });
@@ -109,7 +109,12 @@ impl Executor for HttpExecutor {
     }
 }
 
-/// Parses an endpoint URL, which must be http or https.
+/// The start of a reply's body for an error message: masked before it is cut, so a cut
+/// cannot leave part of a value the whole of which masking would have found.
+pub(super) fn excerpt(body: &[u8], masker: &Masker) -> String {
+    masker.keep_start(&String::from_utf8_lossy(body), REPLY_EXCERPT_BYTES)
+}
+
 /// Reads a reply body, refusing one larger than [`MAX_REPLY_BYTES`].
 pub(super) async fn read_capped(
     mut response: reqwest::Response,

@@ -7,7 +7,9 @@ use futures_util::future::BoxFuture;
 use res_workflow::actions::{NotifyConfig, endpoint, parse_config};
 use serde_json::{Value, json};
 
-use super::http::read_capped;
+use res_shared::secrets::Masker;
+
+use super::http::{excerpt, read_capped};
 use super::{ActionCall, ActionError, ActionKind, Executor, time_budget};
 
 /// Longest wait between attempts.
@@ -76,7 +78,7 @@ impl Executor for NotifyExecutor {
                     request = request.header(name, value);
                 }
                 let outcome = tokio::select! {
-                    outcome = send(request) => outcome,
+                    outcome = send(request, call.secrets.masker()) => outcome,
                     _ = call.stop.stopped() => return Err(ActionError::Stopped { partial: None }),
                 };
                 match outcome {
@@ -104,19 +106,14 @@ impl Executor for NotifyExecutor {
     }
 }
 
-async fn send(request: reqwest::RequestBuilder) -> Attempt {
+async fn send(request: reqwest::RequestBuilder, masker: &Masker) -> Attempt {
     let response = match request.send().await {
         Ok(response) => response,
-        Err(error) => return Attempt::Transient(error.to_string()),
+        Err(error) => return Attempt::Transient(masker.mask(&error.to_string()).into_owned()),
     };
     let status = response.status();
     let body = read_capped(response).await.unwrap_or_default();
-    let text = || {
-        String::from_utf8_lossy(&body)
-            .chars()
-            .take(300)
-            .collect::<String>()
-    };
+    let text = || excerpt(&body, masker);
     if status.is_success() {
         Attempt::Delivered(
             status.as_u16(),
