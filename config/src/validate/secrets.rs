@@ -57,6 +57,8 @@ pub struct KnownSecret {
 /// One reference a branch rule makes, directly or through a template its workflow uses.
 struct Use<'d> {
     branch: &'d crate::document::Branch,
+    /// The branch's place in the document.
+    index: usize,
     name: String,
     at: Path,
     /// Empty, or `its template 'T' refers to ` when the template makes it.
@@ -78,6 +80,7 @@ fn uses<'d>(brand: &'d Brand, catalogue: &Catalogue) -> Vec<Use<'d>> {
                 for (name, path) in references(details).unwrap_or_default() {
                     found.push(Use {
                         branch,
+                        index: i,
                         name,
                         at: at.suffixed(&path),
                         via: String::new(),
@@ -97,6 +100,7 @@ fn uses<'d>(brand: &'d Brand, catalogue: &Catalogue) -> Vec<Use<'d>> {
                 {
                     found.push(Use {
                         branch,
+                        index: i,
                         name,
                         at: here.clone(),
                         via: format!("its template '{template}' refers to "),
@@ -115,20 +119,32 @@ pub fn secret_names(brand: &Brand, catalogue: &Catalogue) -> std::collections::B
 
 /// Each reference the brand's branch rules make — in their `actions` and in the templates
 /// their rules' workflows use — to a secret the brand lacks (an error), or has but not for
-/// that branch (a warning: its runner will not receive it).
+/// that branch (a warning: its runner will not receive it). A branch the document names
+/// without its id is the stored branch (`current`) apply pairs it with.
 pub fn check_secret_references(
     brand: &Brand,
+    current: Option<&Brand>,
     catalogue: &Catalogue,
     known: &[KnownSecret],
 ) -> Report {
+    let stored: Vec<Option<Uuid>> = match current {
+        Some(current) => crate::diff::pair_branches(&current.branches, &brand.branches)
+            .into_iter()
+            .take(brand.branches.len())
+            .map(|(was, _)| was.and_then(|b| b.id))
+            .collect(),
+        None => Vec::new(),
+    };
     let mut report = Report::default();
     for Use {
         branch,
+        index,
         name,
         at,
         via,
     } in uses(brand, catalogue)
     {
+        let branch_id = branch.id.or(stored.get(index).copied().flatten());
         match known.iter().find(|k| k.name == name) {
             None => report.error(
                 &at,
@@ -139,7 +155,7 @@ pub fn check_secret_references(
             Some(KnownSecret {
                 branch_ids: Some(scope),
                 ..
-            }) if !branch.id.is_some_and(|id| scope.contains(&id)) => report.warn(
+            }) if !branch_id.is_some_and(|id| scope.contains(&id)) => report.warn(
                 &at,
                 format!(
                     "{via}secret '{name}', which is limited to other branches: the runner of '{}' will not receive it",

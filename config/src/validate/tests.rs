@@ -241,3 +241,49 @@ fn an_empty_document_says_what_it_needs() {
         ["$: a document needs a `catalogue`, a `brand`, or both"]
     );
 }
+
+#[test]
+fn a_secret_limited_to_a_branch_named_without_its_id_is_its_runners() {
+    let desired = parse(&format!(
+        "{CATALOGUE}{}",
+        BRAND.replace(
+            "Queue detector: {cameras: [cam-1, cam-2]}",
+            "Queue detector: {token: \"${secret:alpha-token}\"}"
+        )
+    ))
+    .expect("parses");
+    let mut stored = desired.clone();
+    let alpha = uuid::Uuid::from_u128(17);
+    let other = uuid::Uuid::from_u128(18);
+    let (Some(brand), Some(catalogue), Some(stored_brand)) =
+        (&desired.brand, &desired.catalogue, stored.brand.as_mut())
+    else {
+        panic!("both parts");
+    };
+    stored_brand.branches[0].id = Some(alpha);
+    stored_brand.branches[1].id = Some(other);
+    let limited = |ids: Vec<uuid::Uuid>| {
+        vec![crate::KnownSecret {
+            name: "alpha-token".into(),
+            branch_ids: Some(ids),
+        }]
+    };
+    let report =
+        crate::check_secret_references(brand, Some(stored_brand), catalogue, &limited(vec![alpha]));
+    assert_eq!(
+        paths(&report.warnings),
+        Vec::<String>::new(),
+        "Branch 17 receives it"
+    );
+    let report =
+        crate::check_secret_references(brand, Some(stored_brand), catalogue, &limited(vec![other]));
+    assert_eq!(report.warnings.len(), 1, "{:?}", paths(&report.warnings));
+    assert!(
+        report.warnings[0]
+            .message
+            .contains("the runner of 'Branch 17' will not receive it")
+    );
+    // A branch not stored yet cannot be in a secret's scope.
+    let report = crate::check_secret_references(brand, None, catalogue, &limited(vec![alpha]));
+    assert_eq!(report.warnings.len(), 1);
+}

@@ -165,7 +165,8 @@ impl Job<'_> {
             .into_iter()
             .map(|(name, branch_ids)| res_config::KnownSecret { name, branch_ids })
             .collect();
-        let references = res_config::check_secret_references(brand, &catalogue, &known);
+        let references =
+            res_config::check_secret_references(brand, Some(&current), &catalogue, &known);
         problems.extend(references.errors);
         report.warnings.extend(references.warnings);
         let names: Vec<String> = res_config::secret_names(brand, &catalogue)
