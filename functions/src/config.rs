@@ -90,31 +90,47 @@ pub struct ServeArgs {
     pub secrets: SecretsArgs,
 }
 
-/// Where the sealing keys of brands' secrets come from (docs/deploy.md, "Secrets").
+/// Where the sealing keys of brands' secrets come from (docs/deploy.md, "Secrets"): the
+/// environment or a file, never a command line that `ps` and shell history keep.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SecretsArgs {
-    /// Sealing keys, `ID:BASE64` (32 bytes) separated by commas; the first seals new values,
-    /// every one opens. Give it in the environment, not on a command line that `ps` shows.
-    #[arg(long, env = "RES_SECRETS_KEYS", hide_env_values = true)]
-    pub secrets_keys: Option<String>,
-    /// A file of sealing keys, one `ID:BASE64` a line (instead of RES_SECRETS_KEYS).
-    #[arg(long, env = "RES_SECRETS_KEY_FILE", conflicts_with = "secrets_keys")]
+    /// A file of sealing keys, one `ID:BASE64` a line (or set RES_SECRETS_KEYS in the
+    /// environment: `ID:BASE64` entries separated by commas; the first seals new values,
+    /// every one opens).
+    #[arg(long, env = "RES_SECRETS_KEY_FILE")]
     pub secrets_key_file: Option<std::path::PathBuf>,
 }
 
+/// The environment variable that holds sealing keys.
+const KEYS_VARIABLE: &str = "RES_SECRETS_KEYS";
+
 impl SecretsArgs {
-    /// The keyring given, if any; a malformed one or an unreadable file is an error.
+    /// The keyring given, if any; a malformed one or an unreadable file is an error that
+    /// says where the keys came from.
     pub fn keyring(&self) -> anyhow::Result<Option<crate::secrets::Keyring>> {
-        let text = match (&self.secrets_keys, &self.secrets_key_file) {
-            (Some(keys), _) => keys.clone(),
-            (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("cannot read the sealing keys at {}: {e}", path.display())
-            })?,
+        let variable = std::env::var(KEYS_VARIABLE)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        let (text, source) = match (variable, &self.secrets_key_file) {
+            (Some(_), Some(path)) => anyhow::bail!(
+                "sealing keys are given twice, in {KEYS_VARIABLE} and in the file {} (RES_SECRETS_KEY_FILE): give one",
+                path.display()
+            ),
+            (Some(keys), None) => (keys, KEYS_VARIABLE.to_owned()),
+            (None, Some(path)) => (
+                std::fs::read_to_string(path).map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot read the sealing keys in the file {} (RES_SECRETS_KEY_FILE): {e}",
+                        path.display()
+                    )
+                })?,
+                format!("the file {} (RES_SECRETS_KEY_FILE)", path.display()),
+            ),
             (None, None) => return Ok(None),
         };
         crate::secrets::Keyring::parse(&text)
             .map(Some)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+            .map_err(|e| anyhow::anyhow!("the sealing keys in {source}: {e}"))
     }
 }
 

@@ -37,6 +37,28 @@ enum Failure {
     Unauthorized = 6,
 }
 
+/// clap quotes an argument it cannot place. Under `resctl secrets` that argument may be a
+/// value typed on the command line, so it is refused without being repeated.
+fn usage_error(error: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    let shown = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            | ErrorKind::DisplayVersion
+    );
+    if !shown && std::env::args().any(|arg| arg == "secrets") {
+        eprintln!(
+            "error: resctl secrets: an argument it does not take (not repeated here: it may be a secret value). \
+             A value is read from standard input or --from-file, never from the command line: \
+             printf '%s' \"$VALUE\" | resctl secrets set NAME --brand ID\n\n\
+             For more information, try 'resctl secrets --help'."
+        );
+        std::process::exit(Failure::BadUsage as i32);
+    }
+    error.exit()
+}
+
 impl Failure {
     fn of(error: &Unresolved) -> Failure {
         match error {
@@ -64,7 +86,7 @@ impl Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|error| usage_error(error));
     // Documents are checked here, with no token and no functions.
     if let cli::Command::Config(command) = &cli.command
         && command.is_offline()

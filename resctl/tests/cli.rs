@@ -858,3 +858,31 @@ async fn a_group_action_acts_at_every_branch_of_the_group_and_lists_each_refusal
     }
     assert_eq!(paused_with(&app, &theirs, "x").await, 0);
 }
+
+#[test]
+fn a_secret_value_typed_on_the_command_line_is_refused_without_being_repeated() {
+    let value = "Sup3r-s3cret-typed-value";
+    let brand = Uuid::new_v4().to_string();
+    for args in [
+        vec!["secrets", "set", "cam-17", "--brand", &brand, value],
+        vec!["secrets", "set", "cam-17", value, "--brand", &brand],
+        vec![
+            "secrets",
+            "set",
+            "cam-17",
+            "--brand",
+            &brand,
+            &format!("--value={value}"),
+        ],
+    ] {
+        // Nothing listens there: the refusal comes before any call.
+        let output = resctl("http://127.0.0.1:9", "res_unused", &args);
+        let said = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{said}");
+        assert!(!said.contains(value), "the value is repeated: {said}");
+        assert!(said.contains("never from the command line"), "{said}");
+    }
+    // Other commands keep clap's own words.
+    let output = resctl("http://127.0.0.1:9", "res_unused", &["rules", "--bogus"]);
+    assert!(text(&output).contains("--bogus"));
+}

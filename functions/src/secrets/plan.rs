@@ -28,7 +28,7 @@ pub(crate) async fn for_answer(
     }
     let Some(keyring) = keyring else {
         tracing::error!(
-            secrets = wanted.len(),
+            secrets = %named(wanted.keys()),
             "a plan's rules refer to secrets, but these functions hold no sealing key: none is sent"
         );
         return Ok(Vec::new());
@@ -71,6 +71,22 @@ pub(crate) async fn for_answer(
     }
     Ok(secrets)
 }
+
+/// The secrets left out, by brand and name (at most [`NAMED_AT_MOST`], then how many more).
+fn named<'a>(secrets: impl ExactSizeIterator<Item = &'a (Uuid, String)>) -> String {
+    let total = secrets.len();
+    let mut text: Vec<String> = secrets
+        .take(NAMED_AT_MOST)
+        .map(|(brand, name)| format!("{name} (brand {brand})"))
+        .collect();
+    if total > NAMED_AT_MOST {
+        text.push(format!("and {} more", total - NAMED_AT_MOST));
+    }
+    text.join(", ")
+}
+
+/// How many secrets one log line names.
+const NAMED_AT_MOST: usize = 20;
 
 /// `(brand, name)` → the answered branches whose rules refer to it.
 fn wanted(

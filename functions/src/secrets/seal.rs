@@ -26,6 +26,12 @@ pub enum SealError {
     UnknownKey(String),
     #[error("the sealed value does not open (damaged, or not this brand's and name's)")]
     Damaged,
+    /// The wrapped data key does not open under the key of its id: most often a key whose
+    /// bytes changed while its id stayed.
+    #[error(
+        "the sealed value does not open with key '{0}': that key's bytes are not the ones it was sealed with (check the key given under that id in RES_SECRETS_KEYS or the key file), or the value is damaged or not this brand's and name's"
+    )]
+    KeyDoesNotOpen(String),
     #[error("no random bytes from the operating system")]
     Random,
 }
@@ -171,6 +177,7 @@ impl Keyring {
             .get(&sealed.key_id)
             .ok_or_else(|| SealError::UnknownKey(sealed.key_id.clone()))?;
         open_with(key, &key_aad(brand, name), &sealed.wrapped_key)
+            .map_err(|_| SealError::KeyDoesNotOpen(sealed.key_id.clone()))
     }
 }
 
@@ -236,12 +243,18 @@ mod tests {
         );
         assert!(matches!(
             old.open(Uuid::new_v4(), "cam", &sealed),
-            Err(SealError::Damaged)
+            Err(SealError::KeyDoesNotOpen(id)) if id == "k1"
         ));
         assert!(matches!(
             old.open(brand, "other", &sealed),
-            Err(SealError::Damaged)
+            Err(SealError::KeyDoesNotOpen(_))
         ));
+        // The same id with other bytes names the key to check.
+        let impostor = keyring(&Keyring::new_key("k1").expect("key"));
+        let error = impostor
+            .open(brand, "cam", &sealed)
+            .expect_err("other bytes");
+        assert!(error.to_string().contains("with key 'k1'"), "{error}");
         // Rotation: the new key seals, both open; rewrapped, the old key may go.
         let both = keyring(&format!("{second}\n# the previous key\n{first}"));
         assert_eq!(both.active_id(), "k2");

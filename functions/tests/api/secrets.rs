@@ -622,5 +622,29 @@ async fn the_sealing_key_rotates_without_a_value_changing_and_a_bad_key_is_expla
     assert!(!bad.status.success());
     let said = String::from_utf8_lossy(&bad.stderr);
     assert!(said.contains("key 'k1' is not 32 bytes"), "{said}");
+    assert!(
+        said.contains("in RES_SECRETS_KEYS"),
+        "where the keys came from: {said}"
+    );
+    assert!(!said.contains("c2hvcnQ="), "{said}");
+    // From a file: its path is named.
+    let file = std::env::temp_dir().join(format!("res-keys-{}", Uuid::new_v4()));
+    std::fs::write(&file, "k1 bad\n").expect("written");
+    let bad_file = secrets_cli(
+        &b.app,
+        None,
+        &["rewrap", "--secrets-key-file", &file.display().to_string()],
+    );
+    let _ = std::fs::remove_file(&file);
+    let said = String::from_utf8_lossy(&bad_file.stderr);
+    assert!(!bad_file.status.success());
+    assert!(
+        said.contains(&format!("the file {}", file.display())) && said.contains("not ID:BASE64"),
+        "{said}"
+    );
+    // Keys are not taken on a command line, and the refusal does not repeat them.
+    let typed = secrets_cli(&b.app, None, &["rewrap", "--secrets-keys", "k1:c2hvcnQ="]);
+    let said = String::from_utf8_lossy(&typed.stderr);
+    assert!(!typed.status.success());
     assert!(!said.contains("c2hvcnQ="), "{said}");
 }
