@@ -77,6 +77,15 @@ pub(crate) fn answer<T: Serialize>(results: Vec<Result<T, ApiError>>) -> BatchRe
     }
 }
 
+/// The body of an item whose answer could not be encoded.
+fn internal_error_body() -> Box<serde_json::value::RawValue> {
+    const BODY: &str =
+        r#"{"error":{"code":"internal_error","message":"the function failed; see its log"}}"#;
+    // Parsing a constant cannot fail; were it to, JSON `null` is still a body.
+    serde_json::value::RawValue::from_string(BODY.to_owned())
+        .unwrap_or_else(|_| serde_json::value::RawValue::NULL.to_owned())
+}
+
 fn item<T: Serialize>(result: Result<T, ApiError>) -> BatchItem {
     let (status, body) = match result {
         Ok(value) => (200, serde_json::value::to_raw_value(&value)),
@@ -92,12 +101,18 @@ fn item<T: Serialize>(result: Result<T, ApiError>) -> BatchItem {
             tracing::error!(%error, "a batch item's answer could not be encoded");
             BatchItem {
                 status: 500,
-                body: serde_json::value::RawValue::from_string(
-                    r#"{"error":{"code":"internal_error","message":"the function failed; see its log"}}"#
-                        .to_owned(),
-                )
-                .expect("a constant JSON object"),
+                body: internal_error_body(),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_item_that_cannot_be_encoded_answers_the_documented_error_shape() {
+        let body: serde_json::Value =
+            serde_json::from_str(super::internal_error_body().get()).unwrap_or_default();
+        assert_eq!(body["error"]["code"], "internal_error");
     }
 }

@@ -56,8 +56,8 @@ impl Grouped for ClaimCall {
     // more than a small one.
     const GROUP_SIZE: usize = MAX_BATCH_ITEMS;
 
-    fn rule(&self) -> Uuid {
-        self.id
+    fn keys(&self) -> crate::api::group::Keys {
+        [Some(self.id), None]
     }
 
     fn groups(state: &AppState) -> &Groups<Self> {

@@ -34,8 +34,9 @@ pub(crate) trait Grouped: Send + Sync + Sized + std::fmt::Debug + 'static {
     const DRAINERS: usize;
     /// The most calls in one group (at most [`MAX_BATCH_ITEMS`]).
     const GROUP_SIZE: usize;
-    /// The rule it writes: no group holds one twice.
-    fn rule(&self) -> Uuid;
+    /// The rule it writes, and the execution it names if any: no group holds either twice
+    /// (a group's calls are judged against one snapshot).
+    fn keys(&self) -> Keys;
     /// The waiting calls of this kind.
     fn groups(state: &AppState) -> &Groups<Self>;
     /// Makes one call in a transaction of its own.
@@ -47,6 +48,9 @@ pub(crate) trait Grouped: Send + Sync + Sized + std::fmt::Debug + 'static {
         group: &[Self],
     ) -> impl Future<Output = Result<Vec<Answer<Self>>, ApiError>> + Send;
 }
+
+/// A call's rule, and its execution when it names one.
+pub(crate) type Keys = [Option<Uuid>; 2];
 
 /// A call's answer, as it would be alone.
 pub(crate) type Answer<T> = Result<<T as Grouped>::Response, ApiError>;
@@ -112,7 +116,7 @@ impl<T: Grouped> Groups<T> {
     /// The next group, or none (and one drainer fewer) when no call waits.
     fn next_group(&self) -> Vec<Waiting<T>> {
         let mut inbox = self.lock();
-        let group = take_group(&mut inbox.waiting, T::GROUP_SIZE, Waiting::rule);
+        let group = take_group(&mut inbox.waiting, T::GROUP_SIZE, Waiting::keys);
         if group.is_empty() {
             inbox.drainers = inbox.drainers.saturating_sub(1);
         }
@@ -121,20 +125,26 @@ impl<T: Grouped> Groups<T> {
 }
 
 impl<T: Grouped> Waiting<T> {
-    fn rule(&self) -> Uuid {
-        self.call.rule()
+    fn keys(&self) -> Keys {
+        self.call.keys()
     }
 }
 
-/// Takes the waiting calls in order, up to `size`, leaving a second call for a rule
-/// (another runner's claim, a repeated report) for the next group: there it is answered as
-/// the call after the first, as if the two had come one after the other.
-fn take_group<W>(waiting: &mut VecDeque<W>, size: usize, rule: impl Fn(&W) -> Uuid) -> Vec<W> {
-    let mut rules = HashSet::new();
+/// Takes the waiting calls in order, up to `size`, leaving a second call for a rule or an
+/// execution (another runner's claim, a repeated report, one execution named under two
+/// rules) for a later group: there it is answered as the call after the first, as if the
+/// two had come one after the other. A call left waiting holds its keys too, so a later
+/// call that shares one stays behind it — the order `next_run::rounds` keeps in a batch.
+fn take_group<W>(waiting: &mut VecDeque<W>, size: usize, keys: impl Fn(&W) -> Keys) -> Vec<W> {
+    let mut held: HashSet<Uuid> = HashSet::new();
     let mut group = Vec::new();
     let mut kept = VecDeque::new();
     while let Some(call) = waiting.pop_front() {
-        if group.len() < size.min(MAX_BATCH_ITEMS) && rules.insert(rule(&call)) {
+        let keys = keys(&call);
+        let free = group.len() < size.min(MAX_BATCH_ITEMS)
+            && keys.iter().flatten().all(|key| !held.contains(key));
+        held.extend(keys.iter().flatten());
+        if free {
             group.push(call);
         } else {
             kept.push_back(call);
@@ -215,32 +225,75 @@ fn unavailable_again(error: &ApiError) -> ApiError {
 mod tests {
     use super::*;
 
+    fn rule_only(id: &Uuid) -> Keys {
+        [Some(*id), None]
+    }
+
+    #[test]
+    fn one_execution_named_by_two_calls_is_never_in_one_group() {
+        let (r1, r2, r3) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let (e, f) = (Uuid::from_u128(11), Uuid::from_u128(12));
+        // (rule, execution): one execution under two rules, then a call behind the second.
+        let calls = [
+            (r1, Some(e)),
+            (r2, Some(e)),
+            (r3, None),
+            (r3, Some(f)),
+            (r2, Some(f)),
+        ];
+        let mut inbox: VecDeque<(Uuid, Option<Uuid>)> = calls.into_iter().collect();
+        let keys = |call: &(Uuid, Option<Uuid>)| [Some(call.0), call.1];
+        let mut groups = Vec::new();
+        loop {
+            let group = take_group(&mut inbox, MAX_BATCH_ITEMS, keys);
+            if group.is_empty() {
+                break;
+            }
+            groups.push(group);
+        }
+        assert_eq!(
+            groups,
+            vec![
+                vec![(r1, Some(e)), (r3, None)],
+                vec![(r2, Some(e)), (r3, Some(f))],
+                vec![(r2, Some(f))],
+            ]
+        );
+        // Exactly as a batch of the same reports is split into rounds.
+        let rounds = crate::api::next_run::rounds_of(&calls);
+        let as_rounds: Vec<Vec<_>> = rounds
+            .into_iter()
+            .map(|round| round.into_iter().map(|i| calls[i]).collect())
+            .collect();
+        assert_eq!(groups, as_rounds);
+    }
+
     #[test]
     fn a_group_holds_each_rule_once_and_leaves_the_second_call_for_the_next() {
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
         let mut inbox: VecDeque<Uuid> = [a, b, a, b, a].into_iter().collect();
         assert_eq!(
-            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id),
+            take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only),
             vec![a, b]
         );
         assert_eq!(
-            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id),
+            take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only),
             vec![a, b]
         );
-        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id), vec![a]);
-        assert!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).is_empty());
+        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only), vec![a]);
+        assert!(take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only).is_empty());
     }
 
     #[test]
     fn a_group_is_at_most_a_batch() {
         let mut inbox: VecDeque<Uuid> = (0..MAX_BATCH_ITEMS + 3).map(|_| Uuid::new_v4()).collect();
         assert_eq!(
-            take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).len(),
+            take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only).len(),
             MAX_BATCH_ITEMS
         );
-        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, |id| *id).len(), 3);
+        assert_eq!(take_group(&mut inbox, MAX_BATCH_ITEMS, rule_only).len(), 3);
         let mut inbox: VecDeque<Uuid> = (0..12).map(|_| Uuid::new_v4()).collect();
-        assert_eq!(take_group(&mut inbox, 10, |id| *id).len(), 10);
-        assert_eq!(take_group(&mut inbox, 500, |id| *id).len(), 2);
+        assert_eq!(take_group(&mut inbox, 10, rule_only).len(), 10);
+        assert_eq!(take_group(&mut inbox, 500, rule_only).len(), 2);
     }
 }

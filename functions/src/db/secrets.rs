@@ -363,3 +363,16 @@ pub(crate) async fn uses(
         })
         .collect())
 }
+
+/// Which of `branches` are branches of `brand`, in id order.
+pub(crate) async fn branches_of_brand(
+    pool: &PgPool,
+    brand: Uuid,
+    branches: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM branches WHERE brand_id = $1 AND id = ANY($2) ORDER BY id")
+        .bind(brand)
+        .bind(branches)
+        .fetch_all(pool)
+        .await
+}

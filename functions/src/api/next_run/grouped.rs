@@ -7,7 +7,6 @@
 
 use res_shared::wire::{MAX_BATCH_ITEMS, SetNextRunTimeRequest, SetNextRunTimeResponse};
 use tracing::Instrument;
-use uuid::Uuid;
 
 use super::record::{Call, record_all, report_span};
 use super::{count, record};
@@ -33,8 +32,8 @@ impl Grouped for ReportCall {
     const DRAINERS: usize = 2;
     const GROUP_SIZE: usize = MAX_BATCH_ITEMS;
 
-    fn rule(&self) -> Uuid {
-        self.request.branch_rule_id
+    fn keys(&self) -> crate::api::group::Keys {
+        [Some(self.request.branch_rule_id), self.request.execution_id]
     }
 
     fn groups(state: &AppState) -> &Groups<Self> {

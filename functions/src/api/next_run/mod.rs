@@ -24,6 +24,9 @@ use offline::{check_offline, is_same_offline_run, record_offline_violation};
 use output::check_output;
 use record::record_all;
 use rounds::rounds;
+/// For the group's test: single reports are grouped in the order a batch's rounds keep.
+#[cfg(test)]
+pub(crate) use rounds::rounds as rounds_of;
 
 use super::{batch, group, require_object};
 use crate::admission::TurnSlot;

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 /// The reports' places (indexes into `reports`), round by round; each report is in exactly
 /// one round, and a round holds a rule or an execution at most once.
-pub(super) fn rounds(reports: &[(Uuid, Option<Uuid>)]) -> Vec<Vec<usize>> {
+pub(crate) fn rounds(reports: &[(Uuid, Option<Uuid>)]) -> Vec<Vec<usize>> {
     // The round after the latest one that holds each rule or execution.
     let mut next_free: HashMap<Uuid, usize> = HashMap::new();
     let mut rounds: Vec<Vec<usize>> = Vec::new();

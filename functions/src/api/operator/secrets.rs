@@ -165,11 +165,7 @@ fn invalid(field: &str, error: res_shared::secrets::SecretError) -> ApiError {
 /// Refuses a brand the caller does not administer, or that does not exist, as unknown.
 async fn administered(state: &AppState, caller: &Caller, brand: Uuid) -> Result<(), ApiError> {
     may_configure(state, caller, ConfigScope::Brand(brand)).await?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM brands WHERE id = $1)")
-        .bind(brand)
-        .fetch_one(&state.pool)
-        .await?;
-    if exists {
+    if db::config::brand_exists(&state.pool, brand).await? {
         Ok(())
     } else {
         Err(unknown_brand(brand))
@@ -194,13 +190,7 @@ async fn branches_of_brand(
     let mut wanted = branches.to_vec();
     wanted.sort_unstable();
     wanted.dedup();
-    let found: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT id FROM branches WHERE brand_id = $1 AND id = ANY($2) ORDER BY id",
-    )
-    .bind(brand)
-    .bind(&wanted)
-    .fetch_all(&state.pool)
-    .await?;
+    let found = db::secrets::branches_of_brand(&state.pool, brand, &wanted).await?;
     if let Some(missing) = wanted.iter().find(|id| !found.contains(id)) {
         return Err(ApiError::unprocessable(
             ErrorCode::InvalidField,
