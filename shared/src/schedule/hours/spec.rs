@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HoursSpec {
     /// `mon`…`sun`, or a range such as `sat-thu` (wrapping past Sunday), to intervals such
-    /// as `09:00-12:00`; an interval whose end is not after its start ends the next day
-    /// (`20:00-02:00`), and `24:00` is midnight at the end. A weekday not named is closed.
+    /// as `09:00-12:00`; an interval whose end is before its start ends the next day
+    /// (`20:00-02:00`), one that ends where it starts is refused (the whole day is
+    /// `00:00-24:00`), and `24:00` is midnight at the end. A weekday not named is closed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub week: BTreeMap<String, Vec<String>>,
     /// Dates whose hours replace the week's: closed (no `hours`) or their own intervals.
