@@ -340,3 +340,32 @@ fn the_opening_hours_examples_answer_as_documented() {
     }
     assert_eq!(checked, 3, "every example ran");
 }
+
+#[test]
+fn help_names_every_batch_key_and_a_merged_grid_answers_as_the_docs_say() {
+    let help = stdout(&runner(&["next-run", "--help"]));
+    let batch = &help[help.find("--batch").expect("the batch option")..];
+    for key in [
+        "cron",
+        "now",
+        "from",
+        "to",
+        "tz",
+        "failed",
+        "jitter_seconds",
+        "branch_rule_id",
+        "hours",
+        "timing",
+    ] {
+        assert!(batch.contains(key), "--batch help lacks {key}: {batch}");
+    }
+    // docs/schedule.md: spans that overlap are one grid (Riyadh, 09:00-12:00 and
+    // 13:00-18:00 from two hours before each opening: 07:00, 08:30, 10:00, 11:30, 13:00).
+    let line = r#"{"cron": "@every 90m", "now": "2026-03-02T07:00:00Z", "tz": "Asia/Riyadh", "hours": {"week": {"sun-sat": ["09:00-12:00", "13:00-18:00"]}}, "timing": {"while_open": {"before_seconds": 7200}}}"#;
+    let output = runner_with_stdin(&["next-run", "--batch"], &format!("{line}\n"));
+    assert!(
+        stdout(&output).contains("2026-03-02T08:30:00Z"),
+        "{}",
+        stdout(&output)
+    );
+}

@@ -200,6 +200,12 @@ fn merged(
     out
 }
 
+fn unmerged(
+    raw: &[(DateTime<Utc>, DateTime<Utc>, NaiveDate)],
+) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+    raw.iter().map(|(s, e, _)| (*s, *e)).collect()
+}
+
 fn oracle_locate(
     spans: &[(DateTime<Utc>, DateTime<Utc>)],
     t: DateTime<Utc>,
@@ -329,7 +335,9 @@ proptest! {
         let b = Boundaries::of(ZONES[zone]);
         let timetable = model.timetable();
         let raw = model.raw_spans(b);
-        let spans = merged(&raw);
+        // Opening hours' spans that touch are one; a daily window's occurrences stay apart,
+        // as they are without dates.
+        let spans = if model.daily.is_some() { unmerged(&raw) } else { merged(&raw) };
         for t in &times {
             let t = *t;
             prop_assert_eq!(timetable.locate(t, b.zone), oracle_locate(&spans, t), "locate {}", t);
@@ -373,7 +381,8 @@ proptest! {
             }
         }
 
-        // `@every` inside the hours: a grid from each span's start.
+        // `@every` inside the hours: a grid from each span's start, merged spans one grid,
+        // a span looked back for a week before the day asked about.
         let interval = Schedule::in_timetable(
             Recurrence::parse(&format!("@every {every}m")).expect("an interval"),
             Some(timetable.clone()),
@@ -382,7 +391,10 @@ proptest! {
         ).expect("a schedule");
         for t in &times {
             let step = TimeDelta::minutes(every);
-            let oracle = raw.iter().filter(|(_, e, _)| *e > *t).filter_map(|(s, e, _)| {
+            let floor = b.zone.local(*t).date() - Days::new(7);
+            let recent: Vec<_> = raw.iter().filter(|(_, _, d)| *d >= floor).copied().collect();
+            let grids = if model.daily.is_some() { unmerged(&recent) } else { merged(&recent) };
+            let oracle = grids.iter().filter(|(_, e)| *e > *t).filter_map(|(s, e)| {
                 let run = if *s > *t { *s } else {
                     let k = (*t - *s).num_seconds() / step.num_seconds() + 1;
                     *s + step * i32::try_from(k).expect("small")
@@ -498,4 +510,139 @@ fn a_riyadh_branch_s_week_holidays_and_ramadan() {
         at("2026-09-24T06:10:00Z"),
         "not on National Day"
     );
+}
+
+fn at(zone: &str, text: &str) -> (Zone, DateTime<Utc>) {
+    (
+        Zone::parse(zone).expect("a zone"),
+        text.parse().expect("an instant"),
+    )
+}
+
+fn hours(json: serde_json::Value) -> Arc<OpeningHours> {
+    let spec: HoursSpec = serde_json::from_value(json).expect("a spec");
+    Arc::new(OpeningHours::from_spec(&spec).expect("parses"))
+}
+
+fn next(schedule: &Schedule, after: DateTime<Utc>) -> String {
+    schedule
+        .next_run(after, false)
+        .map(|n| n.next_run_time.to_rfc3339())
+        .unwrap_or_else(|e| e.to_string())
+}
+
+/// docs/schedule.md: spans that overlap are one, and an `@every` grid starts afresh at each
+/// span's start — not two grids at once.
+#[test]
+fn every_runs_one_grid_across_spans_that_overlap() {
+    let (zone, _) = at("Asia/Riyadh", "2026-03-01T00:00:00Z");
+    let timetable = Timetable::new(
+        Some(Restriction::Hours {
+            hours: hours(serde_json::json!({"week": {"sun-sat": ["09:00-12:00", "13:00-18:00"]}})),
+            before: 2 * 3600,
+            after: 0,
+        }),
+        Validity::default(),
+    );
+    let schedule = Schedule::in_timetable(
+        Recurrence::parse("@every 90m").expect("an interval"),
+        timetable,
+        None,
+        zone,
+    )
+    .expect("a schedule");
+    // 07:00–18:00 Riyadh (04:00–15:00Z): 07:00, 08:30, 10:00, 11:30, 13:00…
+    let (_, ten) = at("Asia/Riyadh", "2026-03-02T07:00:00Z");
+    assert_eq!(next(&schedule, ten), "2026-03-02T08:30:00+00:00");
+    let (_, half_past_eleven) = at("Asia/Riyadh", "2026-03-02T08:30:00Z");
+    assert_eq!(
+        next(&schedule, half_past_eleven),
+        "2026-03-02T10:00:00+00:00"
+    );
+}
+
+#[test]
+fn every_runs_one_grid_across_spans_that_touch() {
+    let (zone, _) = at("UTC", "2026-03-01T00:00:00Z");
+    let timetable = Timetable::new(
+        Some(Restriction::Hours {
+            hours: hours(
+                serde_json::json!({"week": {"thu": ["21:00-01:00"], "fri": ["01:00-05:00"]}}),
+            ),
+            before: 0,
+            after: 0,
+        }),
+        Validity::default(),
+    );
+    let schedule = Schedule::in_timetable(
+        Recurrence::parse("@every 90m").expect("an interval"),
+        timetable,
+        None,
+        zone,
+    )
+    .expect("a schedule");
+    // Thursday 2026-03-05 21:00 to Friday 05:00: 21:00, 22:30, 00:00, 01:30, 03:00, 04:30.
+    let (_, t) = at("UTC", "2026-03-06T00:30:00Z");
+    assert_eq!(next(&schedule, t), "2026-03-06T01:30:00+00:00");
+    let (_, t) = at("UTC", "2026-03-06T03:00:00Z");
+    assert_eq!(next(&schedule, t), "2026-03-06T04:30:00+00:00");
+    // `on fri`: the grid starts with Friday's part.
+    let timetable = Timetable::new(
+        Some(Restriction::Hours {
+            hours: hours(
+                serde_json::json!({"week": {"thu": ["21:00-01:00"], "fri": ["01:00-05:00"]}}),
+            ),
+            before: 0,
+            after: 0,
+        }),
+        Validity::default(),
+    );
+    let friday = Schedule::in_timetable(
+        Recurrence::parse("@every 90m on fri").expect("an interval"),
+        timetable,
+        None,
+        zone,
+    )
+    .expect("a schedule");
+    let (_, t) = at("UTC", "2026-03-05T20:00:00Z");
+    assert_eq!(next(&friday, t), "2026-03-06T01:00:00+00:00");
+}
+
+/// A validity that excludes nothing answers as no validity: at St John's DST gap the
+/// overnight occurrence ends where the next opens, and each still opens.
+#[test]
+fn a_validity_that_excludes_nothing_changes_no_answer() {
+    let (zone, from) = at("America/St_Johns", "2026-03-08T02:30:00Z");
+    let window = OperationWindow::new(
+        NaiveTime::from_hms_opt(3, 0, 0).expect("03:00"),
+        NaiveTime::from_hms_opt(2, 0, 0).expect("02:00"),
+    )
+    .expect("a window");
+    let cron = || Recurrence::parse("*/30 2 * * SAT,SUN").expect("a cron");
+    let plain = Schedule::in_timetable(
+        cron(),
+        Timetable::new(
+            Some(Restriction::Daily(window.clone())),
+            Validity::default(),
+        ),
+        None,
+        zone,
+    )
+    .expect("a schedule");
+    let until = Schedule::in_timetable(
+        cron(),
+        Timetable::new(
+            Some(Restriction::Daily(window)),
+            Validity {
+                first: None,
+                last: Some(date(2026, 3, 13)),
+            },
+        ),
+        None,
+        zone,
+    )
+    .expect("a schedule");
+    assert!(plain.is_degenerate() && until.is_degenerate());
+    assert_eq!(next(&plain, from), "2026-03-08T05:30:00+00:00");
+    assert_eq!(next(&until, from), next(&plain, from));
 }

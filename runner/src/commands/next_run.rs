@@ -68,8 +68,8 @@ pub struct NextRunArgs {
     #[arg(long)]
     json: bool,
     /// Read one JSON object per line on stdin (keys cron, now, and optionally from, to, tz,
-    /// failed, jitter_seconds with branch_rule_id) and write one JSON answer per line, in
-    /// order.
+    /// failed, jitter_seconds with branch_rule_id, hours and timing as objects of the shapes
+    /// --hours and --timing take) and write one JSON answer per line, in order.
     #[arg(long, conflicts_with_all = ["cron", "from", "to", "tz", "now", "failed", "json", "jitter", "rule_id", "hours", "timing"])]
     batch: bool,
 }

@@ -23,6 +23,9 @@ const MAX_SECONDS: i64 = 86_400;
 /// Dates searched for a run: a week of allowed weekdays, plus the day a window opened
 /// before `now`'s date and a spare for DST.
 const SEARCH_DAYS: usize = 9;
+
+/// How far back an `@every` grid looks for the start of the opening-hours span it runs in.
+pub(crate) const GRID_LOOKBACK_DAYS: u64 = 7;
 /// Every weekday, Sunday = bit 0.
 const ALL_DAYS: u8 = 0x7f;
 
@@ -145,9 +148,12 @@ impl IntervalSchedule {
     }
 
     /// [`IntervalSchedule::next_after`] under opening hours or validity dates: a grid from
-    /// each span's start (each interval's opening less the offset; each local midnight
-    /// with dates alone) to its end, on the weekdays of the days it opens; spans that overlap each keep
-    /// their own grid.
+    /// each span's start (each interval's opening less the offset; each window occurrence
+    /// or local midnight with dates alone) to its end. Opening hours' spans that overlap or
+    /// touch are one span with one grid, which starts at the first of its parts that opens
+    /// on one of the interval's weekdays. A span open without a break is looked back for
+    /// [`GRID_LOOKBACK_DAYS`]: one open longer starts its grid afresh with the first span
+    /// opening on that day (docs/schedule.md).
     fn next_in_spans(
         &self,
         now: DateTime<Utc>,
@@ -155,18 +161,56 @@ impl IntervalSchedule {
         zone: Zone,
     ) -> Option<DateTime<Utc>> {
         let mut best: Option<DateTime<Utc>> = None;
-        timetable.walk_raw_from(now, zone, |start, end, opened| {
+        let consider = |grid: Option<DateTime<Utc>>, end: DateTime<Utc>, best: &mut Option<_>| {
+            if let Some(start) = grid
+                && end > now
+                && let Some(run) = self.first_in(start, end, now)
+            {
+                *best = Some(best.map_or(run, |b: DateTime<Utc>| b.min(run)));
+            }
+        };
+        if !timetable.merges() {
+            timetable.walk_raw_from(now, zone, |start, end, opened| {
+                if best.is_some_and(|best| start >= best) {
+                    return false;
+                }
+                consider(self.runs_on(opened).then_some(start), end, &mut best);
+                true
+            });
+            return best;
+        }
+        let back = zone
+            .local(now)
+            .date()
+            .checked_sub_days(chrono::Days::new(GRID_LOOKBACK_DAYS))?;
+        // Nothing opens before the first valid date: the search starts there.
+        let from = timetable
+            .validity()
+            .first
+            .map_or(back, |first| first.max(back));
+        // The span being gathered: where its grid starts (if a part runs), and its end.
+        let mut group: Option<(Option<DateTime<Utc>>, DateTime<Utc>)> = None;
+        timetable.walk_raw(from, zone, |start, end, opened| {
+            let runs = self.runs_on(opened).then_some(start);
+            if let Some((grid, group_end)) = &mut group
+                && start <= *group_end
+            {
+                *group_end = (*group_end).max(end);
+                *grid = grid.or(runs);
+                return true;
+            }
+            if let Some((grid, group_end)) = group.take() {
+                consider(grid, group_end, &mut best);
+            }
             if best.is_some_and(|best| start >= best) {
                 return false;
             }
-            if end > now
-                && self.runs_on(opened)
-                && let Some(run) = self.first_in(start, end, now)
-            {
-                best = Some(best.map_or(run, |best| best.min(run)));
-            }
+            group = Some((runs, end));
             true
         });
+        if let Some((grid, group_end)) = group {
+            consider(grid, group_end, &mut best);
+        }
         best
     }
 

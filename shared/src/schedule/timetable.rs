@@ -229,8 +229,17 @@ impl Timetable {
         }
     }
 
-    /// The spans, merged where they overlap or touch and in order, from those opening on
-    /// `from` on, each given to `visit` until it returns false (or the search ends).
+    /// Whether spans that overlap or touch are one: opening hours' are. A daily window's
+    /// occurrences stay apart (a window 00:00–24:00 opens every midnight; at a DST gap an
+    /// overnight occurrence may end where the next opens), as they are without dates, so
+    /// a validity that excludes nothing changes no answer.
+    pub(crate) fn merges(&self) -> bool {
+        matches!(self.restriction, Some(Restriction::Hours { .. }))
+    }
+
+    /// The spans — merged where they overlap or touch if [`Timetable::merges`] — in order,
+    /// from those opening on `from` on, each given to `visit` until it returns false (or
+    /// the search ends).
     pub(crate) fn walk(
         &self,
         from: NaiveDate,
@@ -249,6 +258,10 @@ impl Timetable {
                     zone.boundary(end.and_time(NaiveTime::MIN)),
                 );
             }
+            return;
+        }
+        if !self.merges() {
+            self.walk_raw(from, zone, |start, end, _| visit(start, end));
             return;
         }
         let mut current: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
