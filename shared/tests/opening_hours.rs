@@ -622,7 +622,7 @@ fn a_validity_that_excludes_nothing_changes_no_answer() {
     let plain = Schedule::in_timetable(
         cron(),
         Timetable::new(
-            Some(Restriction::Daily(window.clone())),
+            Some(Restriction::Daily(window)),
             Validity::default(),
         ),
         None,
