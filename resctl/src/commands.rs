@@ -131,7 +131,11 @@ pub(crate) async fn run(client: &FunctionsClient, cli: &Cli) -> Result<String, U
                 };
                 let answer = client.call(&request).await?;
                 emit(json, &answer, || {
-                    if answer.cancel_requested {
+                    if answer.already_requested {
+                        format!(
+                            "already requested: {execution} stops at its runner's next heartbeat (this cancel changed nothing)\n"
+                        )
+                    } else if answer.cancel_requested {
                         format!(
                             "cancel requested: {execution} stops at its runner's next heartbeat\n"
                         )

@@ -621,10 +621,7 @@ fn a_validity_that_excludes_nothing_changes_no_answer() {
     let cron = || Recurrence::parse("*/30 2 * * SAT,SUN").expect("a cron");
     let plain = Schedule::in_timetable(
         cron(),
-        Timetable::new(
-            Some(Restriction::Daily(window)),
-            Validity::default(),
-        ),
+        Timetable::new(Some(Restriction::Daily(window)), Validity::default()),
         None,
         zone,
     )

@@ -145,6 +145,15 @@ pub(crate) async fn request_cancel(tx: &mut Tx, execution_id: Uuid) -> Result<()
         .map(drop)
 }
 
+/// Whether a stop was already asked of the execution (its row is locked by the caller).
+pub(crate) async fn cancel_requested(tx: &mut Tx, execution_id: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT cancel_requested FROM executions WHERE id = $1")
+        .bind(execution_id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map(|found| found.unwrap_or(false))
+}
+
 /// Cancels an execution nobody is running (claimed but not started, or paused) at once,
 /// and frees its rule.
 pub(crate) async fn cancel_now(

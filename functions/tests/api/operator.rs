@@ -1109,3 +1109,50 @@ async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_s
             .replace(&unknown_id.to_string(), "ID")
     );
 }
+
+/// A claim starts the run, so a cancel right after it is asked of the runner; six sent at
+/// once make one request and one audit row, and the others say it was already asked.
+#[tokio::test]
+async fn repeated_cancels_of_a_just_claimed_run_request_it_once() {
+    let s = site().await;
+    s.app
+        .exec(
+            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
+            &[s.rule],
+        )
+        .await;
+    let claimed = s.app.claim(&s.runner, s.rule, "site-1").await;
+    let cancel = json!({"execution_id": claimed.execution, "reason": "wrong camera"});
+    let answers = futures_util::future::join_all((0..6).map(|_| {
+        s.app
+            .call(CancelExecutionRequest::NAME, &s.operator, cancel.clone())
+    }))
+    .await;
+    for answer in &answers {
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.body["status"], json!("running"), "{}", answer.body);
+        assert_eq!(answer.body["cancel_requested"], json!(true));
+    }
+    let firsts = answers
+        .iter()
+        .filter(|a| a.body["already_requested"] == json!(false))
+        .count();
+    assert_eq!(
+        firsts, 1,
+        "one cancel asked; the others were told it was asked"
+    );
+    let audit: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM operator_actions WHERE action = 'cancel' AND execution_id = $1",
+    )
+    .bind(claimed.execution)
+    .fetch_one(&s.app.pool)
+    .await
+    .expect("audit rows");
+    assert_eq!(audit, 1);
+    // The runner hears it at its first beat; until then the run is running.
+    assert_eq!(execution_row(&s.app, claimed.execution).await.0, "running");
+    let beat = json!({"execution_id": claimed.execution, "claim_token": claimed.token});
+    let told = s.app.call(HeartbeatRequest::NAME, &s.runner, beat).await;
+    assert_eq!(told.body["cancel_requested"], json!(true), "{}", told.body);
+}

@@ -140,6 +140,10 @@ pub struct CancelExecutionResponse {
     pub status: ExecutionStatus,
     /// True when the runner still has to stop it (within one heartbeat interval).
     pub cancel_requested: bool,
+    /// True when an earlier cancel had already asked it to stop: this one changed nothing
+    /// and left no audit row (absent from functions before 0.3.0).
+    #[serde(default)]
+    pub already_requested: bool,
 }
 
 /// Most rows one `executions_list` page holds.

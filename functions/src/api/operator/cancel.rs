@@ -16,8 +16,9 @@ use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::state::AppState;
 
-/// Cancel an execution: a running one ends `cancelled` within one heartbeat interval; a
-/// scheduled or paused one at once, freeing its rule.
+/// Cancel an execution: a running one (a claim starts the run) is asked to stop at its
+/// runner's next heartbeat — the first comes a third of the lease after the claim — and ends
+/// `cancelled`; a paused one at once, freeing its rule. Asking again changes nothing.
 #[utoipa::path(
     post,
     path = "/functions/v1/executions_cancel",
@@ -65,6 +66,17 @@ pub(crate) async fn cancel_for(
         .ok_or_else(not_found)?;
     let status = execution.status;
     let stop = decide_cancel(id, status)?;
+    // A cancel already asked of its runner is answered as such: no second request, no
+    // second audit row (an operator who clicks again, six resctl calls at once).
+    if stop == Stop::Request && db::operator::cancel_requested(&mut tx, id).await? {
+        tx.commit().await?;
+        return Ok(CancelExecutionResponse {
+            execution_id: id,
+            status,
+            cancel_requested: true,
+            already_requested: true,
+        });
+    }
     stop_execution(&mut tx, id, status, rule_id).await?;
     let asked = Asked {
         caller,
@@ -82,5 +94,6 @@ pub(crate) async fn cancel_for(
             ExecutionStatus::Cancelled
         },
         cancel_requested: requested,
+        already_requested: false,
     })
 }
