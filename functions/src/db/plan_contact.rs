@@ -28,7 +28,7 @@ pub(crate) struct PlanContact<'a> {
 }
 
 /// The registry write and the owner designation, as common table expressions over
-/// parameters `$1`–`$10` (see [`PlanContact`] and `bind_contact`), ending in `mine`: the
+/// parameters `$1`–`$11` (see [`PlanContact`] and `bind_contact`), ending in `mine`: the
 /// owner of each of the caller's branches that has one.
 ///
 /// The registry row is written only when the runner says something new (its version,
@@ -47,6 +47,7 @@ macro_rules! contact_ctes {
              UPDATE runners \
              SET version = COALESCE($3, runners.version), last_plan_at = now(), \
                  last_seen_at = now(), outbox_depth = $4, state_unwritable_since = $10, \
+                 state_space_low_since = $11, \
                  online_since = CASE WHEN runners.last_seen_at \
                                           < now() - make_interval(secs => $8) \
                                      THEN now() ELSE runners.online_since END, \
@@ -57,6 +58,7 @@ macro_rules! contact_ctes {
                 OR runners.last_seen_at < now() - make_interval(secs => $8 / 2) \
                 OR runners.outbox_depth IS DISTINCT FROM $4 \
                 OR runners.state_unwritable_since IS DISTINCT FROM $10 \
+                OR runners.state_space_low_since IS DISTINCT FROM $11 \
                 OR runners.version IS DISTINCT FROM COALESCE($3, runners.version) \
                 OR runners.last_outage_started_at IS DISTINCT FROM \
                    COALESCE($5, runners.last_outage_started_at)) \
@@ -65,8 +67,8 @@ macro_rules! contact_ctes {
          added AS ( \
              INSERT INTO runners (key_id, runner_id, version, last_plan_at, outbox_depth, \
                                   last_outage_started_at, last_outage_ended_at, \
-                                  state_unwritable_since) \
-             SELECT $1, $2, $3, now(), $4, $5, $6, $10 WHERE NOT EXISTS (SELECT FROM known) \
+                                  state_unwritable_since, state_space_low_since) \
+             SELECT $1, $2, $3, now(), $4, $5, $6, $10, $11 WHERE NOT EXISTS (SELECT FROM known) \
              ON CONFLICT (key_id, runner_id) DO NOTHING \
              RETURNING online_since), \
          me AS ( \
@@ -131,7 +133,7 @@ impl OwnerRow {
     }
 }
 
-/// The contact's parameters `$1`–`$10`, in the order `contact_ctes` reads them.
+/// The contact's parameters `$1`–`$11`, in the order `contact_ctes` reads them.
 fn bind_contact<'q, O>(
     query: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
     contact: &'q PlanContact<'q>,
@@ -153,6 +155,7 @@ fn bind_contact<'q, O>(
         .bind(f64::from(contact.stale_after_seconds))
         .bind(contact.may_own)
         .bind(health.and_then(|h| h.state_unwritable_since))
+        .bind(health.and_then(|h| h.state_space_low_since))
 }
 
 /// A runner asked for its plan: notes it and answers the offline owner of each of its
@@ -187,7 +190,7 @@ struct GlancedRow {
 }
 
 /// [`noted`], and at once the first look at what changed in the contact's branches since
-/// the cursor (its snapshot text and time, `$11` and `$12`): the owners and the look share
+/// the cursor (its snapshot text and time, `$12` and `$13`): the owners and the look share
 /// one snapshot.
 pub(crate) async fn noted_with_glance(
     pool: &PgPool,
@@ -199,7 +202,7 @@ pub(crate) async fn noted_with_glance(
         sqlx::query_as(concat!(
             contact_ctes!(),
             ", look AS (SELECT ",
-            scoped_glance!("$11", "$12", "$7"),
+            scoped_glance!("$12", "$13", "$7"),
             ") SELECT look.snapshot, look.now, look.changed, mine.branch_id, mine.runner_id, \
                       mine.is_you, mine.last_plan_at \
                FROM look LEFT JOIN mine ON true ORDER BY mine.branch_id"

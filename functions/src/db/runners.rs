@@ -56,6 +56,7 @@ struct RunnerRow {
     last_outage_started_at: Option<DateTime<Utc>>,
     last_outage_ended_at: Option<DateTime<Utc>>,
     state_unwritable_since: Option<DateTime<Utc>>,
+    state_space_low_since: Option<DateTime<Utc>>,
     silent_seconds: i64,
 }
 
@@ -96,6 +97,7 @@ impl RunnerRow {
                     ended_at,
                 }),
             state_unwritable_since: self.state_unwritable_since,
+            state_space_low_since: self.state_space_low_since,
         }
     }
 }
@@ -132,7 +134,7 @@ pub(crate) async fn page(
                 served.names AS branch_names, served.owned AS branch_owned, r.version, r.boot_id, r.booted_at, \
                 r.first_seen_at, r.last_seen_at, r.last_plan_at, r.outbox_depth, \
                 r.last_outage_started_at, r.last_outage_ended_at, r.state_unwritable_since, \
-                floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
+                r.state_space_low_since, floor(extract(epoch FROM now() - r.last_seen_at))::bigint AS silent_seconds \
          FROM runners r \
          JOIN api_keys k ON k.id = r.key_id AND k.revoked_at IS NULL \
          JOIN ( \

@@ -96,6 +96,9 @@ pub struct Config {
     /// second (see `res_shared::schedule::start_offset`), so that a fleet's claims of one
     /// second do not all reach the functions in the same few milliseconds.
     pub(crate) start_spread_ms: u64,
+    /// Below this much free space in the state directory (MiB) the runner warns — health,
+    /// status, metrics and the fleet view — before a write fails; 0 turns the warning off.
+    pub(crate) state_free_warn_mb: u64,
 }
 
 impl Default for Config {
@@ -124,6 +127,7 @@ impl Default for Config {
             stop_grace_seconds: 10,
             clock_skew_warn_seconds: 5,
             start_spread_ms: MAX_START_SPREAD_MS,
+            state_free_warn_mb: 100,
         }
     }
 }

@@ -7,6 +7,7 @@ pub(crate) mod coalesce;
 pub mod config;
 pub(crate) mod delivery;
 pub(crate) mod detectors;
+pub(crate) mod disk;
 pub(crate) mod forgotten_claims;
 pub(crate) mod marker;
 pub(crate) mod memory;
@@ -99,6 +100,8 @@ pub struct Daemon {
     pub(crate) plan_wait_granted: AtomicU64,
     pub(crate) last_refresh: Mutex<Option<DateTime<Utc>>>,
     pub(crate) memory: memory::MemoryProbe,
+    /// The state directory's free space.
+    pub(crate) disk: disk::DiskWatch,
     pub(crate) started_at: DateTime<Utc>,
     /// How the plan file looked at start.
     pub(crate) plan_at_start: String,
@@ -223,6 +226,7 @@ impl Daemon {
             plan_wait_granted: AtomicU64::new(config.plan_wait().as_secs()),
             last_refresh: Mutex::new(None),
             memory: memory::MemoryProbe::new(config.memory_limit_percent),
+            disk: disk::DiskWatch::new(config.state_dir.clone(), config.state_free_warn_mb),
             started_at: crate::clock::now(),
             batched: coalesce::Batched::new(&client),
             plan_format: AtomicU32::new(res_shared::wire::PLAN_FORMAT_HOURS),
@@ -324,6 +328,11 @@ impl Daemon {
         m.outbox_in_memory.set(self.outbox.in_memory() as i64);
         m.state_unwritable
             .set(i64::from(self.outbox.unwritable().is_some()));
+        if let Some(space) = self.disk.read() {
+            m.state_free_bytes
+                .set(i64::try_from(space.free_bytes).unwrap_or(i64::MAX));
+            m.state_space_low.set(i64::from(space.low_since.is_some()));
+        }
     }
 }
 

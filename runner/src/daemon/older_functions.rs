@@ -59,14 +59,16 @@ impl OlderFunctions {
         !self.disk_refused.load(Ordering::Relaxed)
     }
 
-    /// Whether `error` refused the health's `state_unwritable_since`: noted, so later plan
-    /// requests leave it out.
+    /// Whether `error` refused the disk's state in the health (`state_unwritable_since` or
+    /// `state_space_low_since`, both new in 0.3.0): noted, so later plan requests leave
+    /// both out.
     pub(crate) fn refused_disk(&self, error: &CloudError) -> bool {
-        let refused = error.refuses_field("state_unwritable_since");
+        let refused = error.refuses_field("state_unwritable_since")
+            || error.refuses_field("state_space_low_since");
         if refused && !self.disk_refused.swap(true, Ordering::Relaxed) {
             tracing::warn!(
                 "the functions are older than this runner: plan requests leave out \
-                 `health.state_unwritable_since` from now on"
+                 `health.state_unwritable_since` and `health.state_space_low_since` from now on"
             );
         }
         refused
@@ -191,6 +193,14 @@ mod tests {
         assert!(older.tells_disk());
         let refused = refusal(
             "invalid request body: health: unknown field `state_unwritable_since`, expected \
+             one of `version`, `outbox_depth`, `last_outage`, `runs_offline`",
+        );
+        assert!(older.refused_disk(&refused));
+        assert!(!older.tells_disk());
+        // The low-space field is the same release's: refusing it refuses both.
+        let older = OlderFunctions::default();
+        let refused = refusal(
+            "invalid request body: health: unknown field `state_space_low_since`, expected \
              one of `version`, `outbox_depth`, `last_outage`, `runs_offline`",
         );
         assert!(older.refused_disk(&refused));

@@ -180,13 +180,14 @@ async fn refresh(daemon: &Daemon) -> Result<Next, crate::cloud::CloudError> {
     };
     // Functions older than this runner refuse the disk's state in its health: leave it out.
     if let Some(health) = request.health.as_mut()
-        && health.state_unwritable_since.is_some()
+        && (health.state_unwritable_since.is_some() || health.state_space_low_since.is_some())
         && response
             .as_ref()
             .err()
             .is_some_and(|e| daemon.older_functions.refused_disk(e))
     {
         health.state_unwritable_since = None;
+        health.state_space_low_since = None;
         let Some(again) = ask(daemon, &request, wait).await else {
             return Ok(Next::Poll);
         };
@@ -344,6 +345,11 @@ fn health(daemon: &Daemon) -> RunnerHealth {
             .outbox
             .unwritable()
             .map(|u| u.since)
+            .filter(|_| daemon.older_functions.tells_disk()),
+        state_space_low_since: daemon
+            .disk
+            .read()
+            .and_then(|space| space.low_since)
             .filter(|_| daemon.older_functions.tells_disk()),
     }
 }

@@ -64,6 +64,10 @@ pub(crate) struct Status {
     outbox_in_memory: usize,
     /// Since when, and why, the state directory refuses writes (disk full, read-only).
     state_unwritable: Option<Unwritable>,
+    /// Bytes free in the state directory's file system (`None`: it cannot be asked).
+    state_free_bytes: Option<u64>,
+    /// Since when that has been under `state_free_warn_mb`.
+    state_space_low_since: Option<DateTime<Utc>>,
     write_thread_alive: bool,
     memory_used_percent: Option<f64>,
     memory_limit_percent: f64,
@@ -107,6 +111,7 @@ pub(crate) struct RuleRow {
 fn snapshot(daemon: &Daemon) -> Status {
     daemon.sample_gauges();
     let now = crate::clock::now();
+    let space = daemon.disk.read();
     let (workflows, rules, offline_owners, secrets) = {
         let plan = daemon.plan.read();
         let offline_owners = plan
@@ -181,6 +186,8 @@ fn snapshot(daemon: &Daemon) -> Status {
         outbox_depth: daemon.outbox.depth(),
         outbox_in_memory: daemon.outbox.in_memory(),
         state_unwritable: daemon.outbox.unwritable(),
+        state_free_bytes: space.map(|space| space.free_bytes),
+        state_space_low_since: space.and_then(|space| space.low_since),
         write_thread_alive: daemon.plan.writer_stats().alive.load(Ordering::SeqCst),
         memory_used_percent: daemon.memory.used_percent(),
         memory_limit_percent: daemon.memory.limit_percent(),
@@ -200,14 +207,19 @@ async fn healthz(State(daemon): State<Arc<Daemon>>) -> Response {
     let workers = daemon.metrics.alive_workers.get();
     // Unwritable state is degraded, not unhealthy: a restart would lose the reports held in
     // memory, so nothing should restart the runner for it.
+    // So is a state directory nearly full: the operator hears of it before a write fails.
     let unwritable = daemon.outbox.unwritable();
+    let space = daemon.disk.read();
+    let low = space.and_then(|space| space.low_since);
     let body = serde_json::json!({
-        "status": match (writer && workers > 0, &unwritable) {
+        "status": match (writer && workers > 0, unwritable.is_some() || low.is_some()) {
             (false, _) => "unhealthy",
-            (true, Some(_)) => "degraded",
-            (true, None) => "ok",
+            (true, true) => "degraded",
+            (true, false) => "ok",
         },
         "state_unwritable_since": unwritable.map(|u| u.since),
+        "state_space_low_since": low,
+        "state_free_bytes": space.map(|space| space.free_bytes),
         "write_thread_alive": writer,
         "alive_workers": workers,
         "cloud_reachable": daemon.cloud_reachable.load(Ordering::SeqCst),
@@ -273,6 +285,8 @@ struct Page<'a> {
     started: String,
     /// "unwritable since …: why", while the state directory refuses writes.
     unwritable: Option<String>,
+    /// "… free since …", while the state directory is nearly full (and still writable).
+    space_low: Option<String>,
     owners: Vec<OwnerLine<'a>>,
     running: Vec<RunningLine>,
     rules: Vec<RuleLine<'a>>,
@@ -358,6 +372,16 @@ pub(crate) fn render(s: &Status) -> Result<String, askama::Error> {
             .state_unwritable
             .as_ref()
             .map(|u| format!("unwritable since {}: {}", time(Some(u.since)), u.error)),
+        space_low: s
+            .state_space_low_since
+            .filter(|_| s.state_unwritable.is_none())
+            .map(|since| {
+                format!(
+                    "{} MiB free since {}",
+                    s.state_free_bytes.unwrap_or(0) / (1024 * 1024),
+                    time(Some(since))
+                )
+            }),
         owners: s
             .offline_owners
             .iter()
@@ -448,6 +472,8 @@ mod tests {
             outbox_depth: 2,
             outbox_in_memory: 0,
             state_unwritable: None,
+            state_free_bytes: None,
+            state_space_low_since: None,
             write_thread_alive: true,
             memory_used_percent: Some(41.6),
             memory_limit_percent: 90.0,

@@ -77,6 +77,10 @@ metrics! {
         "outbox_in_memory", "Of those, held in memory because the state directory refuses writes";
     state_unwritable: Gauge = Gauge::default() =>
         "state_unwritable", "1 while the state directory refuses writes (disk full, read-only)";
+    state_free_bytes: Gauge = Gauge::default() =>
+        "state_free_bytes", "Bytes free for the runner in its state directory's file system";
+    state_space_low: Gauge = Gauge::default() =>
+        "state_space_low", "1 while the state directory has less free space than state_free_warn_mb";
     memory_throttled: Gauge = Gauge::default() =>
         "memory_throttled", "1 while no new job starts because host memory is above the limit";
     clock_skew_seconds: Gauge<f64, AtomicU64> = Gauge::default() =>

@@ -196,6 +196,10 @@ pub struct RunnerSummary {
     /// Since when its state directory refuses writes, as it last reported.
     #[serde(default, with = "super::time::option")]
     pub state_unwritable_since: Option<DateTime<Utc>>,
+    /// Since when its state directory has had less free space than its runner's threshold
+    /// (`state_free_warn_mb`), as it last reported: it fills before a write fails.
+    #[serde(default, with = "super::time::option")]
+    pub state_space_low_since: Option<DateTime<Utc>>,
 }
 
 /// A stretch of time a runner could not reach the functions.
@@ -359,6 +363,14 @@ pub struct RunnerHealth {
         skip_serializing_if = "Option::is_none"
     )]
     pub state_unwritable_since: Option<DateTime<Utc>>,
+    /// Since when its state directory has had less free space than the runner's
+    /// `state_free_warn_mb`. Sent only then (since 0.3.0, as `state_unwritable_since`).
+    #[serde(
+        default,
+        with = "super::time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub state_space_low_since: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]

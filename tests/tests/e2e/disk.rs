@@ -137,3 +137,74 @@ async fn a_full_disk_loses_no_report_or_violation_and_starts_no_offline_run() {
 async fn a_read_only_disk_loses_no_report_or_violation_and_starts_no_offline_run() {
     a_refusing_disk_loses_nothing(Refusal::ReadOnly).await;
 }
+
+/// A state directory that fills without a write failing yet is seen first: `/healthz`
+/// degraded, the status page, `/status`, the metric, and the fleet view name it; with room
+/// again, each clears.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disk_filling_up_is_seen_before_a_write_fails() {
+    let system = System::start().await;
+    let disk = Tmpfs::mount(&system.dir.join("site-1"), 4096);
+    // 4 MiB with a 2 MiB threshold: room at first.
+    let runner = system.runner("site-1", &[("STATE_FREE_WARN_MB", "2")]);
+    let up = tokio::time::timeout(WAIT, async {
+        while runner.status().await.is_none() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(up.is_ok(), "the runner is up: {}", runner.log());
+    let (_, health) = runner.get("/healthz").await.expect("healthz");
+    assert!(health.contains("\"status\":\"ok\""), "{health}");
+    // Three of the four MiB taken by something else on the site: nothing refused yet.
+    let ballast = system.dir.join("site-1").join("ballast");
+    std::fs::write(&ballast, vec![0u8; 3 * 1024 * 1024]).expect("ballast written");
+    eventually("health says the disk is nearly full", WAIT, || async {
+        runner.get("/healthz").await.is_some_and(|(_, body)| {
+            body.contains("\"status\":\"degraded\"")
+                && !body.contains("\"state_space_low_since\":null")
+        })
+    })
+    .await;
+    let status = runner.status().await.expect("status");
+    assert!(
+        status["state_unwritable"].is_null(),
+        "nothing refused: {status}"
+    );
+    assert!(
+        status["state_free_bytes"].as_u64() < Some(2 * 1024 * 1024),
+        "{status}"
+    );
+    let (_, metrics) = runner.get("/metrics").await.expect("metrics");
+    assert!(
+        metrics.contains("res_runner_state_space_low 1"),
+        "{metrics}"
+    );
+    let (_, page) = runner.get("/").await.expect("page");
+    assert!(page.contains("State directory nearly full"), "{page}");
+    let fleet = || async {
+        let out = system.resctl(&system.operator, &["fleet"]).await;
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The registry hears it with the runner's next plan request: within the granted wait.
+    let plan_wait = Duration::from_secs(120);
+    eventually(
+        "the fleet view lists the runner's filling disk",
+        plan_wait,
+        || async { fleet().await.contains("its disk is nearly full since") },
+    )
+    .await;
+    std::fs::remove_file(&ballast).expect("ballast removed");
+    eventually("health is ok again", WAIT, || async {
+        runner
+            .get("/healthz")
+            .await
+            .is_some_and(|(_, body)| body.contains("\"status\":\"ok\""))
+    })
+    .await;
+    eventually("the fleet view no longer lists it", plan_wait, || async {
+        !fleet().await.contains("its disk is nearly full")
+    })
+    .await;
+    drop(disk);
+}

@@ -237,7 +237,7 @@ fn failing(row: &DescribedRule) -> Option<u32> {
 
 impl FleetOverview {
     /// Counts a runner that is not gone by its version, and lists it when these functions
-    /// do not serve that version or its disk refuses writes.
+    /// do not serve that version or its disk refuses writes or is nearly full.
     fn add_version(&mut self, runner: &RunnerSummary, left_out: u64) {
         if runner.state == RunnerState::Gone {
             return;
@@ -258,6 +258,19 @@ impl FleetOverview {
                     since.format("%Y-%m-%d %H:%M")
                 )
             }))
+            .chain(
+                runner
+                    .state_space_low_since
+                    .filter(|_| runner.state_unwritable_since.is_none())
+                    .map(|since| {
+                        format!(
+                            "its disk is nearly full since {} UTC (less free space than its \
+                             state_free_warn_mb): free space on it before its reports and \
+                             offline runs have nowhere to go",
+                            since.format("%Y-%m-%d %H:%M")
+                        )
+                    }),
+            )
             .collect();
         if !reasons.is_empty() {
             self.runners_needing_someone.push(RunnerAttention {
