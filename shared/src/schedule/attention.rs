@@ -49,6 +49,10 @@ pub fn after_run(failures_before: u32, failed: bool, threshold: u32) -> AfterRun
 /// Why a rule's schedule needs an operator, if it does: it cannot be used, or it never
 /// fires inside the operation window. Said the same after a run and by the sweeper.
 pub fn schedule_attention(next: &Rescheduled) -> Option<String> {
+    // A rule whose dates ended has run its course: nothing for an operator to fix.
+    if next.ended.is_some() {
+        return None;
+    }
     if let Some(problem) = &next.problem {
         return Some(format!("the schedule cannot be used: {problem}"));
     }
@@ -93,6 +97,35 @@ mod tests {
         assert!(after_run(0, true, 1).needs_attention, "a threshold of 1");
         assert!(after_run(0, true, 0).needs_attention, "0 counts as 1");
         assert_eq!(after_run(u32::MAX, true, 3).consecutive_failures, u32::MAX);
+    }
+
+    #[test]
+    fn a_rule_whose_dates_ended_needs_nobody() {
+        use crate::schedule::{OverlapPolicy, RuleSchedule, RuleTiming, TimingSpec};
+        let spec: TimingSpec =
+            serde_json::from_value(serde_json::json!({"valid_until": "2026-03-13"}))
+                .expect("a timing");
+        let rule = RuleSchedule::new(RuleTiming {
+            id: uuid::Uuid::from_u128(1),
+            cron: Some("0 * * * *"),
+            from: None,
+            to: None,
+            zone: Some("UTC"),
+            jitter_seconds: 0,
+            overlap: OverlapPolicy::Skip,
+            hours: None,
+            spec: Some(&spec),
+        });
+        let during = rule.reschedule("2026-03-10T10:30:00Z".parse().expect("t"), false);
+        assert_eq!(during.ended, None);
+        let after = rule.reschedule("2026-03-14T00:30:00Z".parse().expect("t"), false);
+        assert_eq!(after.ended, chrono::NaiveDate::from_ymd_opt(2026, 3, 13));
+        assert!(after.problem.is_some(), "no run is left");
+        assert_eq!(
+            schedule_attention(&after),
+            None,
+            "ended, not needing attention"
+        );
     }
 
     #[test]

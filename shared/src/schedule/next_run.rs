@@ -225,6 +225,12 @@ impl Schedule {
         Err(out_of_range())
     }
 
+    /// The rule's last valid date, when `now` is past it (in the rule's zone).
+    pub fn ended_on(&self, now: DateTime<Utc>) -> Option<chrono::NaiveDate> {
+        let last = self.window.as_ref()?.validity().last?;
+        (self.zone.local(now).date() > last).then_some(last)
+    }
+
     /// Whether a windowed cron's year field has no occurrence left after `now`, which
     /// makes the rule degenerate from then on (judged here, not when it is built).
     fn exhausted(&self, now: DateTime<Utc>) -> bool {

@@ -2,7 +2,7 @@
 //! runner computes itself while the cloud is unreachable. It never fails: a schedule that
 //! cannot be used still yields a next run (a fixed delay) and says why.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 
 use super::next_run::{FAILED_RUN_RETRY, NextRun};
 use super::overlap::OverlapPolicy;
@@ -19,6 +19,9 @@ pub struct Rescheduled {
     pub next_run: NextRun,
     /// What is wrong with the rule's schedule, when it could not be used; for the log.
     pub problem: Option<String>,
+    /// The last valid date, when it has passed: the rule has no run left because its
+    /// dates ended (a finished campaign), which needs nobody.
+    pub ended: Option<NaiveDate>,
 }
 
 /// The next run of a rule that ran at `now`: the schedule's answer whenever it is valid
@@ -72,5 +75,6 @@ pub(crate) fn fixed_delay(
             degenerate: false,
         },
         problem: Some(problem),
+        ended: None,
     }
 }

@@ -214,6 +214,7 @@ impl RuleSchedule {
             return Rescheduled {
                 next_run,
                 problem: None,
+                ended: None,
             };
         }
         self.reschedule(now, last_run_failed)
@@ -230,8 +231,12 @@ impl RuleSchedule {
             Ok(next_run) => Rescheduled {
                 next_run,
                 problem: None,
+                ended: None,
             },
-            Err(problem) => fixed_delay(now, last_run_failed, problem),
+            Err(problem) => Rescheduled {
+                ended: self.schedule.as_ref().ok().and_then(|s| s.ended_on(now)),
+                ..fixed_delay(now, last_run_failed, problem)
+            },
         }
     }
 
