@@ -1,12 +1,16 @@
 //! Earlier releases' `res-runner` and `res-functions`, built from their commits, for the
 //! compatibility tests (tests/tests/e2e/compat.rs) that run them beside today's.
 //!
-//! `releases.txt` at the workspace's root lists the releases the tests run. A release is built once per checkout into `target/releases/<version>/`
-//! (its commit beside the binaries says which). `.ci/run` builds them before the tests
-//! with `cargo xtask releases`, into the workspace's own target directory, so the
-//! dependencies the releases share with today's build compile once (about a minute a
-//! release). A test that finds one missing builds it itself into a target directory of
-//! its own — slower (minutes), but it never replaces a binary other tests are running.
+//! `releases.txt` at the workspace's root lists the releases the tests run. A release is
+//! built once per commit and machine into a cache outside the checkout ([`cache_root`]:
+//! `$RES_RELEASES_CACHE`, else `$XDG_CACHE_HOME/res/releases`, else
+//! `~/.cache/res/releases`), in `<version>-<commit>/` (the commit beside the binaries says
+//! which): a clean clone's CI finds them built, where building them again cost it about
+//! three and a half minutes. `.ci/run` builds any missing before the tests with
+//! `cargo xtask releases`, in the workspace's own target directory, so the dependencies the
+//! releases share with today's build compile once (about a minute a release). A test that
+//! finds one missing builds it itself into a target directory of its own — slower
+//! (minutes), but it never replaces a binary other tests are running.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -26,10 +30,26 @@ pub struct Release {
     pub commit: String,
 }
 
+/// Where built releases are kept, outside any checkout: `$RES_RELEASES_CACHE`, else
+/// `$XDG_CACHE_HOME/res/releases`, else `$HOME/.cache/res/releases`; a workspace's
+/// `target/releases` only where none of those is set.
+pub fn cache_root(workspace: &Path) -> PathBuf {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    set("RES_RELEASES_CACHE")
+        .or_else(|| set("XDG_CACHE_HOME").map(|dir| dir.join("res/releases")))
+        .or_else(|| set("HOME").map(|dir| dir.join(".cache/res/releases")))
+        .unwrap_or_else(|| workspace.join("target/releases"))
+}
+
 impl Release {
-    /// Where its binaries are kept in `workspace`.
+    /// Where its binaries are kept: one directory per version and commit in the cache.
     pub fn dir(&self, workspace: &Path) -> PathBuf {
-        workspace.join("target/releases").join(&self.version)
+        let commit: String = self.commit.chars().take(12).collect();
+        cache_root(workspace).join(format!("{}-{commit}", self.version))
     }
 
     /// Its binary `name` (one of [`BINARIES`]) once built.

@@ -72,9 +72,10 @@ fn main() -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Builds every release `releases.txt` lists that is not built yet, in the workspace's
-/// target directory (what they share with today's build compiles once), then puts today's
-/// binaries back where the releases' builds left theirs.
+/// Builds every release `releases.txt` lists that is not in the release cache yet
+/// (`res_setup::releases::cache_root`), in the workspace's target directory (what they
+/// share with today's build compiles once), then puts today's binaries back where the
+/// releases' builds left theirs.
 fn build_releases() -> ExitCode {
     let workspace = workspace_root();
     let target = std::env::var_os("CARGO_TARGET_DIR")
