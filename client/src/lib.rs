@@ -260,10 +260,14 @@ impl FunctionsClient {
         // The timeout bounds the wait for the answer to begin; the body then has the same
         // time for each piece of it, so a large plan over a slow link arrives as long as it
         // keeps arriving, where one deadline for the whole call would cut it off for good.
+        // Functions that keep a waiting answer alive begin it at once and send a space
+        // every few seconds (older ones ignore the header and answer when the wait ends).
+        let started = tokio::time::Instant::now();
         let sent = self
             .http
             .post(format!("{}/{function}", self.base))
             .bearer_auth(&self.token)
+            .header(KEEPALIVE_ASKED, "1")
             .json(request)
             .send();
         let mut response = tokio::time::timeout(self.timeout + wait, sent)
@@ -272,17 +276,41 @@ impl FunctionsClient {
             .map_err(|e| unreachable(e.to_string()))?;
         let status = response.status();
         let mut bytes = Vec::new();
-        let body_deadline = tokio::time::Instant::now() + self.timeout * BODY_TIMEOUTS;
+        // While only keep-alive spaces have come, the answer must come within the wait and
+        // the timeout, as it would begin without them, and a silence of two and a half
+        // intervals means the link is dead whatever the wait (a NAT box forgot it).
+        let keepalive = keepalive_interval(&response);
+        let mut kept_alive = keepalive.is_some();
+        let silence = keepalive.map_or(self.timeout, |every| self.timeout.max(every.mul_f64(2.5)));
+        let mut body_deadline = if kept_alive {
+            started + wait + self.timeout
+        } else {
+            tokio::time::Instant::now() + self.timeout * BODY_TIMEOUTS
+        };
         loop {
+            let quiet = if kept_alive { silence } else { self.timeout };
             let piece = tokio::time::timeout_at(
-                body_deadline.min(tokio::time::Instant::now() + self.timeout),
+                body_deadline.min(tokio::time::Instant::now() + quiet),
                 response.chunk(),
             )
             .await
-            .map_err(|_| unreachable(format!("the answer stalled after {} bytes", bytes.len())))?
+            .map_err(|_| {
+                if kept_alive {
+                    unreachable(format!("the waiting answer went silent for {quiet:?}"))
+                } else {
+                    unreachable(format!("the answer stalled after {} bytes", bytes.len()))
+                }
+            })?
             .map_err(|e| unreachable(e.to_string()))?;
             match piece {
-                Some(piece) => bytes.extend_from_slice(&piece),
+                Some(piece) => {
+                    if kept_alive && piece.iter().any(|b| !b.is_ascii_whitespace()) {
+                        // The answer itself: its pieces get the usual time.
+                        kept_alive = false;
+                        body_deadline = tokio::time::Instant::now() + self.timeout * BODY_TIMEOUTS;
+                    }
+                    bytes.extend_from_slice(&piece);
+                }
                 None => break,
             }
         }
@@ -351,4 +379,24 @@ fn rejected(function: &'static str, status: u16, bytes: &[u8]) -> CloudError {
         ),
         body,
     }
+}
+
+/// The request header that asks a waiting answer to be kept alive (functions 0.3.0 on).
+const KEEPALIVE_ASKED: &str = "res-keepalive";
+/// The answer's header saying keep-alive spaces come, every so many seconds.
+const KEEPALIVE_ANSWERED: &str = "res-keepalive-seconds";
+
+/// How often the functions send a keep-alive space in this answer, if they do.
+fn keepalive_interval(response: &reqwest::Response) -> Option<Duration> {
+    let seconds: u64 = response
+        .headers()
+        .get(KEEPALIVE_ANSWERED)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (1..=60)
+        .contains(&seconds)
+        .then(|| Duration::from_secs(seconds))
 }

@@ -81,6 +81,11 @@ pub struct ServeArgs {
     /// idle timeout of common proxies and load balancers; raise it where none is shorter.
     #[arg(long, env = "RES_PLAN_WAIT_MAX_SECONDS", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=300))]
     pub plan_wait_max_seconds: u64,
+    /// A waiting plan request (of a runner that asks) is answered at once and sent a space
+    /// this often until its plan, so a connection a NAT box or proxy forgot is noticed by
+    /// the runner within seconds rather than at the wait's end; 0 answers when the wait ends.
+    #[arg(long, env = "RES_PLAN_KEEPALIVE_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=60))]
+    pub plan_keepalive_seconds: u64,
     /// Let notification channels point at loopback, private and link-local addresses (a
     /// receiver inside your network). Off, a brand's admin cannot make the functions call
     /// services inside it.
@@ -144,6 +149,7 @@ impl ServeArgs {
             },
             key_cache: std::time::Duration::from_secs(self.key_cache_seconds),
             plan_wait_max: std::time::Duration::from_secs(self.plan_wait_max_seconds),
+            plan_keepalive: std::time::Duration::from_secs(self.plan_keepalive_seconds),
             notify_private_targets: self.notify_private_targets,
         }
     }

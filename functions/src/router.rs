@@ -2,12 +2,13 @@
 //! OpenAPI document. Local serving and every Lambda binary use this same router.
 
 use axum::Router;
-use axum::http::{Method, Uri};
+use axum::http::{Extensions, HeaderMap, Method, StatusCode, Uri, Version};
 use axum::middleware::{from_fn_with_state, map_request};
 use axum::routing::{get, post};
 use res_shared::wire::{Call, FUNCTIONS_PREFIX};
 use tower_http::CompressionLevel;
 use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::trace::TraceLayer;
 
 use crate::admission;
@@ -151,7 +152,17 @@ fn build(state: AppState, functions: &[Function], console: bool) -> Router {
         .with_state(state)
         // A 10,000-rule plan is ~10 MB of JSON: the fastest level already shrinks it
         // about tenfold, while the default level costs several times the CPU.
-        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest))
+        .layer(
+            CompressionLayer::new()
+                .quality(CompressionLevel::Fastest)
+                // A compressor holds the keep-alive spaces of a waiting plan request back
+                // until it has enough to write: they would never reach the runner.
+                .compress_when(DefaultPredicate::new().and(
+                    |_: StatusCode, _: Version, headers: &HeaderMap, _: &Extensions| {
+                        !headers.contains_key(crate::api::plan::KEEPALIVE_ANSWERED)
+                    },
+                )),
+        )
         // Runs before compression: the answer to an action must never become a 406.
         .layer(map_request(encoding::drop_exclusions))
         .layer(TraceLayer::new_for_http())

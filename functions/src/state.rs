@@ -44,6 +44,9 @@ pub struct Settings {
     pub key_cache: std::time::Duration,
     /// The longest a plan request may wait for a change (0: answer at once).
     pub plan_wait_max: std::time::Duration,
+    /// How often a waiting plan request that asks for it is sent a keep-alive space (0:
+    /// never; `serve` sends one every 10 s by default).
+    pub plan_keepalive: std::time::Duration,
     /// Notification channels may point at loopback, private and link-local addresses.
     pub notify_private_targets: bool,
 }

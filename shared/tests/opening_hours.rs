@@ -531,28 +531,33 @@ fn next(schedule: &Schedule, after: DateTime<Utc>) -> String {
         .unwrap_or_else(|e| e.to_string())
 }
 
-/// docs/schedule.md: spans that overlap are one, and an `@every` grid starts afresh at each
-/// span's start — not two grids at once.
-#[test]
-fn every_runs_one_grid_across_spans_that_overlap() {
-    let (zone, _) = at("Asia/Riyadh", "2026-03-01T00:00:00Z");
+/// `expression` while open by `week`, from `before` seconds ahead of each opening.
+fn while_open(expression: &str, week: serde_json::Value, before: u32, zone: Zone) -> Schedule {
     let timetable = Timetable::new(
         Some(Restriction::Hours {
-            hours: hours(serde_json::json!({"week": {"sun-sat": ["09:00-12:00", "13:00-18:00"]}})),
-            before: 2 * 3600,
+            hours: hours(serde_json::json!({ "week": week })),
+            before,
             after: 0,
         }),
         Validity::default(),
     );
-    let schedule = Schedule::in_timetable(
-        Recurrence::parse("@every 90m").expect("an interval"),
+    Schedule::in_timetable(
+        Recurrence::parse(expression).expect("a recurrence"),
         timetable,
         None,
         zone,
     )
-    .expect("a schedule");
+    .expect("a schedule")
+}
+
+/// docs/schedule.md: spans that overlap are one, and an `@every` grid starts afresh at each
+/// span's start — not two grids at once.
+#[test]
+fn every_runs_one_grid_across_spans_that_overlap() {
+    let (zone, ten) = at("Asia/Riyadh", "2026-03-02T07:00:00Z");
+    let week = serde_json::json!({"sun-sat": ["09:00-12:00", "13:00-18:00"]});
+    let schedule = while_open("@every 90m", week, 2 * 3600, zone);
     // 07:00–18:00 Riyadh (04:00–15:00Z): 07:00, 08:30, 10:00, 11:30, 13:00…
-    let (_, ten) = at("Asia/Riyadh", "2026-03-02T07:00:00Z");
     assert_eq!(next(&schedule, ten), "2026-03-02T08:30:00+00:00");
     let (_, half_past_eleven) = at("Asia/Riyadh", "2026-03-02T08:30:00Z");
     assert_eq!(
@@ -564,46 +569,15 @@ fn every_runs_one_grid_across_spans_that_overlap() {
 #[test]
 fn every_runs_one_grid_across_spans_that_touch() {
     let (zone, _) = at("UTC", "2026-03-01T00:00:00Z");
-    let timetable = Timetable::new(
-        Some(Restriction::Hours {
-            hours: hours(
-                serde_json::json!({"week": {"thu": ["21:00-01:00"], "fri": ["01:00-05:00"]}}),
-            ),
-            before: 0,
-            after: 0,
-        }),
-        Validity::default(),
-    );
-    let schedule = Schedule::in_timetable(
-        Recurrence::parse("@every 90m").expect("an interval"),
-        timetable,
-        None,
-        zone,
-    )
-    .expect("a schedule");
+    let week = serde_json::json!({"thu": ["21:00-01:00"], "fri": ["01:00-05:00"]});
+    let schedule = while_open("@every 90m", week.clone(), 0, zone);
     // Thursday 2026-03-05 21:00 to Friday 05:00: 21:00, 22:30, 00:00, 01:30, 03:00, 04:30.
     let (_, t) = at("UTC", "2026-03-06T00:30:00Z");
     assert_eq!(next(&schedule, t), "2026-03-06T01:30:00+00:00");
     let (_, t) = at("UTC", "2026-03-06T03:00:00Z");
     assert_eq!(next(&schedule, t), "2026-03-06T04:30:00+00:00");
     // `on fri`: the grid starts with Friday's part.
-    let timetable = Timetable::new(
-        Some(Restriction::Hours {
-            hours: hours(
-                serde_json::json!({"week": {"thu": ["21:00-01:00"], "fri": ["01:00-05:00"]}}),
-            ),
-            before: 0,
-            after: 0,
-        }),
-        Validity::default(),
-    );
-    let friday = Schedule::in_timetable(
-        Recurrence::parse("@every 90m on fri").expect("an interval"),
-        timetable,
-        None,
-        zone,
-    )
-    .expect("a schedule");
+    let friday = while_open("@every 90m on fri", week, 0, zone);
     let (_, t) = at("UTC", "2026-03-05T20:00:00Z");
     assert_eq!(next(&friday, t), "2026-03-06T01:00:00+00:00");
 }

@@ -1,5 +1,9 @@
 //! `get-execution-plan-v2`: the workflows a runner may execute, in full or as a delta.
 
+mod keepalive;
+
+pub(crate) use keepalive::ANSWERED as KEEPALIVE_ANSWERED;
+
 use res_shared::wire::ErrorCode;
 use std::collections::BTreeSet;
 
@@ -7,6 +11,7 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -48,6 +53,7 @@ use crate::state::AppState;
 pub(crate) async fn get_execution_plan(
     State(state): State<AppState>,
     turn: Option<Extension<TurnSlot>>,
+    headers: HeaderMap,
     SiteCaller(caller): SiteCaller,
     ApiJson(request): ApiJson<PlanRequest>,
 ) -> Result<Response, ApiError> {
@@ -123,83 +129,154 @@ pub(crate) async fn get_execution_plan(
         }
         _ => (db::plan_contact::noted(&state.pool, &contact).await?, None),
     };
-    let mut read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, glance).await?;
-    let older_format = request.format.unwrap_or(1) < PLAN_FORMAT_HOURS;
-    let mut read_at = Instant::now();
-    // The database's time when answered: the read's, unless a wait ran out after it.
-    let mut generated_at = read.now;
-    if let (Some(waiter), Some(Extension(turn))) = (&waiter, &turn) {
-        while read.is_unchanged() {
-            // Waiting holds neither a connection nor a turn: thousands of sites may wait.
-            turn.give_back();
-            let heard = tokio::time::timeout_at(deadline, waiter.changed())
-                .await
-                .is_ok();
-            if !heard {
-                // Every commit in scope since the read would have been heard, so its empty
-                // delta and cursor still hold: no second read, an idle site's wait costs
-                // one statement. Only time moved on; what time alone changes (a lease
-                // that ran out) the next request's first read brings.
-                generated_at =
-                    read.now + TimeDelta::from_std(read_at.elapsed()).unwrap_or_default();
-                break;
-            }
-            turn.take_again().await?;
-            read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, None).await?;
-            read_at = Instant::now();
-            generated_at = read.now;
-            if waiter.must_answer() {
-                break;
-            }
-        }
-    }
-    if older_format {
-        let left_out = without_hours(
-            &mut read.workflows,
-            (!read.full).then_some(&mut read.removed),
-            &mut read.lookups,
-        );
-        if left_out > 0 {
-            tracing::info!(runner_id = %Untrusted(&request.runner_id), left_out, "rules that need opening hours left out of an older plan format");
-        }
-    }
-    tracing::info!(
-        runner_id = %Untrusted(&request.runner_id),
-        full = read.full,
-        workflows = read.workflows.len(),
-        removed = read.removed.len(),
-        "served execution plan"
-    );
-    // Only a site's runner is sent secret values, and only those its answered rules use.
-    let secrets = if caller.role == Role::Runner {
-        crate::secrets::plan::for_answer(
-            &state.pool,
-            state.keyring.as_deref(),
-            &read.workflows,
-            &read.lookups,
-        )
-        .await?
-    } else {
-        Vec::new()
-    };
-    let plan = PlanResponse {
-        generated_at,
-        secrets,
-        cursor: PlanCursor::new(read.snapshot, read.now, scope_fingerprint).encode(),
-        full: read.full,
-        workflows: read.workflows,
-        removed: read.removed,
-        lookups: read.lookups,
-        // A process shutting down waits no more, but its runners should ask again at once
-        // (the next serve waits), not fall back to polling.
-        wait_seconds: if waiter.is_some() || (may_wait && state.plan_waits.is_stopped()) {
-            u32::try_from(wait.as_secs()).unwrap_or(u32::MAX)
-        } else {
-            0
-        },
+    let read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, glance).await?;
+    let turn = turn.map(|Extension(turn)| turn);
+    // Only a request that will wait answers early: one with news keeps its status.
+    let keep_alive = keepalive::asked(&headers)
+        && !state.settings.plan_keepalive.is_zero()
+        && waiter.is_some()
+        && turn.is_some()
+        && read.is_unchanged();
+    let pending = Pending {
+        state,
+        caller,
+        request,
+        since,
+        scope_fingerprint,
+        read,
+        read_at: Instant::now(),
+        waiter,
+        turn,
+        deadline,
+        wait,
+        may_wait,
         offline_owners,
     };
-    large_json(&plan, request.format)
+    if keep_alive {
+        let interval = pending.state.settings.plan_keepalive;
+        return Ok(keepalive::respond(interval, pending.finish()));
+    }
+    let body = pending.finish().await?;
+    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// What a plan request still has to do after its first read, owned, so that it can go on
+/// after a keep-alive answer has begun.
+struct Pending {
+    state: AppState,
+    caller: crate::access::Caller,
+    request: PlanRequest,
+    since: Option<PlanCursor>,
+    scope_fingerprint: String,
+    read: PlanRead,
+    read_at: Instant,
+    waiter: Option<crate::plan_waits::Waiter>,
+    turn: Option<TurnSlot>,
+    deadline: Instant,
+    wait: Duration,
+    may_wait: bool,
+    offline_owners: Vec<res_shared::wire::OfflineOwner>,
+}
+
+impl Pending {
+    /// Waits for a change (when it may), then the plan as JSON.
+    async fn finish(self) -> Result<Vec<u8>, ApiError> {
+        let Pending {
+            state,
+            caller,
+            request,
+            since,
+            scope_fingerprint,
+            mut read,
+            mut read_at,
+            waiter,
+            turn,
+            deadline,
+            wait,
+            may_wait,
+            offline_owners,
+        } = self;
+        let scope = caller.scope();
+        let older_format = request.format.unwrap_or(1) < PLAN_FORMAT_HOURS;
+        // The database's time when answered: the read's, unless a wait ran out after it.
+        let mut generated_at = read.now;
+        if let (Some(waiter), Some(turn)) = (&waiter, &turn) {
+            while read.is_unchanged() {
+                // Waiting holds neither a connection nor a turn: thousands of sites may wait.
+                turn.give_back();
+                let heard = tokio::time::timeout_at(deadline, waiter.changed())
+                    .await
+                    .is_ok();
+                if !heard {
+                    // Every commit in scope since the read would have been heard, so its
+                    // empty delta and cursor still hold: no second read, an idle site's wait
+                    // costs one statement. Only time moved on; what time alone changes (a
+                    // lease that ran out) the next request's first read brings.
+                    generated_at =
+                        read.now + TimeDelta::from_std(read_at.elapsed()).unwrap_or_default();
+                    break;
+                }
+                turn.take_again().await?;
+                read = read_plan(&state, scope, since.as_ref(), &scope_fingerprint, None).await?;
+                read_at = Instant::now();
+                generated_at = read.now;
+                if waiter.must_answer() {
+                    break;
+                }
+            }
+        }
+        if older_format {
+            let left_out = without_hours(
+                &mut read.workflows,
+                (!read.full).then_some(&mut read.removed),
+                &mut read.lookups,
+            );
+            if left_out > 0 {
+                tracing::info!(runner_id = %Untrusted(&request.runner_id), left_out, "rules that need opening hours left out of an older plan format");
+            }
+        }
+        tracing::info!(
+            runner_id = %Untrusted(&request.runner_id),
+            full = read.full,
+            workflows = read.workflows.len(),
+            removed = read.removed.len(),
+            "served execution plan"
+        );
+        // Only a site's runner is sent secret values, and only those its answered rules use.
+        let secrets = if caller.role == Role::Runner {
+            crate::secrets::plan::for_answer(
+                &state.pool,
+                state.keyring.as_deref(),
+                &read.workflows,
+                &read.lookups,
+            )
+            .await?
+        } else {
+            Vec::new()
+        };
+        let plan = PlanResponse {
+            generated_at,
+            secrets,
+            cursor: PlanCursor::new(read.snapshot, read.now, scope_fingerprint).encode(),
+            full: read.full,
+            workflows: read.workflows,
+            removed: read.removed,
+            lookups: read.lookups,
+            // A process shutting down waits no more, but its runners should ask again at
+            // once (the next serve waits), not fall back to polling.
+            wait_seconds: if waiter.is_some() || (may_wait && state.plan_waits.is_stopped()) {
+                u32::try_from(wait.as_secs()).unwrap_or(u32::MAX)
+            } else {
+                0
+            },
+            offline_owners,
+        };
+        // A turn taken again after a keep-alive answer began is not the middleware's to end.
+        if let Some(turn) = &turn {
+            turn.give_back();
+        }
+        plan_json(&plan, request.format)
+    }
 }
 
 /// A plan for a runner that reads no opening hours (a format before 4): a rule that needs
@@ -412,11 +489,11 @@ impl<'a> Encoding<'a> {
 
 /// Serialises a plan into one buffer sized up front: a full plan runs to megabytes, and
 /// growing a small buffer doubles and copies it a dozen times.
-fn large_json(plan: &PlanResponse, format: Option<u32>) -> Result<Response, ApiError> {
+fn plan_json(plan: &PlanResponse, format: Option<u32>) -> Result<Vec<u8>, ApiError> {
     let encoding = Encoding::of(plan, format);
     let mut body = Vec::with_capacity(4_096 + plan.workflows.len() * encoding.bytes_per_workflow());
     encoding
         .write(&mut body)
         .map_err(|e| ApiError::Internal(format!("cannot encode the plan: {e}")))?;
-    Ok(([(CONTENT_TYPE, "application/json")], body).into_response())
+    Ok(body)
 }

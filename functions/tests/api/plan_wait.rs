@@ -425,3 +425,89 @@ async fn a_claim_and_a_report_do_not_wake_the_wait_but_the_next_delta_holds_them
     );
     assert_eq!(next.body["workflows"][0]["run_count"], 1, "{}", next.body);
 }
+
+/// A runner that asks is answered at once and sent a space every interval while its request
+/// waits, then the plan (JSON after the spaces); one that does not ask, and one whose first
+/// read has news, is answered as before.
+#[tokio::test]
+async fn a_waiting_request_that_asks_is_kept_alive_with_spaces_until_its_plan() {
+    let settings = Settings {
+        plan_wait_max: Duration::from_secs(60),
+        plan_keepalive: Duration::from_secs(1),
+        ..Settings::default()
+    };
+    let site = site(settings, true).await;
+    let post = |keepalive: bool, body: Value| {
+        let mut request = site
+            .app
+            .client
+            .post(format!(
+                "{}/functions/v1/{}",
+                site.app.base,
+                PlanRequest::NAME
+            ))
+            .bearer_auth(&site.token)
+            .json(&body);
+        if keepalive {
+            request = request.header("res-keepalive", "1");
+        }
+        request.send()
+    };
+    let waiting = json!({"runner_id": "site-1", "since": site.cursor, "wait_seconds": 60});
+    let started = Instant::now();
+    let mut response = post(true, waiting.clone()).await.expect("answered");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "begun at once: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.headers()["res-keepalive-seconds"], "1");
+    assert!(
+        response.headers().get("content-encoding").is_none(),
+        "not held back by a compressor"
+    );
+    // Spaces while nothing changes…
+    let mut body = Vec::new();
+    while body.len() < 2 {
+        let piece = tokio::time::timeout(Duration::from_secs(5), response.chunk())
+            .await
+            .expect("a space within the interval")
+            .expect("the body")
+            .expect("not ended");
+        body.extend_from_slice(&piece);
+    }
+    assert!(body.iter().all(|b| *b == b' '), "{body:?}");
+    // …then the plan, once something does.
+    request_run(&site.app, site.rule).await;
+    while let Some(piece) = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+        .await
+        .expect("the plan comes")
+        .expect("the body")
+    {
+        body.extend_from_slice(&piece);
+    }
+    let plan: Value = serde_json::from_slice(&body).expect("JSON after the spaces");
+    assert_eq!(workflow_ids(&plan), [site.rule.to_string()]);
+
+    // Not asked: no spaces, the answer when the wait ends or something changes.
+    let plain = post(
+        false,
+        json!({"runner_id": "site-1", "since": plan["cursor"], "wait_seconds": 1}),
+    )
+    .await
+    .expect("answered");
+    assert!(plain.headers().get("res-keepalive-seconds").is_none());
+    assert_eq!(plain.status().as_u16(), 200);
+    // Asked, but the first read has news: answered at once, as before.
+    request_run(&site.app, site.rule).await;
+    let news = post(
+        true,
+        json!({"runner_id": "site-1", "since": plan["cursor"], "wait_seconds": 60}),
+    )
+    .await
+    .expect("answered");
+    assert!(news.headers().get("res-keepalive-seconds").is_none());
+    let news: Value = news.json().await.expect("JSON");
+    assert_eq!(workflow_ids(&news), [site.rule.to_string()]);
+}

@@ -65,16 +65,57 @@ async fn a_plan_request_dropped_silently_mid_wait_is_noticed_in_the_granted_wait
     );
 }
 
+/// A long granted wait (240 s) and a NAT box that forgets the waiting connection: the
+/// keep-alive spaces stop, the runner notices within two and a half intervals (25 s) rather
+/// than at the wait's end (255 s), and a Run now arrives on a new connection.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_wait_dropped_silently_is_noticed_within_seconds_by_its_missing_keepalives() {
+    let netns = Netns::create();
+    let system = System::start_serving(
+        &binary("res-functions"),
+        &["--plan-wait-max-seconds", "240"],
+        netns.host.into(),
+    )
+    .await;
+    let run_now = system.tomorrows_rule(0.1).await;
+    let runner = system.runner_in(&netns, "site-1", &[("PLAN_WAIT_SECONDS", "240")]);
+    let ports = waiting_connections(&system, &netns, &runner).await;
+    assert!(!ports.is_empty(), "the runner's plan request is open");
+    netns.blackhole(&ports);
+    let dropped = Instant::now();
+    system
+        .run_now(run_now, "through a forgotten connection")
+        .await;
+    let recovered = dropped.elapsed();
+    // Silent for 25 s at most after the last space (which came at most 10 s before the
+    // drop), then a new connection and the run itself.
+    let bound = Duration::from_secs(25 + 10);
+    assert!(
+        recovered < bound,
+        "the Run now took {recovered:?} through a forgotten connection (bound {bound:?})"
+    );
+    let log = runner.log();
+    assert!(log.contains("the waiting answer went silent"), "{log}");
+    assert!(!log.contains("outage started"), "not an outage: {log}");
+    eprintln!("the Run now completed {recovered:?} after the connection was forgotten");
+}
+
 /// docs/faults.md: keep-alive probes end a waiting request's connection after four are lost,
 /// not one. reqwest's default `TCP_USER_TIMEOUT` (30 s) made Linux end it at the first lost
 /// probe once the connection had been idle a minute.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_plan_request_outlives_a_lost_keepalive_probe_and_a_run_now_arrives_on_it() {
     let netns = Netns::create();
-    // The wait outlasts the first two probes (after 60 s idle, then 15 s).
+    // The wait outlasts the first two probes (after 60 s idle, then 15 s). No keep-alive
+    // spaces: with them the connection is never idle and no probe is sent.
     let system = System::start_serving(
         &binary("res-functions"),
-        &["--plan-wait-max-seconds", "150"],
+        &[
+            "--plan-wait-max-seconds",
+            "150",
+            "--plan-keepalive-seconds",
+            "0",
+        ],
         netns.host.into(),
     )
     .await;
