@@ -113,7 +113,9 @@ pub fn build(workspace: &Path, release: &Release, target_dir: &Path) -> Result<P
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // Test binaries, and the tests in them, may ask at once: one builds, the others wait
     // and find it built.
-    let lock_path = dir.with_extension("lock");
+    let mut lock_name = dir.file_name().unwrap_or_default().to_owned();
+    lock_name.push(".lock");
+    let lock_path = dir.with_file_name(lock_name);
     let lock = File::create(&lock_path)
         .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
     lock.lock()
