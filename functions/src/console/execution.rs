@@ -6,10 +6,11 @@ use askama::Template;
 use axum::extract::rejection::{FormRejection, QueryRejection};
 use axum::extract::{Form, Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use res_shared::untrusted::UntrustedLines;
 use res_shared::wire::{
-    CancelExecutionRequest, NodeOutput, ShowExecutionRequest, run_report, thousands,
+    CancelExecutionRequest, ExecutionStatus, NodeOutput, ShowExecutionRequest, run_report,
+    thousands,
 };
 use serde::Deserialize;
 use uuid::Uuid;
@@ -76,6 +77,9 @@ struct ExecutionPage {
     configuration: String,
     elapsed: Option<String>,
     current_node: Option<String>,
+    /// A running execution whose runner has not beaten yet: when its first beat is due (a
+    /// third of the lease after the claim), for a page that would otherwise show no node.
+    starting: Option<When>,
     heartbeat: Option<When>,
     lease: Option<When>,
     stopped: Option<Stopped>,
@@ -168,6 +172,14 @@ pub(super) async fn page(
         configuration: detail.configuration(),
         elapsed: detail.elapsed_ms.map(|ms| duration(Some(ms))),
         current_node: detail.current_node.clone(),
+        starting: first_beat_due(
+            e.status,
+            e.scheduled_at,
+            detail.last_heartbeat_at,
+            detail.lease_expires_at,
+        )
+        .filter(|_| detail.current_node.is_none())
+        .map(|due| when(due, zone, now)),
         heartbeat: when_opt(detail.last_heartbeat_at, zone, now),
         lease: when_opt(detail.lease_expires_at, zone, now),
         stopped: detail.stopped_by.as_ref().map(|stop| Stopped {
@@ -178,6 +190,21 @@ pub(super) async fn page(
         cancellable: e.status.holds_rule() && !e.cancel_requested,
         done: q.done.is_some(),
     })
+}
+
+/// When a running execution's first heartbeat is due, while none has come: the lease was
+/// granted at the claim, and a runner beats first a third of the way through it.
+fn first_beat_due(
+    status: ExecutionStatus,
+    claimed_at: DateTime<Utc>,
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    lease_expires_at: Option<DateTime<Utc>>,
+) -> Option<DateTime<Utc>> {
+    let lease_end = lease_expires_at.filter(|_| status == ExecutionStatus::Running)?;
+    if last_heartbeat_at.is_some() {
+        return None;
+    }
+    Some(claimed_at + (lease_end - claimed_at) / 3)
 }
 
 fn output_blocks(outputs: &[NodeOutput]) -> Vec<OutputBlock> {

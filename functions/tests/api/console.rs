@@ -1032,6 +1032,17 @@ async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelle
         .expect("the branch");
     let site = b.app.runner_token(&[branch]).await;
     let claim = b.app.claim(&site, b.plain, "riyadh-1").await;
+    // Before its first beat (a third of the lease after the claim) the page says so.
+    let console = signed_in(&b.app, &b.operator_a).await;
+    let path = format!("/console/executions/{}", claim.execution);
+    let starting = console.get(&path).await;
+    assert!(
+        starting.body.contains(
+            "<dt>At node</dt><dd id=\"execution-node\">starting — its first heartbeat is due <time "
+        ),
+        "{}",
+        starting.body
+    );
     let beat = b
         .app
         .call(
@@ -1042,8 +1053,6 @@ async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelle
         )
         .await;
     assert_eq!(beat.status, 200, "{}", beat.body);
-    let console = signed_in(&b.app, &b.operator_a).await;
-    let path = format!("/console/executions/{}", claim.execution);
     let page = console.get(&path).await;
     assert_eq!(page.status, 200, "{}", page.body);
     let body = &page.body;
@@ -1063,6 +1072,7 @@ async fn a_running_executions_page_shows_its_node_and_heartbeat_and_who_cancelle
     );
     assert!(body.contains("<dt>Lease ends</dt>"), "{body}");
     assert!(!body.contains("<b>detect"), "{body}");
+    assert!(!body.contains("starting —"), "it has beaten: {body}");
 
     let csrf = page.csrf().unwrap_or_default();
     let cancelled = console
