@@ -38,7 +38,8 @@ async fn a_refusing_disk_loses_nothing(refusal: Refusal) {
     };
     let rule = system.rule(spec, &detector).await;
     let disk = Tmpfs::mount(&system.dir.join("site-1"), 2048);
-    let mut runner = system.runner("site-1", &[]);
+    // The tmpfs is far smaller than the low-space threshold: only the refusal is tested here.
+    let mut runner = system.runner("site-1", &[("STATE_FREE_WARN_MB", "0")]);
     eventually("runs online", WAIT, || async {
         system.rule_row(rule).await.2 >= 2
     })
