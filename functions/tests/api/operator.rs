@@ -27,6 +27,19 @@ struct Site {
     viewer: String,
 }
 
+impl Site {
+    /// The rule due a minute ago, with no window: a claim takes it now.
+    async fn due_now(&self) {
+        self.app
+            .exec(
+                "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
+                    operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
+                &[self.rule],
+            )
+            .await;
+    }
+}
+
 async fn site() -> Site {
     let app = TestApp::start().await;
     let seed = Seed::new(&app.pool);
@@ -190,13 +203,7 @@ async fn run_now_runs_a_rule_due_tomorrow_outside_its_window_once_and_records_wh
 #[tokio::test]
 async fn pause_holds_a_due_rule_and_resume_takes_the_next_run_from_the_schedule() {
     let s = site().await;
-    s.app
-        .exec(
-            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
-                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
-            &[s.rule],
-        )
-        .await;
+    s.due_now().await;
     let paused = s
         .app
         .call(
@@ -272,13 +279,7 @@ async fn pause_holds_a_due_rule_and_resume_takes_the_next_run_from_the_schedule(
 #[tokio::test]
 async fn force_stop_and_cancel_stop_running_executions_through_the_heartbeat_and_others_at_once() {
     let s = site().await;
-    s.app
-        .exec(
-            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
-                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
-            &[s.rule],
-        )
-        .await;
+    s.due_now().await;
     // Claimed but never started (as functions before 0.3.0 left a claim until its first
     // beat): cancelled at once, and the rule is free.
     let first = s.app.claim(&s.runner, s.rule, "site-1").await;
@@ -948,13 +949,7 @@ async fn show(app: &TestApp, token: &str, id: Uuid) -> support::Reply {
 #[tokio::test]
 async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_stopped_it() {
     let s = site().await;
-    s.app
-        .exec(
-            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
-                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
-            &[s.rule],
-        )
-        .await;
+    s.due_now().await;
     let claim = s.app.claim(&s.runner, s.rule, "site-1").await;
     // Claimed: running from the claim, elapsed since then, its lease, nothing beat yet.
     let claimed = show(&s.app, &s.viewer, claim.execution).await;
@@ -1115,13 +1110,7 @@ async fn a_running_execution_shows_its_node_heartbeat_and_elapsed_time_and_who_s
 #[tokio::test]
 async fn repeated_cancels_of_a_just_claimed_run_request_it_once() {
     let s = site().await;
-    s.app
-        .exec(
-            "UPDATE branch_rules SET next_run_time = now() - interval '1 minute', \
-                operation_time_from = NULL, operation_time_to = NULL WHERE id = $1",
-            &[s.rule],
-        )
-        .await;
+    s.due_now().await;
     let claimed = s.app.claim(&s.runner, s.rule, "site-1").await;
     let cancel = json!({"execution_id": claimed.execution, "reason": "wrong camera"});
     let answers = futures_util::future::join_all((0..6).map(|_| {
