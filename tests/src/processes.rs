@@ -415,6 +415,14 @@ impl FunctionsServer {
             .is_some_and(|mut child| terminate(&mut child))
     }
 
+    /// SIGKILL (a crash: no answer is finished, no connection closed politely).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
     /// A second process on the same port (its `serve` arguments must share it:
     /// `--reuse-port`), logging to `log`; answering once this returns.
     pub async fn beside(&self, log: &Path) -> FunctionsServer {

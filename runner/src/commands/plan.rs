@@ -136,6 +136,11 @@ fn show(plan: &Plan, now: DateTime<Utc>, json: bool) -> ExitCode {
             if let Some(until) = why.held_after_outage {
                 reasons.push(format!("left alone after an outage until {until}"));
             }
+            if let Some(until) = why.unsure_until {
+                reasons.push(format!(
+                    "came due just before the outage: not run offline before {until}"
+                ));
+            }
             format!("waiting: {}", reasons.join(", "))
         };
         println!(
@@ -250,6 +255,14 @@ fn why(plan: &Plan, id: Uuid, now: DateTime<Utc>, json: bool) -> ExitCode {
         println!(
             "  [FAIL] left alone until {} after an outage: another runner was running it, and \
              its report may still be on its way",
+            time(Some(until))
+        );
+    }
+    if let Some(until) = why.unsure_until {
+        println!(
+            "  [FAIL] not run offline before {}: it came due just before the outage, and \
+             another runner of the branch may have claimed it (the functions decide if they \
+             answer first)",
             time(Some(until))
         );
     }

@@ -265,12 +265,13 @@ impl Daemon {
     }
 
     /// When an outage ends, the rules held since it began stay alone one lease more (see
-    /// `outage_hold`).
+    /// `outage_hold`); the occurrences held as unsure are the functions' claim to decide.
     fn hold_after_outage(&self) {
         let until = crate::clock::now() + self.lease();
-        let held = self
-            .plan
-            .update(|plan| crate::plan::outage_hold::end_holds(plan, until));
+        let held = self.plan.update(|plan| {
+            crate::plan::outage_hold::release_unsure(plan);
+            crate::plan::outage_hold::end_holds(plan, until)
+        });
         if held > 0 {
             tracing::info!(
                 rules = held,
@@ -288,8 +289,18 @@ impl Daemon {
             // Claims lost within a lease before the outage: their runs may end in it.
             let since = now - self.lease();
             let owners_check = self.config.offline_execution != OfflineExecution::Always;
+            let unsure_until = now + self.lease();
             self.plan.update(|plan| {
                 crate::plan::outage_hold::hold_running_elsewhere(plan, since);
+                // Due before this runner knew: another runner may have claimed it just before.
+                let unsure = crate::plan::outage_hold::hold_due_before(plan, now, unsure_until);
+                if unsure > 0 {
+                    tracing::info!(
+                        rules = unsure,
+                        until = %unsure_until,
+                        "occurrences due before the outage was known are not run offline for a lease: another runner may have claimed them"
+                    );
+                }
                 // Another branch's owner may run rules offline from now on (see offline_owner).
                 if owners_check {
                     plan.offline_owners.start_check();

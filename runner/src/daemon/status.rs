@@ -102,6 +102,9 @@ pub(crate) struct RuleRow {
     held_for: Option<String>,
     /// Left alone after an outage until then (another runner's report may be coming).
     held_after_outage: Option<DateTime<Utc>>,
+    /// Not run offline until then: it came due just before the outage, and another runner
+    /// may have claimed it.
+    unsure_until: Option<DateTime<Utc>>,
     missing_since: Option<DateTime<Utc>>,
     running: bool,
     last_run_time: Option<DateTime<Utc>>,
@@ -151,6 +154,7 @@ fn snapshot(daemon: &Daemon) -> Status {
                     blockers: why.blockers,
                     held_for: why.held_for,
                     held_after_outage: why.held_after_outage,
+                    unsure_until: why.unsure_until,
                     missing_since: why.missing_since,
                     running: w.is_currently_running,
                     last_run_time: w.last_run_time,
@@ -343,6 +347,12 @@ fn waiting(rule: &RuleRow) -> Option<String> {
             time(Some(until))
         ));
     }
+    if let Some(until) = rule.unsure_until {
+        reasons.push(format!(
+            "not run offline before {}: it came due just before the outage, and another runner of the branch may have claimed it",
+            time(Some(until))
+        ));
+    }
     if let Some(since) = rule.missing_since {
         reasons.push(format!(
             "not in the server's plan since {}",
@@ -487,6 +497,7 @@ mod tests {
                 blockers: vec![Blocker::ForceStopped],
                 held_for: Some("site-<b>".to_owned()),
                 held_after_outage: None,
+                unsure_until: None,
                 missing_since: None,
                 running: false,
                 last_run_time: None,

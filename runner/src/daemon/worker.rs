@@ -203,12 +203,28 @@ async fn claim_and_run(daemon: &Daemon, job: Job) -> JobOutcome {
 /// The functions cannot take this rule's claim now: run it offline when this runner may,
 /// else skip it. The outage itself is logged once, by [`Daemon::cloud_lost`].
 async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
-    let owner = {
+    let (owner, unsure) = {
         let plan = daemon.plan.read();
-        plan.workflows
-            .get(&job.branch_rule_id)
-            .is_some_and(|entry| plan.offline_owners.owns(entry.workflow.branch_id))
+        let entry = plan.workflows.get(&job.branch_rule_id);
+        (
+            entry.is_some_and(|entry| plan.offline_owners.owns(entry.workflow.branch_id)),
+            entry.and_then(|entry| {
+                crate::plan::outage_hold::unsure_until(entry, crate::clock::now())
+            }),
+        )
     };
+    if let Some(until) = unsure {
+        daemon.outage.run(false);
+        daemon
+            .plan
+            .set_running(job.branch_rule_id, false, crate::clock::now());
+        return JobOutcome::skipped(
+            JobStatus::SkippedOffline,
+            format!(
+                "came due before the outage was known: another runner may have claimed it; not run offline before {until}"
+            ),
+        );
+    }
     let offline = match daemon.config.offline_execution {
         OfflineExecution::Owner => owner,
         OfflineExecution::Always => true,

@@ -28,6 +28,9 @@ pub(crate) struct Explanation {
     /// Left alone after an outage until then: another runner was running it, and its
     /// report may still be on its way (see `outage_hold`).
     pub(crate) held_after_outage: Option<DateTime<Utc>>,
+    /// Not run offline until then: its occurrence came due before this runner knew of the
+    /// outage, and another runner may have claimed it (see `outage_hold`).
+    pub(crate) unsure_until: Option<DateTime<Utc>>,
 }
 
 /// The first `limit` entries in the order a technician reads them: running ones, then by next run,
@@ -70,17 +73,20 @@ pub(crate) fn explain(plan: &Plan, entry: &Entry, now: DateTime<Utc>) -> Explana
         .holding_for(entry.workflow.branch_id)
         .map(|owner| owner.runner_id.clone());
     let held_after_outage = super::outage_hold::held_until(entry, now);
+    let unsure_until = super::outage_hold::unsure_until(entry, now);
     Explanation {
         id: entry.workflow.id,
         ready: blockers.is_empty()
             && entry.local.missing_since.is_none()
             && held_for.is_none()
-            && held_after_outage.is_none(),
+            && held_after_outage.is_none()
+            && unsure_until.is_none(),
         blockers,
         missing_since: entry.local.missing_since,
         missing_lookups,
         local_next_run: entry.local.local_next_run,
         held_for,
         held_after_outage,
+        unsure_until,
     }
 }

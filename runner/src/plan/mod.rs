@@ -76,6 +76,11 @@ pub(crate) struct Local {
     /// (see `outage_hold`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) held_after_outage: Option<outage_hold::OutageHold>,
+    /// Its occurrence came due before this runner knew of the outage, and another runner
+    /// may have claimed it (see `outage_hold`). Not written: a restart in the outage holds
+    /// afresh when its first request fails.
+    #[serde(skip)]
+    pub(crate) unsure_at_outage: Option<outage_hold::UnsureOccurrence>,
     /// When this runner last lost a claim of it to another runner that held it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) taken_at: Option<DateTime<Utc>>,

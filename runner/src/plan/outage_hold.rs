@@ -11,10 +11,19 @@
 //! one lease more, or until a run of them is reported, whichever comes first. A runner that
 //! died in the outage has its run retried one lease later than it would have been
 //! (docs/faults.md, the database).
+//!
+//! An occurrence that came due before this runner knew of the outage is uncertain too:
+//! another runner of the branch may have claimed it in the instant before, and this runner
+//! cannot have heard of that claim. So it is held from offline runs for one lease from the
+//! outage's start, until the rule's next occurrence, or until the functions answer (their
+//! claim decides then), whichever comes first; what comes due after the outage's start runs
+//! on time. A hold that ends with the lease ends as the cloud treats a claim whose lease ran
+//! out without a report: the occurrence is run again.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::entry_rules::due_at;
 use super::{Entry, Plan};
 
 /// A rule left alone around an outage.
@@ -40,6 +49,57 @@ pub(crate) fn hold_running_elsewhere(plan: &mut Plan, since: DateTime<Utc>) -> u
         held += usize::from(elsewhere);
     }
     held
+}
+
+/// An occurrence that came due before this runner knew the functions were gone: not run
+/// offline until `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct UnsureOccurrence {
+    /// The occurrence's due time: the hold is about this occurrence only.
+    pub(crate) due: DateTime<Utc>,
+    pub(crate) until: DateTime<Utc>,
+}
+
+/// At an outage's start (`now`): holds each rule whose occurrence came due at or before
+/// `now`, until `until` or the rule's next occurrence, whichever comes first (that one is
+/// run on time, as the claim function would run an overdue rule); how many.
+pub(crate) fn hold_due_before(plan: &mut Plan, now: DateTime<Utc>, until: DateTime<Utc>) -> usize {
+    let mut held = 0;
+    for entry in plan.workflows.values_mut() {
+        entry.local.unsure_at_outage = due_at(entry).filter(|due| *due <= now).map(|due| {
+            let next = super::local_run::next_occurrence(entry, now);
+            UnsureOccurrence {
+                due,
+                until: until.min(next),
+            }
+        });
+        held += usize::from(entry.local.unsure_at_outage.is_some());
+    }
+    held
+}
+
+/// The functions answered: their claim decides every occurrence held as unsure; how many
+/// were held.
+pub(crate) fn release_unsure(plan: &mut Plan) -> usize {
+    plan.workflows
+        .values_mut()
+        .filter_map(|entry| entry.local.unsure_at_outage.take())
+        .count()
+}
+
+/// Until when `entry`'s due occurrence is held as one another runner may have claimed just
+/// before the outage: the occurrence still the one due, and the hold not run out.
+pub(crate) fn unsure_until(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    entry
+        .local
+        .unsure_at_outage
+        .filter(|hold| due_at(entry) == Some(hold.due) && hold.until > now)
+        .map(|hold| hold.until)
+}
+
+/// Until when `entry` is not run at `now` for either hold of this module.
+pub(crate) fn left_alone_until(entry: &Entry, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    held_until(entry, now).max(unsure_until(entry, now))
 }
 
 /// At the outage's end: the holds last until `until`; how many rules are still held.
@@ -201,5 +261,38 @@ mod tests {
         assert!(keeps_from_claiming(&plan.workflows[&recent_id], now, true));
         assert_eq!(end_holds(&mut plan, now + TimeDelta::seconds(60)), 1);
         assert!(held_until(&plan.workflows[&recent_id], now).is_some());
+    }
+
+    #[test]
+    fn an_occurrence_due_before_the_outage_is_held_a_lease_what_comes_due_after_is_not() {
+        // Due at 10:00:00; the outage became known at 10:00:05.
+        let now = at("2026-11-27T10:00:05Z");
+        let until = now + TimeDelta::seconds(30);
+        let mut plan = Plan::default();
+        let due = entry(false, true, 4);
+        let mut later = entry(false, false, 4);
+        later.workflow.next_run_time = Some(now + TimeDelta::seconds(1));
+        let (due_id, later_id) = (due.workflow.id, later.workflow.id);
+        for e in [due, later] {
+            plan.workflows.insert(e.workflow.id, e);
+        }
+        // A lease longer than the period: the next occurrence ends the hold, on time.
+        hold_due_before(&mut plan, now, now + TimeDelta::minutes(5));
+        let next = at("2026-11-27T10:01:00Z");
+        assert_eq!(unsure_until(&plan.workflows[&due_id], now), Some(next));
+        assert_eq!(hold_due_before(&mut plan, now, until), 1);
+        assert_eq!(unsure_until(&plan.workflows[&due_id], now), Some(until));
+        assert_eq!(left_alone_until(&plan.workflows[&due_id], now), Some(until));
+        assert_eq!(unsure_until(&plan.workflows[&later_id], now), None);
+        // Once the lease has passed, the occurrence is this runner's to run offline.
+        assert_eq!(unsure_until(&plan.workflows[&due_id], until), None);
+        // Run (or moved) meanwhile: the hold was about that occurrence only.
+        let moved = plan.workflows.get_mut(&due_id).expect("the entry");
+        moved.workflow.next_run_time = Some(now + TimeDelta::seconds(30));
+        assert_eq!(unsure_until(moved, now), None);
+        // The functions answered: nothing is held as unsure any more.
+        moved.workflow.next_run_time = Some(at("2026-11-27T10:00:00Z"));
+        assert_eq!(release_unsure(&mut plan), 1);
+        assert_eq!(unsure_until(&plan.workflows[&due_id], now), None);
     }
 }

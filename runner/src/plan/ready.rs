@@ -8,7 +8,7 @@ use res_shared::schedule::{RuleStatus, Zone};
 use uuid::Uuid;
 
 use super::entry_rules::{due_at, rule_state_in, window};
-use super::outage_hold::held_until;
+use super::outage_hold::left_alone_until;
 use super::{Entry, Plan};
 
 /// The active branches and rules of a plan, gathered once per pass.
@@ -69,7 +69,7 @@ pub fn ready(
         .iter()
         .filter(|(_, entry)| due_at(entry).is_none_or(|at| at <= now))
         .filter(|(id, entry)| {
-            active.may_run(entry) && held_until(entry, now).is_none() && !exclude(**id)
+            active.may_run(entry) && left_alone_until(entry, now).is_none() && !exclude(**id)
         })
         .map(|(id, entry)| (due_at(entry), *id, entry))
         .collect();
@@ -127,13 +127,15 @@ pub fn next_wake(plan: &Plan, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     plan.workflows
         .values()
         .filter(|entry| active.may_run(entry))
-        .filter_map(|entry| match (due_at(entry), held_until(entry, now)) {
-            // Held after an outage: look again when the hold runs out.
-            (_, Some(until)) => Some(until),
-            (Some(at), None) if at > now => Some(at),
-            _ => window(entry)
-                .and_then(|w| w.next_start_after(now, zones.get(&entry.workflow.timezone))),
-        })
+        .filter_map(
+            |entry| match (due_at(entry), left_alone_until(entry, now)) {
+                // Held around an outage: look again when the hold runs out.
+                (_, Some(until)) => Some(until),
+                (Some(at), None) if at > now => Some(at),
+                _ => window(entry)
+                    .and_then(|w| w.next_start_after(now, zones.get(&entry.workflow.timezone))),
+            },
+        )
         .min()
 }
 

@@ -17,6 +17,7 @@ mod links;
 mod observability;
 mod offline;
 mod operate;
+mod outage_start;
 mod output;
 mod pooler;
 mod restarts;
