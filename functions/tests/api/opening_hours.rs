@@ -544,3 +544,68 @@ async fn a_rule_whose_hours_never_meet_its_schedule_is_warned_at_apply_and_flagg
             .expect("flagged");
     assert_eq!(flagged, vec![lights], "only the rule that never runs");
 }
+
+#[tokio::test]
+async fn a_calendar_edit_sends_a_delta_to_the_brands_runners_and_nothing_to_another_brands() {
+    let b = brand().await;
+    b.apply(&b.document(None, "        Lights: {}\n")).await;
+    let acme = b
+        .app
+        .runner_token(&[b.branch("Olaya").await, b.branch("Malqa").await])
+        .await;
+    let elsewhere: Uuid = sqlx::query_scalar(
+        "INSERT INTO branches (brand_id, name) SELECT id, 'Elsewhere' FROM brands \
+         WHERE name = 'Other' RETURNING id",
+    )
+    .fetch_one(&b.app.pool)
+    .await
+    .expect("a branch of another brand");
+    let other = b.app.runner_token(&[elsewhere]).await;
+    let plan = |token: &String, since: Option<&str>| {
+        let mut body = json!({"runner_id": "site-1", "format": 4});
+        if let Some(since) = since {
+            body["since"] = json!(since);
+        }
+        let token = token.clone();
+        let app = &b.app;
+        async move { app.call(PlanRequest::NAME, &token, body).await }
+    };
+    let cursor = |reply: &res_tests::functions::Reply| {
+        reply.body["cursor"].as_str().expect("a cursor").to_owned()
+    };
+    let acme_cursor = cursor(&plan(&acme, None).await);
+    let other_cursor = cursor(&plan(&other, None).await);
+
+    let from = b.today + Days::new(3);
+    b.apply(&b.document(Some((from, from)), "        Lights: {}\n"))
+        .await;
+
+    let delta = plan(&acme, Some(&acme_cursor)).await;
+    assert_eq!(delta.status, 200, "{}", delta.body);
+    assert_eq!(
+        delta.body["full"], false,
+        "a delta, not a full plan: {}",
+        delta.body
+    );
+    let text = delta.body.to_string();
+    assert!(
+        text.contains("Test Day"),
+        "the new calendar travels: {text}"
+    );
+    let lights = b.rule("Malqa", "Lights").await;
+    assert!(
+        text.contains(&lights.to_string()),
+        "a branch without the calendar is sent its brand's change too: {text}"
+    );
+    let untouched = plan(&other, Some(&other_cursor)).await;
+    assert_eq!(untouched.status, 200, "{}", untouched.body);
+    assert_eq!(untouched.body["full"], false, "{}", untouched.body);
+    assert_eq!(
+        untouched.body["tables"]["entries"]["id"]
+            .as_array()
+            .map(Vec::len),
+        Some(0),
+        "another brand's runner is sent nothing: {}",
+        untouched.body
+    );
+}
