@@ -335,6 +335,8 @@ pub struct FunctionsServer {
     port: u16,
     log: PathBuf,
     args: Vec<String>,
+    /// The sealing keyring it is started with; the tests' own when `None`.
+    keyring: Option<String>,
 }
 
 impl FunctionsServer {
@@ -370,6 +372,7 @@ impl FunctionsServer {
             port: free_port(),
             log: log.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
+            keyring: None,
         };
         server.restart().await;
         server
@@ -392,7 +395,10 @@ impl FunctionsServer {
             .args(["serve", "--bind", &format!("{}:{}", self.host, self.port)])
             .args(&self.args)
             .env("DATABASE_URL", &self.database_url)
-            .env("RES_SECRETS_KEYS", crate::secrets_keys())
+            .env(
+                "RES_SECRETS_KEYS",
+                self.keyring.as_deref().unwrap_or(crate::secrets_keys()),
+            )
             .env("RUST_LOG", "info")
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))
@@ -415,6 +421,11 @@ impl FunctionsServer {
             .is_some_and(|mut child| terminate(&mut child))
     }
 
+    /// The keyring its next [`FunctionsServer::restart`] is given (a rotation step).
+    pub fn use_keyring(&mut self, keyring: &str) {
+        self.keyring = Some(keyring.to_owned());
+    }
+
     /// SIGKILL (a crash: no answer is finished, no connection closed politely).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -434,6 +445,7 @@ impl FunctionsServer {
             port: self.port,
             log: log.to_owned(),
             args: self.args.clone(),
+            keyring: self.keyring.clone(),
         };
         server.restart().await;
         server

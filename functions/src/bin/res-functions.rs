@@ -379,8 +379,13 @@ async fn secrets(command: SecretsCommand) -> anyhow::Result<()> {
                 .context("no sealing keys given (RES_SECRETS_KEYS or RES_SECRETS_KEY_FILE)")?;
             let pool = database.command_pool()?;
             let done = res_functions::secrets::rewrap_all(&pool, &keyring).await?;
+            let rerun = if done.skipped > 0 {
+                " (rerun to rewrap them)"
+            } else {
+                ""
+            };
             println!(
-                "{} secrets rewrapped under key '{}'; {} changed meanwhile (rerun to rewrap them)",
+                "{} secrets rewrapped under key '{}'; {} changed meanwhile{rerun}",
                 done.rewrapped,
                 keyring.active_id(),
                 done.skipped

@@ -10,16 +10,16 @@ use serde_json::Value;
 use super::system::System;
 
 /// A fenced block of the document.
-struct Block {
-    lang: String,
-    text: String,
+pub(super) struct Block {
+    pub(super) lang: String,
+    pub(super) text: String,
     /// Line of the opening fence (1-based).
-    line: usize,
+    pub(super) line: usize,
     /// Line of the closing fence.
     end: usize,
 }
 
-fn blocks(markdown: &str) -> Vec<Block> {
+pub(super) fn blocks(markdown: &str) -> Vec<Block> {
     let mut blocks = Vec::new();
     let mut current: Option<Block> = None;
     for (n, line) in markdown.lines().enumerate() {

@@ -11,6 +11,7 @@ mod disk;
 
 mod console;
 mod docs;
+mod docs_secrets;
 mod failover;
 mod hours;
 mod links;
