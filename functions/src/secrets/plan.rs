@@ -107,3 +107,25 @@ fn wanted(
     }
     wanted
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secrets_left_out_are_named_up_to_twenty_then_counted() {
+        let brand = Uuid::from_u128(1);
+        let few: Vec<(Uuid, String)> = vec![(brand, "api-token".into()), (brand, "cam-1".into())];
+        assert_eq!(
+            named(few.iter()),
+            format!("api-token (brand {brand}), cam-1 (brand {brand})")
+        );
+        let many: Vec<(Uuid, String)> = (0..23).map(|i| (brand, format!("cam-{i:02}"))).collect();
+        let text = named(many.iter());
+        assert!(
+            text.contains("cam-19 (brand") && !text.contains("cam-20"),
+            "{text}"
+        );
+        assert!(text.ends_with(", and 3 more"), "{text}");
+    }
+}

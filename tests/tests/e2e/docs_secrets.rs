@@ -134,19 +134,23 @@ async fn the_secrets_section_and_the_key_rotation_in_the_docs_run_as_written() {
         ("CAMERA_PASSWORD", "camera password 1"),
     ];
 
-    // configure.md, "Secrets": the example document is one `config validate` accepts.
+    // configure.md, "Secrets": the example documents (the catalogue's, the brand's) are
+    // ones `config validate` accepts; they are applied below.
     let configure = read_doc("configure.md");
-    let example = blocks(section(&configure, "## Secrets"))
+    let examples: Vec<_> = blocks(section(&configure, "## Secrets"))
         .into_iter()
-        .find(|b| b.lang == "yaml")
-        .expect("the example document");
-    std::fs::write(dir.join("example.yaml"), &example.text).expect("example written");
-    let validated = run_sh("resctl config validate -f example.yaml", &env, &dir);
-    assert!(
-        validated.status.success(),
-        "configure.md:{}: {validated:?}",
-        example.line
-    );
+        .filter(|b| b.lang == "yaml")
+        .collect();
+    assert_eq!(examples.len(), 2, "the catalogue's and the brand's example");
+    for (name, example) in ["catalogue.yaml", "brand.yaml"].iter().zip(&examples) {
+        std::fs::write(dir.join(name), &example.text).expect("example written");
+        let validated = run_sh(&format!("resctl config validate -f {name}"), &env, &dir);
+        assert!(
+            validated.status.success(),
+            "configure.md:{}: {validated:?}",
+            example.line
+        );
+    }
 
     // configure.md, "Setting them": every command, as written.
     let setting = section(&configure, "### Setting them");
@@ -277,8 +281,89 @@ async fn the_secrets_section_and_the_key_rotation_in_the_docs_run_as_written() {
         format!("0 secrets rewrapped under key '{new_id}'; 0 changed meanwhile"),
         "{again:?}"
     );
-    // A value under a key the functions do not hold is named as the step says.
+    // The example document applies as written (a platform key: it has a catalogue part),
+    // and the runner of its branch is sent both secrets.
+    let platform = functions_cli(
+        system.database_url(),
+        &[
+            "create-api-key",
+            "--name",
+            "platform",
+            "--role",
+            "admin",
+            "--all-brands",
+        ],
+    );
+    let as_platform = [("RES_URL", url.as_str()), ("RES_TOKEN", platform.as_str())];
+    for (token, name) in [
+        (&as_platform[..], "catalogue.yaml"),
+        (&env[..], "brand.yaml"),
+    ] {
+        let applied = run_sh(
+            &format!("resctl apply -f {name} -m 'the secrets example'"),
+            token,
+            &dir,
+        );
+        assert!(
+            applied.status.success(),
+            "configure.md, {name}: {applied:?}"
+        );
+    }
+    let olaya: Uuid = sqlx::query_scalar("SELECT id FROM branches WHERE name = 'Riyadh Olaya'")
+        .fetch_one(&system.pool)
+        .await
+        .expect("the example's branch");
+    let runner = functions_cli(
+        system.database_url(),
+        &[
+            "create-api-key",
+            "--name",
+            "olaya",
+            "--role",
+            "runner",
+            "--branch",
+            &olaya.to_string(),
+        ],
+    );
+    let plan_url = format!("{}/get-execution-plan-v2", system.functions.url());
+    let plan = || async {
+        let reply = res_tests::functions::client()
+            .post(&plan_url)
+            .bearer_auth(&runner)
+            .json(&serde_json::json!({"runner_id": "olaya-1", "format": 4}))
+            .send()
+            .await
+            .expect("a plan answer");
+        assert!(reply.status().is_success(), "{}", reply.status());
+        let body: serde_json::Value = reply.json().await.expect("JSON");
+        let mut names: Vec<String> = body["secrets"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    assert_eq!(plan().await, ["analytics-token", "olaya-cam-1"]);
+    // Functions whose keys open neither: the plan leaves them out, and the log names them.
     let stranger = res_functions::secrets::Keyring::new_key("stranger").expect("a key");
+    system.functions.stop();
+    system.functions.use_keyring(&stranger);
+    system.functions.restart().await;
+    assert!(plan().await.is_empty(), "nothing it cannot open is sent");
+    let log = std::fs::read_to_string(system.dir.join("functions.log")).expect("the log");
+    for name in ["analytics-token", "olaya-cam-1"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("cannot open a secret for a plan") && l.contains(name)),
+            "the log names {name}"
+        );
+    }
+
+    // A value under a key the functions do not hold is named as the step says.
     let refused = run_sh(
         "res-functions secrets rewrap",
         &[
