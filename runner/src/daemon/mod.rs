@@ -317,7 +317,8 @@ impl Daemon {
     }
 
     /// Refreshes the gauges that are read rather than counted.
-    pub(crate) fn sample_gauges(&self) {
+    /// Returns the state directory's space as it read it, for a caller that shows it too.
+    pub(crate) fn sample_gauges(&self) -> Option<disk::Space> {
         let (queued, active) = {
             let queue = self.queue();
             (queue.len(), queue.active())
@@ -339,11 +340,13 @@ impl Daemon {
         m.outbox_in_memory.set(self.outbox.in_memory() as i64);
         m.state_unwritable
             .set(i64::from(self.outbox.unwritable().is_some()));
-        if let Some(space) = self.disk.read() {
+        let space = self.disk.read();
+        if let Some(space) = &space {
             m.state_free_bytes
                 .set(i64::try_from(space.free_bytes).unwrap_or(i64::MAX));
             m.state_space_low.set(i64::from(space.low_since.is_some()));
         }
+        space
     }
 }
 

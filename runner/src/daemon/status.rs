@@ -112,9 +112,9 @@ pub(crate) struct RuleRow {
 }
 
 fn snapshot(daemon: &Daemon) -> Status {
-    daemon.sample_gauges();
+    // One statvfs for the gauges and the page alike.
+    let space = daemon.sample_gauges();
     let now = crate::clock::now();
-    let space = daemon.disk.read();
     let (workflows, rules, offline_owners, secrets) = {
         let plan = daemon.plan.read();
         let offline_owners = plan
