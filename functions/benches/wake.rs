@@ -33,8 +33,16 @@ const CHANGES: usize = 200;
 const RUNS: usize = 30;
 /// Each idle mode is measured this long, after its sites' first requests.
 const IDLE: Duration = Duration::from_secs(90);
-/// Idle modes: 0 polls every 20 s (Lambda, or a runner with waiting off); else the wait.
-const IDLE_WAITS: [u32; 4] = [0, 20, 50, 240];
+/// Idle modes, as (wait, keep-alive): a wait of 0 polls every 20 s (Lambda, or a runner
+/// with waiting off); keep-alive asks the waiting answer for a space every 10 s, as
+/// res-runner 0.3.0 does (`res-keepalive: 1`), side by side with the same wait without.
+const IDLE_MODES: [(u32, bool); 5] = [
+    (0, false),
+    (20, false),
+    (50, false),
+    (240, false),
+    (240, true),
+];
 /// What res-runner says about itself with every plan request.
 fn health() -> Value {
     json!({"version": "bench", "outbox_depth": 0, "runs_offline": true})
@@ -81,21 +89,21 @@ async fn run() {
         "{:<26} {:>10} {:>12} {:>11} {:>9}",
         "mode", "answers/s", "cores", "requests/h", "CPU-ms/h"
     );
-    let baseline = idle_cost(&client, &base, &[], 0, service.pid()).await;
+    let baseline = idle_cost(&client, &base, &[], (0, false), service.pid()).await;
     println!(
         "{:<26} {:>10} {:>6.3}+{:.3} {:>11} {:>9}",
         "nobody asking (baseline)", "-", baseline.postgres, baseline.functions, "-", "-"
     );
-    for wait in IDLE_WAITS {
-        let idle = idle_cost(&client, &base, &sites, wait, service.pid()).await;
+    for (wait, keepalive) in IDLE_MODES {
+        let idle = idle_cost(&client, &base, &sites, (wait, keepalive), service.pid()).await;
         let per_hour = 3_600.0 / count as f64;
         let net = idle.postgres + idle.functions - baseline.postgres - baseline.functions;
         println!(
             "{:<26} {:>10.1} {:>6.3}+{:.3} {:>11.1} {:>9.1}",
-            if wait == 0 {
-                "polling every 20 s".to_owned()
-            } else {
-                format!("waiting {wait} s")
+            match (wait, keepalive) {
+                (0, _) => "polling every 20 s".to_owned(),
+                (_, false) => format!("waiting {wait} s"),
+                (_, true) => format!("waiting {wait} s, keep-alive"),
             },
             idle.answers_per_second,
             idle.postgres,
@@ -204,16 +212,28 @@ async fn seed(pool: &PgPool, count: usize) -> Vec<Site> {
 }
 
 async fn plan(client: &reqwest::Client, base: &str, token: &str, body: Value) -> Value {
-    client
+    plan_kept_alive(client, base, token, body, false).await.0
+}
+
+/// [`plan`], asking a waiting answer to show it is alive when `keepalive`; and whether the
+/// answer said it did (`res-keepalive-seconds`).
+async fn plan_kept_alive(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    body: Value,
+    keepalive: bool,
+) -> (Value, bool) {
+    let mut request = client
         .post(format!("{base}/{}", PlanRequest::NAME))
         .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .expect("a plan answer")
-        .json()
-        .await
-        .expect("a plan")
+        .json(&body);
+    if keepalive {
+        request = request.header("res-keepalive", "1");
+    }
+    let answer = request.send().await.expect("a plan answer");
+    let kept = answer.headers().contains_key("res-keepalive-seconds");
+    (answer.json().await.expect("a plan"), kept)
 }
 
 /// What idle sites cost: answers per second and the cores PostgreSQL and the functions
@@ -232,7 +252,7 @@ async fn idle_cost(
     client: &reqwest::Client,
     base: &str,
     sites: &[Site],
-    wait: u32,
+    (wait, keepalive): (u32, bool),
     pid: u32,
 ) -> IdleCost {
     let mut cursors = Vec::with_capacity(sites.len());
@@ -247,11 +267,12 @@ async fn idle_cost(
         cursors.push(full["cursor"].as_str().expect("cursor").to_owned());
     }
     let answers = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let kept_alive = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let stop = tokio_util::sync::CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
     for (site, cursor) in sites.iter().zip(cursors) {
         let (client, base, token) = (client.clone(), base.to_owned(), site.token.clone());
-        let (answers, stop) = (answers.clone(), stop.clone());
+        let (answers, kept_alive, stop) = (answers.clone(), kept_alive.clone(), stop.clone());
         tasks.spawn(async move {
             let period = if wait == 0 { 20 } else { wait };
             let mut next = rand::random_range(1..=period);
@@ -263,11 +284,12 @@ async fn idle_cost(
                 let asked = if wait == 0 { 0 } else { next };
                 let body = json!({"runner_id": "site", "since": cursor,
                                   "wait_seconds": asked, "health": health()});
-                let answer = tokio::select! {
-                    answer = plan(&client, &base, &token, body) => answer,
+                let (answer, kept) = tokio::select! {
+                    answer = plan_kept_alive(&client, &base, &token, body, keepalive) => answer,
                     () = stop.cancelled() => return,
                 };
                 answers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                kept_alive.fetch_add(u64::from(kept), std::sync::atomic::Ordering::Relaxed);
                 assert_eq!(
                     answer["wait_seconds"], asked,
                     "the server waits as asked: {answer}"
@@ -295,6 +317,20 @@ async fn idle_cost(
         if let Err(error) = joined {
             assert!(error.is_cancelled(), "a site failed: {error}");
         }
+    }
+    // Idle sites have no news: every waiting answer asked for keep-alives must have sent
+    // them, or this mode measured plain waits.
+    let (all, kept) = (
+        answers.load(std::sync::atomic::Ordering::Relaxed),
+        kept_alive.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    if keepalive {
+        assert!(
+            all > 0 && kept * 10 >= all * 9,
+            "only {kept} of {all} waiting answers were kept alive"
+        );
+    } else {
+        assert_eq!(kept, 0, "keep-alives sent unasked");
     }
     let seconds = IDLE.as_secs_f64();
     IdleCost {
