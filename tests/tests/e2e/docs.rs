@@ -411,15 +411,7 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
         ],
     );
 
-    let bin_dir = res_tests::processes::binary("res-functions")
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .expect("the target directory");
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let (bin_dir, path) = built_binaries_first();
     let server = base
         .trim_end_matches(res_shared::wire::FUNCTIONS_PREFIX)
         .to_owned();
@@ -499,6 +491,21 @@ async fn the_examples_in_docs_operate_md_run_as_written() {
             "{expected:?} in the examples' output:\n{outputs}"
         );
     }
+}
+
+/// The directory of this build's binaries, and `PATH` with it first: the documented
+/// commands run the binaries under test.
+pub(super) fn built_binaries_first() -> (std::path::PathBuf, String) {
+    let bin_dir = res_tests::processes::binary("res-functions")
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .expect("the target directory");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin_dir, path)
 }
 
 /// The `.rs` files under `dir`, recursively.

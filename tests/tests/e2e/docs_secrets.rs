@@ -6,10 +6,9 @@
 
 use std::process::Command;
 
-use res_tests::processes::binary;
 use uuid::Uuid;
 
-use super::docs::blocks;
+use super::docs::{blocks, built_binaries_first};
 use super::system::{System, functions_cli};
 
 /// The example's placeholders for the brand's and the branch's ids.
@@ -77,15 +76,7 @@ fn read_doc(name: &str) -> String {
 }
 
 fn run_sh(script: &str, envs: &[(&str, &str)], dir: &std::path::Path) -> std::process::Output {
-    let bin_dir = binary("resctl")
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .expect("the target directory");
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let (_, path) = built_binaries_first();
     Command::new("sh")
         .args(["-ec", script])
         .current_dir(dir)
