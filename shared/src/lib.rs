@@ -19,6 +19,7 @@
 #[macro_use]
 mod wire_enum;
 
+pub mod events;
 pub mod schedule;
 pub mod secrets;
 pub mod untrusted;
