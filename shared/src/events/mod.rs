@@ -6,5 +6,6 @@
 //! waiting, a run was asked for, or the wake time came; triggers during a run are
 //! coalesced into at most one more run.
 
+pub mod event;
 pub mod trigger;
 pub mod wake;
