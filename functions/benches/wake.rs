@@ -74,7 +74,11 @@ async fn run() {
     db::migrate(&pool).await.expect("migrate");
     let sites = seed(&pool, count).await;
     let (service, base) = support::serve(&database.url, &["--plan-wait-max-seconds", "240"]);
-    let client = reqwest::Client::new();
+    // res-runner's connection settings: reqwest's own (a 30 s TCP user timeout) end an idle
+    // wait at its first keep-alive probe lost on loopback (benchmarks.md, "Lost waits").
+    let client = res_client::with_keepalive(reqwest::Client::builder())
+        .build()
+        .expect("an HTTP client");
     support::wait_until_up(&client, &base).await;
     println!("== {count} sites, each with its own key, branch and rule ==");
 
