@@ -94,7 +94,7 @@ pub(crate) async fn nothing_lost_or_doubled(system: &System, rules: &[(Uuid, std
         assert_eq!(
             lines(starts),
             executions.len(),
-            "rule {rule}: one detector per run, none run twice"
+            "rule {rule}: one detector per run, none run twice: {executions:?}"
         );
         assert_eq!(system.violations(*rule).await, executions.len());
     }
