@@ -96,7 +96,11 @@ pub(crate) async fn nothing_lost_or_doubled(system: &System, rules: &[(Uuid, std
             executions.len(),
             "rule {rule}: one detector per run, none run twice: {executions:?}"
         );
-        assert_eq!(system.violations(*rule).await, executions.len());
+        assert_eq!(
+            system.violations(*rule).await,
+            executions.len(),
+            "rule {rule}: one violation per run: {executions:?}"
+        );
     }
 }
 
