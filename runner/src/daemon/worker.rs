@@ -214,12 +214,9 @@ async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
         )
     };
     if let Some(until) = unsure {
-        daemon.outage.run(false);
-        daemon
-            .plan
-            .set_running(job.branch_rule_id, false, crate::clock::now());
-        return JobOutcome::skipped(
-            JobStatus::SkippedOffline,
+        return skipped_offline(
+            daemon,
+            &job,
             format!(
                 "came due before the outage was known: another runner may have claimed it; not run offline before {until}"
             ),
@@ -240,12 +237,18 @@ async fn unreachable_now(daemon: &Daemon, job: Job, why: &str) -> JobOutcome {
             offline_execution = daemon.config.offline_execution.as_str(),
             "functions unreachable: not running (not this branch's offline owner)"
         );
-        daemon.outage.run(false);
-        daemon
-            .plan
-            .set_running(job.branch_rule_id, false, crate::clock::now());
-        JobOutcome::skipped(JobStatus::SkippedOffline, why.to_owned())
+        skipped_offline(daemon, &job, why.to_owned())
     }
+}
+
+/// A due rule not run while the functions are unreachable: counted into the outage, and
+/// free to be picked up again.
+fn skipped_offline(daemon: &Daemon, job: &Job, why: String) -> JobOutcome {
+    daemon.outage.run(false);
+    daemon
+        .plan
+        .set_running(job.branch_rule_id, false, crate::clock::now());
+    JobOutcome::skipped(JobStatus::SkippedOffline, why)
 }
 
 /// Another runner has the rule, or the server disagrees that it is due: move on, and take

@@ -52,8 +52,8 @@ pub(crate) fn hold_running_elsewhere(plan: &mut Plan, since: DateTime<Utc>) -> u
 }
 
 /// An occurrence that came due before this runner knew the functions were gone: not run
-/// offline until `until`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// offline until `until`. Kept in memory only (see `Local::unsure_at_outage`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct UnsureOccurrence {
     /// The occurrence's due time: the hold is about this occurrence only.
     pub(crate) due: DateTime<Utc>,
