@@ -68,7 +68,7 @@ struct Run {
 }
 
 /// The next `*/<period>` second after `t`, strictly after when `t` is on the grid.
-fn next_due_after(t: DateTime<Utc>, period_seconds: i64) -> DateTime<Utc> {
+pub(super) fn next_due_after(t: DateTime<Utc>, period_seconds: i64) -> DateTime<Utc> {
     let millis = t.timestamp_millis();
     let period = period_seconds * 1000;
     let next = (millis.div_euclid(period) + 1) * period;

@@ -10,19 +10,11 @@ use res_tests::processes::eventually;
 use uuid::Uuid;
 
 use super::due;
-use super::offline::{offline_runs, owner_seen_by};
+use super::offline::{next_due_after, offline_runs, owner_seen_by};
 use crate::system::System;
 
 const LONG_WAIT: Duration = Duration::from_secs(90);
 const PERIOD_SECONDS: i64 = 6;
-
-/// The first `*/PERIOD` second at least `margin` after `t`.
-fn next_due(t: DateTime<Utc>, margin: TimeDelta) -> DateTime<Utc> {
-    let period = PERIOD_SECONDS * 1000;
-    let from = (t + margin).timestamp_millis();
-    let next = (from.div_euclid(period) + 1) * period;
-    DateTime::<Utc>::from_timestamp_millis(next).unwrap_or(t)
-}
 
 async fn sleep_until(at: DateTime<Utc>) {
     let wait = (at - Utc::now()).to_std().unwrap_or_default();
@@ -67,7 +59,7 @@ async fn an_occurrence_claimed_just_before_the_functions_die_is_not_run_again_of
 
     // The owner is frozen over the next due second, so site-c claims it; the functions
     // die right after that claim, before the owner can hear of it.
-    let due_at = next_due(Utc::now(), TimeDelta::seconds(3));
+    let due_at = next_due_after(Utc::now() + TimeDelta::seconds(3), PERIOD_SECONDS);
     sleep_until(due_at - TimeDelta::milliseconds(1_500)).await;
     owner.signal(Signal::SIGSTOP);
     let claimed: Option<Uuid> = {
